@@ -1,0 +1,172 @@
+"""The clip container: per-frame local transforms of named joints.
+
+A clip holds, for ``T`` frames and ``B`` joints, local rotations ``(T, B, 4)`` (w-first unit
+quaternions), local translations ``(T, B, 3)``, optional scales ``(T, B, 3)``, the frame times in
+seconds ``(T,)`` and the clip's own frame rate. Local means the joint's attachment frame of
+:mod:`core.skeleton` (for a Blender bone, ``pose_bone.matrix_basis``).
+
+``coverage`` ``(B,)`` in ``[0, 1]`` says how much of each joint the clip drives: an unmapped joint
+has coverage 0 and its keys mean nothing, so writers skip it and later layers may drive it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from .errors import ClipError
+from .rotations import FloatArray, make_quat_continuous, quat_normalize, quat_slerp
+
+
+@dataclass(frozen=True)
+class Clip:
+    names: tuple[str, ...]
+    times: FloatArray
+    fps: float
+    rotations: FloatArray
+    translations: FloatArray
+    scales: FloatArray | None = None
+    coverage: FloatArray = field(default=None)  # type: ignore[assignment]
+    name: str = "Clip"
+    #: Frame number (in the clip's own rate) of ``times[0]``, so a writer can keep frame numbers.
+    first_frame: float = 1.0
+
+    def __post_init__(self) -> None:
+        names = tuple(str(n) for n in self.names)
+        object.__setattr__(self, "names", names)
+        b = len(names)
+        times = np.asarray(self.times, dtype=np.float64).reshape(-1)
+        t = times.shape[0]
+        rot = np.asarray(self.rotations, dtype=np.float64)
+        tr = np.asarray(self.translations, dtype=np.float64)
+        if rot.shape != (t, b, 4):
+            raise ClipError(f"clip {self.name!r}: rotations must have shape ({t}, {b}, 4), got {rot.shape}")
+        if tr.shape != (t, b, 3):
+            raise ClipError(f"clip {self.name!r}: translations must have shape ({t}, {b}, 3), got {tr.shape}")
+        sc = None
+        if self.scales is not None:
+            sc = np.asarray(self.scales, dtype=np.float64)
+            if sc.shape != (t, b, 3):
+                raise ClipError(f"clip {self.name!r}: scales must have shape ({t}, {b}, 3), got {sc.shape}")
+        cov = np.ones(b) if self.coverage is None else np.asarray(self.coverage, dtype=np.float64).reshape(-1)
+        if cov.shape != (b,):
+            raise ClipError(f"clip {self.name!r}: coverage must have shape ({b},), got {cov.shape}")
+        fps = float(self.fps)
+        if not np.isfinite(fps) or fps <= 0.0:
+            raise ClipError(f"clip {self.name!r}: frame rate must be positive, got {self.fps}")
+        if t > 1 and not np.all(np.diff(times) > 0.0):
+            raise ClipError(f"clip {self.name!r}: frame times must increase")
+        object.__setattr__(self, "times", times)
+        object.__setattr__(self, "rotations", rot)
+        object.__setattr__(self, "translations", tr)
+        object.__setattr__(self, "scales", sc)
+        object.__setattr__(self, "coverage", cov)
+        object.__setattr__(self, "fps", fps)
+
+    @property
+    def frame_count(self) -> int:
+        return int(self.times.shape[0])
+
+    @property
+    def duration(self) -> float:
+        return float(self.times[-1] - self.times[0]) if self.frame_count else 0.0
+
+    @classmethod
+    def from_frames(
+        cls,
+        names: Sequence[str],
+        rotations: ArrayLike,
+        translations: ArrayLike,
+        fps: float,
+        first_frame: float = 1.0,
+        frames: ArrayLike | None = None,
+        **kwargs: object,
+    ) -> Clip:
+        """Build a clip from samples at frame numbers (default: consecutive from ``first_frame``)."""
+        rot = np.asarray(rotations, dtype=np.float64)
+        f = np.arange(rot.shape[0], dtype=np.float64) + first_frame if frames is None else np.asarray(frames, dtype=np.float64)
+        return cls(
+            names=tuple(names),
+            times=(f - f[0]) / fps if f.size else f,
+            fps=fps,
+            rotations=rot,
+            translations=translations,  # type: ignore[arg-type]
+            first_frame=float(f[0]) if f.size else first_frame,
+            **kwargs,  # type: ignore[arg-type]
+        )
+
+    def frame_numbers(self, fps: float | None = None, keep_frames: bool = True) -> FloatArray:
+        """Frame numbers at rate ``fps`` (default: the clip's own) for each sample."""
+        rate = self.fps if fps is None else float(fps)
+        start = self.first_frame * rate / self.fps if keep_frames else 1.0
+        return start + self.times * rate
+
+    def validate(self) -> Clip:
+        """Refuse clips no one can use: no frames or non-finite keys (naming bone and frame)."""
+        if self.frame_count == 0:
+            raise ClipError(f"clip {self.name!r} has no frames")
+        for what, arr in (("rotation", self.rotations), ("translation", self.translations), ("scale", self.scales)):
+            if arr is None:
+                continue
+            bad = ~np.isfinite(arr).all(axis=-1)
+            if bad.any():
+                f, b = (int(v) for v in np.argwhere(bad)[0])
+                raise ClipError(
+                    f"clip {self.name!r} has a non-finite {what} key on bone {self.names[b]!r} "
+                    f"at frame {self.frame_numbers()[f]:g} ({int(bad.sum())} such keys in all)"
+                )
+        norms = np.linalg.norm(self.rotations, axis=-1)
+        if np.any(norms < 1e-9):
+            f, b = (int(v) for v in np.argwhere(norms < 1e-9)[0])
+            raise ClipError(f"clip {self.name!r} has a zero rotation quaternion on bone {self.names[b]!r}")
+        return self
+
+    def normalized(self) -> Clip:
+        """Unit quaternions, continuous over time (no hemisphere flips between frames)."""
+        return replace(self, rotations=make_quat_continuous(quat_normalize(self.rotations), axis=0))
+
+    def subset(self, names: Sequence[str]) -> Clip:
+        idx = [self.names.index(n) for n in names]
+        return replace(
+            self,
+            names=tuple(names),
+            rotations=self.rotations[:, idx],
+            translations=self.translations[:, idx],
+            scales=None if self.scales is None else self.scales[:, idx],
+            coverage=self.coverage[idx],
+        )
+
+    def resample(self, fps: float) -> Clip:
+        """Resample to ``fps`` over the same duration (slerp rotations, lerp the rest).
+
+        This is how a 120 fps clip keeps its timing on a 24 fps scene: it gets a fifth of the
+        frames, not five times the duration.
+        """
+        fps = float(fps)
+        if fps <= 0.0 or not np.isfinite(fps):
+            raise ClipError(f"cannot resample clip {self.name!r} to {fps} fps")
+        if abs(fps - self.fps) < 1e-9 or self.frame_count < 2:
+            return replace(self, fps=fps, first_frame=self.first_frame * fps / self.fps)
+        n = int(np.floor(self.duration * fps + 1e-6)) + 1
+        new_t = self.times[0] + np.arange(n) / fps
+        pos = np.interp(new_t, self.times, np.arange(self.frame_count, dtype=np.float64))
+        i0 = np.clip(np.floor(pos).astype(np.int64), 0, self.frame_count - 2)
+        u = pos - i0
+        rot = make_quat_continuous(self.rotations, axis=0)
+        rot = quat_slerp(rot[i0], rot[i0 + 1], np.broadcast_to(u[:, None], (n, len(self.names))))
+
+        def lerp(a: FloatArray) -> FloatArray:
+            return a[i0] * (1.0 - u)[:, None, None] + a[i0 + 1] * u[:, None, None]
+
+        return replace(
+            self,
+            times=new_t,
+            fps=fps,
+            rotations=make_quat_continuous(rot, axis=0),
+            translations=lerp(self.translations),
+            scales=None if self.scales is None else lerp(self.scales),
+            first_frame=self.first_frame * fps / self.fps,
+        )

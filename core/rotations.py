@@ -1,0 +1,398 @@
+"""Rotation conventions and batched rotation maths.
+
+The one convention used everywhere in Marionette (the same as Blender's):
+
+* Quaternions are Hamilton, scalar first: ``(w, x, y, z)``.
+* Rotations are *active* and act on *column* vectors: ``v' = R @ v``; a 4x4 transform keeps its
+  translation in the last column.
+* ``quat_multiply(a, b)`` rotates by ``b`` first, then by ``a`` (same order as ``R_a @ R_b``).
+* Euler orders use Blender's names: order ``"XYZ"`` applies X first, then Y, then Z, so the matrix
+  is ``Rz @ Ry @ Rx``.
+
+All functions take arrays of any leading shape (``(..., 4)`` quaternions, ``(..., 3, 3)`` or
+``(..., 4, 4)`` matrices, ``(..., 3)`` vectors), broadcast them, and compute in float64. Frames
+come first in the arrays the rest of the code passes around (``(T, B, 4)``), but nothing here
+depends on that.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+FloatArray = NDArray[np.float64]
+
+# Below this norm a vector has no usable direction.
+_EPS = 1e-12
+
+
+def _as_float(a: ArrayLike) -> FloatArray:
+    return np.asarray(a, dtype=np.float64)
+
+
+def _check_last(a: FloatArray, n: int, what: str) -> None:
+    if a.shape[-1:] != (n,):
+        raise ValueError(f"{what} must have shape (..., {n}), got {a.shape}")
+
+
+def _check_matrix(m: FloatArray, n: int, what: str) -> None:
+    if m.shape[-2:] != (n, n):
+        raise ValueError(f"{what} must have shape (..., {n}, {n}), got {m.shape}")
+
+
+# --- quaternions -----------------------------------------------------------------------------
+
+
+def quat_identity(shape: tuple[int, ...] = ()) -> FloatArray:
+    q = np.zeros(shape + (4,))
+    q[..., 0] = 1.0
+    return q
+
+
+def quat_normalize(q: ArrayLike) -> FloatArray:
+    q = _as_float(q)
+    _check_last(q, 4, "quaternion")
+    n = np.linalg.norm(q, axis=-1, keepdims=True)
+    # A zero quaternion carries no rotation; return identity rather than NaN.
+    out = np.where(n > _EPS, q / np.where(n > _EPS, n, 1.0), quat_identity(q.shape[:-1]))
+    return out
+
+
+def quat_conjugate(q: ArrayLike) -> FloatArray:
+    q = _as_float(q)
+    _check_last(q, 4, "quaternion")
+    return q * np.array([1.0, -1.0, -1.0, -1.0])
+
+
+quat_inverse = quat_conjugate  # for unit quaternions
+
+
+def quat_multiply(a: ArrayLike, b: ArrayLike) -> FloatArray:
+    a = _as_float(a)
+    b = _as_float(b)
+    _check_last(a, 4, "quaternion a")
+    _check_last(b, 4, "quaternion b")
+    aw, ax, ay, az = np.moveaxis(a, -1, 0)
+    bw, bx, by, bz = np.moveaxis(b, -1, 0)
+    return np.stack(
+        [
+            aw * bw - ax * bx - ay * by - az * bz,
+            aw * bx + ax * bw + ay * bz - az * by,
+            aw * by - ax * bz + ay * bw + az * bx,
+            aw * bz + ax * by - ay * bx + az * bw,
+        ],
+        axis=-1,
+    )
+
+
+def quat_apply(q: ArrayLike, v: ArrayLike) -> FloatArray:
+    """Rotate vectors ``v`` by unit quaternions ``q``."""
+    q = _as_float(q)
+    v = _as_float(v)
+    _check_last(q, 4, "quaternion")
+    _check_last(v, 3, "vector")
+    w = q[..., :1]
+    u = q[..., 1:]
+    t = 2.0 * np.cross(u, v)
+    return v + w * t + np.cross(u, t)
+
+
+def quat_from_axis_angle(axis: ArrayLike, angle: ArrayLike) -> FloatArray:
+    axis = _as_float(axis)
+    _check_last(axis, 3, "axis")
+    angle = _as_float(angle)
+    n = np.linalg.norm(axis, axis=-1, keepdims=True)
+    unit = axis / np.where(n > _EPS, n, 1.0)
+    half = 0.5 * angle[..., None]
+    return np.concatenate([np.cos(half), np.sin(half) * unit], axis=-1)
+
+
+def axis_angle_from_quat(q: ArrayLike) -> tuple[FloatArray, FloatArray]:
+    """Return ``(axis, angle)`` with angle in ``[0, pi]``; the axis is +X for a null rotation."""
+    q = quat_normalize(q)
+    q = np.where(q[..., :1] < 0.0, -q, q)
+    s = np.linalg.norm(q[..., 1:], axis=-1)
+    angle = 2.0 * np.arctan2(s, q[..., 0])
+    axis = np.where(
+        (s > _EPS)[..., None], q[..., 1:] / np.where(s > _EPS, s, 1.0)[..., None], [1.0, 0.0, 0.0]
+    )
+    return axis, angle
+
+
+def quat_angle(q: ArrayLike) -> FloatArray:
+    """Rotation angle of unit quaternions, in ``[0, pi]``."""
+    q = _as_float(q)
+    _check_last(q, 4, "quaternion")
+    return 2.0 * np.arctan2(np.linalg.norm(q[..., 1:], axis=-1), np.abs(q[..., 0]))
+
+
+def quat_angle_between(a: ArrayLike, b: ArrayLike) -> FloatArray:
+    """Angle of the rotation that takes ``a`` to ``b``."""
+    return quat_angle(quat_multiply(b, quat_conjugate(a)))
+
+
+def quat_from_matrix(m: ArrayLike) -> FloatArray:
+    """Unit quaternion from rotation matrices ``(..., 3, 3)`` (or the 3x3 block of 4x4s).
+
+    Uses the largest-diagonal branch (Shepperd) for each matrix, so it stays accurate near
+    180 degree rotations. The result has ``w >= 0``.
+    """
+    m = _as_float(m)
+    if m.shape[-2:] == (4, 4):
+        m = m[..., :3, :3]
+    _check_matrix(m, 3, "rotation matrix")
+    m00, m11, m22 = m[..., 0, 0], m[..., 1, 1], m[..., 2, 2]
+    trace = m00 + m11 + m22
+    cand = np.stack(
+        [
+            np.stack([1 + trace, m[..., 2, 1] - m[..., 1, 2], m[..., 0, 2] - m[..., 2, 0], m[..., 1, 0] - m[..., 0, 1]], -1),
+            np.stack([m[..., 2, 1] - m[..., 1, 2], 1 + m00 - m11 - m22, m[..., 0, 1] + m[..., 1, 0], m[..., 0, 2] + m[..., 2, 0]], -1),
+            np.stack([m[..., 0, 2] - m[..., 2, 0], m[..., 0, 1] + m[..., 1, 0], 1 - m00 + m11 - m22, m[..., 1, 2] + m[..., 2, 1]], -1),
+            np.stack([m[..., 1, 0] - m[..., 0, 1], m[..., 0, 2] + m[..., 2, 0], m[..., 1, 2] + m[..., 2, 1], 1 - m00 - m11 + m22], -1),
+        ],
+        axis=-2,
+    )
+    choice = np.argmax(np.stack([trace, m00, m11, m22], -1), axis=-1)
+    q = np.take_along_axis(cand, choice[..., None, None], axis=-2)[..., 0, :]
+    q = quat_normalize(q)
+    return np.where(q[..., :1] < 0.0, -q, q)
+
+
+def matrix_from_quat(q: ArrayLike) -> FloatArray:
+    """3x3 rotation matrices from (not necessarily unit) quaternions."""
+    q = quat_normalize(q)
+    w, x, y, z = np.moveaxis(q, -1, 0)
+    return np.stack(
+        [
+            np.stack([1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)], -1),
+            np.stack([2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)], -1),
+            np.stack([2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)], -1),
+        ],
+        axis=-2,
+    )
+
+
+def quat_between_vectors(a: ArrayLike, b: ArrayLike) -> FloatArray:
+    """Minimal rotation taking direction ``a`` onto direction ``b``.
+
+    For opposite directions the rotation is 180 degrees about an axis perpendicular to ``a``
+    (chosen deterministically); a zero-length input gives the identity.
+    """
+    a = _as_float(a)
+    b = _as_float(b)
+    _check_last(a, 3, "vector a")
+    _check_last(b, 3, "vector b")
+    a, b = np.broadcast_arrays(a, b)
+    na = np.linalg.norm(a, axis=-1, keepdims=True)
+    nb = np.linalg.norm(b, axis=-1, keepdims=True)
+    valid = (na[..., 0] > _EPS) & (nb[..., 0] > _EPS)
+    ua = a / np.where(na > _EPS, na, 1.0)
+    ub = b / np.where(nb > _EPS, nb, 1.0)
+    d = np.sum(ua * ub, axis=-1)
+    w = 1.0 + d
+    xyz = np.cross(ua, ub)
+    # Opposite directions: any perpendicular axis works; take the one least aligned with a.
+    opposite = w < 1e-10
+    helper = np.where(
+        (np.abs(ua[..., 0]) < 0.9)[..., None], [1.0, 0.0, 0.0], [0.0, 1.0, 0.0]
+    )
+    perp = np.cross(ua, helper)
+    perp = perp / np.maximum(np.linalg.norm(perp, axis=-1, keepdims=True), _EPS)
+    q = np.concatenate([w[..., None], xyz], axis=-1)
+    q = np.where(opposite[..., None], np.concatenate([np.zeros_like(w)[..., None], perp], -1), q)
+    q = np.where(valid[..., None], q, quat_identity(q.shape[:-1]))
+    return quat_normalize(q)
+
+
+def swing_twist(q: ArrayLike, axis: ArrayLike) -> tuple[FloatArray, FloatArray]:
+    """Split ``q = swing * twist`` where ``twist`` turns about ``axis`` and ``swing`` is
+    perpendicular to it. A 180 degree swing leaves the twist undefined; identity is returned."""
+    q = _as_float(q)
+    axis = _as_float(axis)
+    _check_last(q, 4, "quaternion")
+    _check_last(axis, 3, "axis")
+    unit = axis / np.maximum(np.linalg.norm(axis, axis=-1, keepdims=True), _EPS)
+    proj = np.sum(q[..., 1:] * unit, axis=-1, keepdims=True) * unit
+    twist = np.concatenate([q[..., :1], proj], axis=-1)
+    twist = quat_normalize(twist)
+    swing = quat_multiply(q, quat_conjugate(twist))
+    return swing, twist
+
+
+def quat_slerp(a: ArrayLike, b: ArrayLike, t: ArrayLike) -> FloatArray:
+    """Spherical interpolation along the shorter arc; ``t`` broadcasts against ``a[..., 0]``."""
+    a = quat_normalize(a)
+    b = quat_normalize(b)
+    t = _as_float(t)[..., None]
+    d = np.sum(a * b, axis=-1, keepdims=True)
+    b = np.where(d < 0.0, -b, b)
+    d = np.abs(d)
+    theta = np.arccos(np.clip(d, -1.0, 1.0))
+    s = np.sin(theta)
+    small = s < 1e-6
+    safe = np.where(small, 1.0, s)
+    wa = np.where(small, 1.0 - t, np.sin((1.0 - t) * theta) / safe)
+    wb = np.where(small, t, np.sin(t * theta) / safe)
+    return quat_normalize(wa * a + wb * b)
+
+
+def make_quat_continuous(q: ArrayLike, axis: int = 0) -> FloatArray:
+    """Flip signs along ``axis`` (time) so consecutive quaternions lie in one hemisphere.
+
+    ``q`` and ``-q`` are the same rotation, but interpolating keys between them takes the long
+    way round; Blender interpolates quaternion channels component-wise, so keys must be continuous.
+    """
+    q = np.array(q, dtype=np.float64, copy=True)
+    _check_last(q, 4, "quaternion")
+    q = np.moveaxis(q, axis, 0)
+    if q.shape[0] > 1:
+        d = np.sum(q[1:] * q[:-1], axis=-1)
+        flips = np.cumsum(d < 0.0, axis=0) % 2
+        q[1:] = np.where(flips[..., None] == 1, -q[1:], q[1:])
+    return np.moveaxis(q, 0, axis)
+
+
+# --- Euler angles ----------------------------------------------------------------------------
+
+_AXIS = {"X": 0, "Y": 1, "Z": 2}
+EULER_ORDERS = ("XYZ", "XZY", "YXZ", "YZX", "ZXY", "ZYX")
+
+
+def _check_order(order: str) -> str:
+    if order not in EULER_ORDERS:
+        raise ValueError(f"Euler order must be one of {EULER_ORDERS}, got {order!r}")
+    return order
+
+
+def quat_from_euler(angles: ArrayLike, order: str = "XYZ") -> FloatArray:
+    """Quaternions from Euler angles in Blender's convention (``order[0]`` is applied first)."""
+    angles = _as_float(angles)
+    _check_last(angles, 3, "Euler angles")
+    _check_order(order)
+    q = quat_identity(angles.shape[:-1])
+    for ch in order:
+        i = _AXIS[ch]
+        e = np.zeros(3)
+        e[i] = 1.0
+        # Each later axis is applied after (to the left of) the earlier ones.
+        q = quat_multiply(quat_from_axis_angle(e, angles[..., i]), q)
+    return q
+
+
+def euler_from_matrix(m: ArrayLike, order: str = "XYZ") -> FloatArray:
+    """Euler angles ``(..., 3)`` (indexed by axis X, Y, Z) from rotation matrices."""
+    m = _as_float(m)
+    if m.shape[-2:] == (4, 4):
+        m = m[..., :3, :3]
+    _check_matrix(m, 3, "rotation matrix")
+    _check_order(order)
+    i, j, k = (_AXIS[c] for c in order)
+    # Parity of the permutation decides the signs (classic Shoemake formulation, specialised to
+    # Tait-Bryan orders applied first-to-last, R = R_k R_j R_i).
+    sign = 1.0 if (j - i) % 3 == 1 else -1.0
+    sy = -sign * m[..., k, i]
+    sy = np.clip(sy, -1.0, 1.0)
+    cy = np.sqrt(np.maximum(0.0, 1.0 - sy * sy))
+    regular = cy > 1e-9
+    ai = np.where(regular, np.arctan2(sign * m[..., k, j], m[..., k, k]), np.arctan2(-sign * m[..., j, k], m[..., j, j]))
+    aj = np.arcsin(sy)
+    ak = np.where(regular, np.arctan2(sign * m[..., j, i], m[..., i, i]), 0.0)
+    out = np.zeros(m.shape[:-2] + (3,))
+    out[..., i] = ai
+    out[..., j] = aj
+    out[..., k] = ak
+    return out
+
+
+def euler_from_quat(q: ArrayLike, order: str = "XYZ") -> FloatArray:
+    return euler_from_matrix(matrix_from_quat(q), order)
+
+
+def make_euler_continuous(angles: ArrayLike, order: str = "XYZ", axis: int = 0) -> FloatArray:
+    """Choose, per frame, the Euler triple (of the two equivalent ones, each shifted by 2*pi)
+    closest to the previous frame's, so F-curves do not jump by 2*pi."""
+    e = np.array(angles, dtype=np.float64, copy=True)
+    _check_last(e, 3, "Euler angles")
+    _check_order(order)
+    e = np.moveaxis(e, axis, 0)
+    i, j, k = (_AXIS[c] for c in order)
+    two_pi = 2.0 * np.pi
+    for t in range(1, e.shape[0]):
+        prev = e[t - 1]
+        cur = e[t]
+        alt = cur.copy()
+        alt[..., i] += np.pi
+        alt[..., j] = np.pi - alt[..., j]
+        alt[..., k] += np.pi
+        best = []
+        for c in (cur, alt):
+            c = c + two_pi * np.round((prev - c) / two_pi)
+            best.append(c)
+        d0 = np.sum(np.abs(best[0] - prev), axis=-1, keepdims=True)
+        d1 = np.sum(np.abs(best[1] - prev), axis=-1, keepdims=True)
+        e[t] = np.where(d1 < d0, best[1], best[0])
+    return np.moveaxis(e, 0, axis)
+
+
+# --- 4x4 transforms --------------------------------------------------------------------------
+
+
+def transform_from_parts(
+    rotation: ArrayLike, translation: ArrayLike, scale: ArrayLike | None = None
+) -> FloatArray:
+    """4x4 matrices ``T @ R @ S`` from quaternions, translations and optional scales."""
+    rotation = _as_float(rotation)
+    translation = _as_float(translation)
+    r = matrix_from_quat(rotation)
+    if scale is not None:
+        r = r * _as_float(scale)[..., None, :]
+    shape = np.broadcast_shapes(r.shape[:-2], translation.shape[:-1])
+    out = np.zeros(shape + (4, 4))
+    out[..., :3, :3] = r
+    out[..., :3, 3] = translation
+    out[..., 3, 3] = 1.0
+    return out
+
+
+def parts_from_transform(m: ArrayLike) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """Split 4x4 matrices into ``(quaternion, translation, scale)``; assumes no shear.
+
+    A negative determinant is folded into a negative X scale so the rotation stays proper.
+    """
+    m = _as_float(m)
+    _check_matrix(m, 4, "transform")
+    basis = m[..., :3, :3]
+    scale = np.linalg.norm(basis, axis=-2)
+    det = np.linalg.det(basis)
+    scale[..., 0] = np.where(det < 0.0, -scale[..., 0], scale[..., 0])
+    rot = basis / np.where(np.abs(scale) > _EPS, scale, 1.0)[..., None, :]
+    return quat_from_matrix(rot), m[..., :3, 3].copy(), scale
+
+
+def invert_transform(m: ArrayLike) -> FloatArray:
+    m = _as_float(m)
+    _check_matrix(m, 4, "transform")
+    return np.linalg.inv(m)
+
+
+def invert_rigid(m: ArrayLike) -> FloatArray:
+    """Inverse of rotation + translation 4x4s (no scale), exact and cheaper than ``inv``."""
+    m = _as_float(m)
+    _check_matrix(m, 4, "transform")
+    out = np.zeros_like(m)
+    rt = np.swapaxes(m[..., :3, :3], -1, -2)
+    out[..., :3, :3] = rt
+    out[..., :3, 3] = -np.einsum("...ij,...j->...i", rt, m[..., :3, 3])
+    out[..., 3, 3] = 1.0
+    return out
+
+
+def orthonormalize(m: ArrayLike) -> FloatArray:
+    """Nearest rotation matrix (polar decomposition via SVD) of ``(..., 3, 3)`` matrices."""
+    m = _as_float(m)
+    _check_matrix(m, 3, "matrix")
+    u, _, vt = np.linalg.svd(m)
+    r = u @ vt
+    det = np.linalg.det(r)
+    u[..., :, 2] *= np.where(det < 0.0, -1.0, 1.0)[..., None]
+    return u @ vt
