@@ -1,0 +1,352 @@
+"""Geometric-frame retarget (SPEC 4): the default method.
+
+Never trust an authored bone axis: a bone's roll is a free choice of whoever exported the rig,
+positions are what every rig agrees on. The retarget is split in two:
+
+:func:`bind` (once per source/target pair) infers both rigs' facing, canonicalises both rests into
+the same T-pose, builds the geometric frame of every slot the two rigs share, and measures the
+hip heights that scale the root's travel.
+
+:func:`retarget` (per clip, vectorised over frames, looping over bones only) evaluates the source
+clip, expresses every shared slot's motion in its geometric frame -- the frame is carried by the
+bone's rotation and its X axis re-aimed at the measured segment, so the segment direction is exact
+even when the source has extra bones in between -- carries it into the target's geometric frame
+through the alignment of the two bodies, and converts the result into target local rotations
+through each target parent's *current*, already retargeted placement.
+
+Bones between two mapped bones (extra spine segments, twist splits, helper joints, slots only the
+target has) move with the mapped bone above them, so each segment keeps its measured direction;
+toes follow the foot at bind; bones below the last mapped bone of a chain and bones above the hips
+are not driven (coverage 0) and stay free for other layers.
+
+All computation is in each rig's skeleton space (Blender's armature space): object placement
+(a x100 parent, a -90 degree X rotation) never enters.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from .canonical_pose import CanonicalPose, RigAnatomy, build_anatomy, canonical_pose, evaluate_point, rest_facing
+from .clip import Clip
+from .errors import MappingError, RigError
+from .facing import Facing
+from .frames import CANONICAL_AXES
+from .humanoid import MINIMUM_SLOTS, SIDES, sided
+from .rotations import (
+    FloatArray,
+    make_quat_continuous,
+    matrix_from_quat,
+    parts_from_transform,
+    quat_between_vectors,
+)
+from .skeleton import Skeleton
+
+RootMotion = Literal["HIPS", "ROOT_BONE", "OBJECT", "IN_PLACE"]
+ROOT_MOTION_MODES: tuple[str, ...] = ("HIPS", "ROOT_BONE", "OBJECT", "IN_PLACE")
+
+
+@dataclass(frozen=True)
+class RigInput:
+    """A rig as the retarget sees it: skeleton, slot -> bone name, and optional bone end points
+    (skeleton-space rest tails, ``(B, 3)``; derived from children when absent)."""
+
+    skeleton: Skeleton
+    slots: dict[str, str]
+    ends: ArrayLike | None = None
+
+
+@dataclass(frozen=True)
+class RetargetOptions:
+    root_motion: str = "HIPS"
+    #: Travel scale; ``None`` measures target hip height over source hip height (from the ground).
+    scale: float | None = None
+    horizontal_scale: float | None = None
+    vertical_scale: float | None = None
+    #: Fallback forward axes (skeleton space) used only when a rig's facing cannot be inferred.
+    source_forward: tuple[float, float, float] | None = None
+    target_forward: tuple[float, float, float] | None = None
+    fingers: bool = True
+
+    def __post_init__(self) -> None:
+        if self.root_motion not in ROOT_MOTION_MODES:
+            raise ValueError(f"root_motion must be one of {ROOT_MOTION_MODES}, got {self.root_motion!r}")
+
+
+@dataclass(frozen=True)
+class Binding:
+    """Everything about a source/target pair that does not change between frames."""
+
+    source: RigAnatomy
+    target: RigAnatomy
+    source_facing: Facing
+    target_facing: Facing
+    source_canonical: CanonicalPose
+    target_canonical: CanonicalPose
+    align: FloatArray  # 3x3: source skeleton-space directions -> target skeleton-space directions
+    framed: tuple[str, ...]  # slots carried through geometric frames, parents first
+    carried: dict[str, FloatArray]  # slot -> source bone-local geometric frame (3x3)
+    target_frames_inv: dict[str, FloatArray]  # slot -> inverse canonical target frame
+    target_canonical_rot: FloatArray  # (Bt, 3, 3) canonical orientation of every target bone
+    driven: FloatArray  # (Bt,) bool: bones the retarget writes
+    horizontal_scale: float
+    vertical_scale: float
+    source_hip_height: float
+    target_hip_height: float
+    target_ground: float
+    root_bone: int  # target bone that carries travel in ROOT_BONE mode, -1 if none
+    options: RetargetOptions
+    warnings: tuple[str, ...] = field(default=())
+
+    def describe(self) -> dict[str, object]:
+        return {
+            "framed_slots": list(self.framed),
+            "source_facing": self.source_facing.describe(),
+            "target_facing": self.target_facing.describe(),
+            "horizontal_scale": self.horizontal_scale,
+            "vertical_scale": self.vertical_scale,
+            "source_hip_height": self.source_hip_height,
+            "target_hip_height": self.target_hip_height,
+            "warnings": list(self.warnings),
+        }
+
+
+@dataclass(frozen=True)
+class RetargetResult:
+    clip: Clip  # target local transforms; coverage 1 on driven bones
+    root_motion: FloatArray  # (T, 3) horizontal travel in target skeleton space
+    binding: Binding
+
+
+def _orientation(m: FloatArray) -> FloatArray:
+    """Rotation part of placements that may carry scale (columns normalised)."""
+    r = m[..., :3, :3]
+    return np.asarray(r / np.linalg.norm(r, axis=-2, keepdims=True), dtype=np.float64)
+
+
+def _ground_points(anatomy: RigAnatomy) -> list[tuple[int, FloatArray]]:
+    """Points on the feet used to find the ground: ankle and toe heads and their ends."""
+    pts: list[tuple[int, FloatArray]] = []
+    inv = np.linalg.inv(anatomy.rest)
+    for side in SIDES:
+        for part in ("foot", "toes"):
+            slot = sided(part, side)
+            if slot in anatomy.slots:
+                b = anatomy.slots[slot]
+                pts.append((b, np.zeros(3)))
+                pts.append((b, (inv[b] @ np.append(anatomy.ends[b], 1.0))[:3]))
+    return pts
+
+
+def _heights(points: list[tuple[int, FloatArray]], placements: FloatArray, up: FloatArray) -> FloatArray:
+    """Height along ``up`` of each ground point, ``(..., P)``."""
+    return np.stack([evaluate_point(((b, off),), placements) @ up for b, off in points], axis=-1)
+
+
+def bind(source: RigInput, target: RigInput, options: RetargetOptions | None = None) -> Binding:
+    """Precompute the retarget of ``source`` clips onto ``target`` (see module doc)."""
+    opts = options or RetargetOptions()
+    for name, rig in (("source", source), ("target", target)):
+        missing = [s for s in MINIMUM_SLOTS if s not in rig.slots]
+        if missing:
+            raise MappingError(f"the {name} rig is not a usable humanoid: no bone for {', '.join(missing)}")
+    common = {s for s in source.slots if s in target.slots}
+    if not opts.fingers:
+        common = {s for s in common if s.split("_")[0] not in ("thumb", "index", "middle", "ring", "little")}
+    src = build_anatomy(source.skeleton, {s: source.slots[s] for s in common}, source.ends)
+    # The target keeps every mapped slot for its anatomy (so an IK foot parented to the root still
+    # hangs from its shin), but only shared slots carry frames; the rest move with their owner.
+    tgt = build_anatomy(target.skeleton, {s: b for s, b in target.slots.items() if s in common or s.startswith("toes")}, target.ends)
+
+    warnings: list[str] = []
+    src_facing = rest_facing(src, opts.source_forward)
+    tgt_facing = rest_facing(tgt, opts.target_forward)
+    for name, f in (("source", src_facing), ("target", tgt_facing)):
+        if not f.known:
+            raise RigError(
+                f"cannot tell which way the {name} rig faces (its cues cancel and it has no left/right bones); "
+                "set its forward axis explicitly"
+            )
+        if f.source != "inferred":
+            warnings.append(f"{name} facing could not be inferred from the body; used {f.source}")
+    src_can = canonical_pose(src, src_facing)
+    tgt_can = canonical_pose(tgt, tgt_facing)
+    align = tgt_can.body @ src_can.body.T
+
+    framed = tuple(s for s in src.segment_start if s in tgt.segment_start)
+    carried = {s: _orientation(src_can.placements[src.slots[s]]).T @ src_can.frames[s] for s in framed}
+    tgt_inv = {s: tgt_can.frames[s].T for s in framed}
+
+    # Bones the retarget drives: framed slot bones, bones on the path between two of them, toes.
+    n = len(target.skeleton)
+    driven = np.zeros(n, dtype=bool)
+    framed_bones = {tgt.slots[s] for s in framed}
+    for b in framed_bones | {tgt.slots[s] for s in tgt.slots if s.startswith("toes")}:
+        driven[b] = True
+        if b in tgt.detached:
+            continue
+        p = int(target.skeleton.parents[b])
+        path = []
+        while p >= 0 and p not in framed_bones:
+            path.append(p)
+            p = int(target.skeleton.parents[p])
+        if p >= 0:  # reached the framed bone above: everything on the way is in between
+            driven[path] = True
+    # Owners of driven bones must be framed bones; toes and intermediates follow them.
+    owner = tgt.owner.copy()
+    for i in np.flatnonzero(driven):
+        if owner[i] < 0:
+            driven[i] = False
+
+    # Heights from the ground (the lowest foot point at rest), never from the rest origin.
+    up_s, up_t = src_can.body[:, 2], tgt_can.body[:, 2]
+    src_h = float(src.rest[src.slots["hips"], :3, 3] @ up_s - _heights(_ground_points(src), src.rest, up_s).min())
+    tgt_ground = float(_heights(_ground_points(tgt), tgt.rest, up_t).min())
+    tgt_h = float(tgt.rest[tgt.slots["hips"], :3, 3] @ up_t - tgt_ground)
+    auto = tgt_h / src_h if src_h > 0 else float("nan")
+
+    def pick(value: float | None) -> float:
+        v = opts.scale if value is None else value
+        v = auto if v is None else float(v)
+        if not np.isfinite(v) or v <= 0.0:
+            warnings.append(f"travel scale {v!r} is unusable; used 1")
+            return 1.0
+        return v
+
+    hips_t = tgt.slots["hips"]
+    parent = int(target.skeleton.parents[hips_t])
+    root_bone = parent if parent >= 0 and not driven[parent] else -1
+    if opts.root_motion == "ROOT_BONE" and root_bone < 0:
+        warnings.append("the target's hips have no root bone above them; travel stays on the hips")
+
+    return Binding(
+        source=src,
+        target=tgt,
+        source_facing=src_facing,
+        target_facing=tgt_facing,
+        source_canonical=src_can,
+        target_canonical=tgt_can,
+        align=align,
+        framed=framed,
+        carried=carried,
+        target_frames_inv=tgt_inv,
+        target_canonical_rot=_orientation(tgt_can.placements),
+        driven=driven,
+        horizontal_scale=pick(opts.horizontal_scale),
+        vertical_scale=pick(opts.vertical_scale),
+        source_hip_height=src_h,
+        target_hip_height=tgt_h,
+        target_ground=tgt_ground,
+        root_bone=root_bone,
+        options=opts,
+        warnings=tuple(warnings),
+    )
+
+
+def source_placements(binding: Binding, clip: Clip) -> FloatArray:
+    """Skeleton-space placements ``(T, Bs, 4, 4)`` of the source rig playing ``clip``.
+
+    Bones the clip does not carry stay at rest."""
+    sk = binding.source.skeleton
+    n = len(sk)
+    t = clip.frame_count
+    rot = np.zeros((t, n, 4))
+    rot[..., 0] = 1.0
+    tr = np.zeros((t, n, 3))
+    sc = np.ones((t, n, 3))
+    cols = [(i, sk.find(name)) for i, name in enumerate(clip.names)]
+    src_cols = [i for i, j in cols if j is not None]
+    dst = [j for _, j in cols if j is not None]
+    if not dst:
+        raise MappingError(f"clip {clip.name!r} animates none of the source rig's bones")
+    rot[:, dst] = clip.rotations[:, src_cols]
+    tr[:, dst] = clip.translations[:, src_cols]
+    if clip.scales is not None:
+        sc[:, dst] = clip.scales[:, src_cols]
+    return sk.forward_kinematics(rot, tr, sc if clip.scales is not None else None)
+
+
+def retarget(binding: Binding, clip: Clip) -> RetargetResult:
+    """Carry ``clip`` (local transforms of the source rig) onto the target rig."""
+    clip.validate()
+    ws = source_placements(binding, clip)
+    qs = _orientation(ws)
+    src, tgt = binding.source, binding.target
+    t = clip.frame_count
+
+    # 1. Each framed slot's motion: carried frame, re-aimed at the measured segment, aligned.
+    motion: dict[int, FloatArray] = {}
+    for slot in binding.framed:
+        carried = qs[:, src.slots[slot]] @ binding.carried[slot]
+        seg = evaluate_point(src.segment_end[slot], ws) - evaluate_point(src.segment_start[slot], ws)
+        aim = matrix_from_quat(quat_between_vectors(carried[..., :, 0], seg))
+        frames = binding.align @ (aim @ carried)
+        motion[tgt.slots[slot]] = frames @ binding.target_frames_inv[slot]
+
+    # 2. Root travel, measured from the ground and scaled.
+    up_s = binding.source_canonical.body[:, 2]
+    up_t = binding.target_canonical.body[:, 2]
+    hips_s = ws[:, src.slots["hips"], :3, 3]
+    ground_s = float(np.percentile(_heights(_ground_points(src), ws, up_s).min(axis=-1), 5))
+    rest_hips_s = src.rest[src.slots["hips"], :3, 3]
+    travel_s = hips_s - rest_hips_s
+    travel_s = travel_s - np.outer(travel_s @ up_s, up_s)
+    travel_t = (travel_s @ binding.align.T) * binding.horizontal_scale
+    rest_hips_t = tgt.rest[tgt.slots["hips"], :3, 3]
+    height_t = binding.target_ground + binding.vertical_scale * (hips_s @ up_s - ground_s)
+    base_t = rest_hips_t - (rest_hips_t @ up_t) * up_t
+    mode = binding.options.root_motion
+    on_hips = mode == "HIPS" or (mode == "ROOT_BONE" and binding.root_bone < 0)
+    hips_pos = base_t + np.outer(height_t, up_t) + (travel_t if on_hips or mode == "ROOT_BONE" else 0.0)
+
+    # 3. Walk the target: world orientation from the owner's motion, local through the parent.
+    sk = tgt.skeleton
+    n = len(sk)
+    local = np.broadcast_to(np.eye(4), (t, n, 4, 4)).copy()
+    world = np.empty((t, n, 4, 4))
+    owner = tgt.owner
+    rest_rel = np.linalg.inv(tgt.rest[tgt.anatomical_parents.clip(0)]) @ tgt.rest
+    hips_t = tgt.slots["hips"]
+    for i in tgt.order:
+        p = int(sk.parents[i])
+        parent_world = world[:, p] if p >= 0 else None
+        attached = sk.parent_frames[i] if parent_world is None else parent_world @ sk.parent_frames[i]
+        if binding.driven[i]:
+            desired = np.empty((t, 4, 4))
+            desired[:, 3] = (0.0, 0.0, 0.0, 1.0)
+            desired[:, :3, :3] = motion[int(owner[i])] @ binding.target_canonical_rot[i]
+            if i == hips_t:
+                desired[:, :3, 3] = hips_pos
+            elif i in tgt.detached:
+                a = int(tgt.anatomical_parents[i])
+                desired[:, :3, 3] = world[:, a, :3, :3] @ rest_rel[i, :3, 3] + world[:, a, :3, 3]
+            else:
+                desired[:, :3, 3] = attached[..., :3, 3]
+            local[:, i] = sk.joint_local_from_world(i, desired, parent_world)
+        elif i == binding.root_bone and mode == "ROOT_BONE":
+            desired = np.broadcast_to(attached, (t, 4, 4)).copy()
+            desired[:, :3, 3] += travel_t
+            local[:, i] = sk.joint_local_from_world(i, desired, parent_world)
+        world[:, i] = attached @ local[:, i] if sk.child_frames is None else attached @ local[:, i] @ np.linalg.inv(sk.child_frames[i])
+
+    quats, trans, _ = parts_from_transform(local)
+    coverage = binding.driven.astype(np.float64)
+    if mode == "ROOT_BONE" and binding.root_bone >= 0:
+        coverage[binding.root_bone] = 1.0
+    out = replace(
+        clip,
+        names=sk.names,
+        rotations=make_quat_continuous(quats, axis=0),
+        translations=trans,
+        scales=None,
+        coverage=coverage,
+    )
+    return RetargetResult(clip=out, root_motion=travel_t, binding=binding)
+
+
+def framed_slot_names() -> tuple[str, ...]:
+    return tuple(CANONICAL_AXES)
