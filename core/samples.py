@@ -184,7 +184,8 @@ def sample_walk(rig: SampleRig, frames: int = 48, fps: float = 24.0, speed: floa
             # Arms hang (from a T-pose rest) and swing against the legs.
             q = quat_multiply(turn(x, -0.35 * np.sin(ph)), turn(yv, side * 1.25 + 0 * ph))
         elif slot.startswith("forearm"):
-            q = turn(x, 0.35 + 0.15 * np.sin(ph))
+            # Elbows bend forward: about the rest's up axis for an arm lying along X.
+            q = turn(z, -side * (0.35 + 0.15 * np.sin(ph)))
         elif slot.startswith(("index", "middle", "ring", "little")):
             q = turn(yv, -side * (0.3 + 0.1 * np.sin(ph)))
         else:

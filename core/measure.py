@@ -1,0 +1,249 @@
+"""Headless measurements of a retarget (SPEC 6): measure the link before you edit it.
+
+Every figure compares the target's motion with the source's after carrying the source into the
+target's body frame (the binding's alignment) and scale, so rigs that face different ways or differ
+in size compare fairly. All figures are computed from placements (skeleton space, ``(T, B, 4, 4)``)
+so they judge whatever produced the target motion: the core retarget, or keys written into Blender
+and read back.
+
+Angles are in degrees; distances are in units of the target's hip height (so 0.05 is 5 %).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .canonical_pose import evaluate_point
+from .humanoid import SIDES, sided
+from .retarget import Binding, _ground_points, _heights, _orientation
+from .rotations import FloatArray, euler_from_matrix, matrix_from_quat, quat_between_vectors
+
+
+def _angle(a: FloatArray, b: FloatArray) -> FloatArray:
+    na = np.linalg.norm(a, axis=-1)
+    nb = np.linalg.norm(b, axis=-1)
+    c = np.sum(a * b, axis=-1) / np.maximum(na * nb, 1e-300)
+    return np.asarray(np.degrees(np.arccos(np.clip(c, -1.0, 1.0))), dtype=np.float64)
+
+
+def segment_vectors(binding: Binding, placements: FloatArray, side: str) -> dict[str, FloatArray]:
+    """Segment vector ``(T, 3)`` of every framed slot, for the ``"source"`` or ``"target"`` rig."""
+    anatomy = binding.source if side == "source" else binding.target
+    return {
+        s: evaluate_point(anatomy.segment_end[s], placements) - evaluate_point(anatomy.segment_start[s], placements)
+        for s in binding.framed
+    }
+
+
+def bone_direction_errors(binding: Binding, source: FloatArray, target: FloatArray) -> dict[str, FloatArray]:
+    """Angle per framed slot and frame between the source segment (aligned) and the target's."""
+    src = segment_vectors(binding, source, "source")
+    tgt = segment_vectors(binding, target, "target")
+    return {s: _angle(src[s] @ binding.align.T, tgt[s]) for s in binding.framed}
+
+
+def frames_in_motion(binding: Binding, placements: FloatArray, side: str) -> dict[str, FloatArray]:
+    """Each framed slot's geometric frame over time ``(T, 3, 3)``: carried by the bone's rotation
+    from the canonical pose and re-aimed at the measured segment."""
+    anatomy = binding.source if side == "source" else binding.target
+    canonical = binding.source_canonical if side == "source" else binding.target_canonical
+    rot = _orientation(placements)
+    segs = segment_vectors(binding, placements, side)
+    out = {}
+    for s in binding.framed:
+        b = anatomy.slots[s]
+        carried = rot[:, b] @ (_orientation(canonical.placements[b]).T @ canonical.frames[s])
+        aim = matrix_from_quat(quat_between_vectors(carried[..., :, 0], segs[s]))
+        out[s] = aim @ carried
+    return out
+
+
+def rotation_deltas(binding: Binding, source: FloatArray, target: FloatArray) -> dict[str, FloatArray]:
+    """Per-axis rotation difference ``(T, 3)`` in degrees between the aligned source frame and the
+    target frame of each slot, as XYZ angles in the frame's own axes (X = twist about the bone)."""
+    src = frames_in_motion(binding, source, "source")
+    tgt = frames_in_motion(binding, target, "target")
+    out = {}
+    for s in binding.framed:
+        diff = np.swapaxes(tgt[s], -1, -2) @ (binding.align @ src[s])
+        out[s] = np.degrees(euler_from_matrix(diff, "XYZ"))
+    return out
+
+
+def expected_hips(binding: Binding, source: FloatArray) -> FloatArray:
+    """Where the target hips should be ``(T, 3)``: the source's height above its ground and its
+    travel, aligned and scaled (root motion kept on the hips)."""
+    src, tgt = binding.source, binding.target
+    up_s = binding.source_canonical.body[:, 2]
+    up_t = binding.target_canonical.body[:, 2]
+    hips_s = source[:, src.slots["hips"], :3, 3]
+    ground_s = float(np.percentile(_heights(_ground_points(src), source, up_s).min(axis=-1), 5))
+    travel = hips_s - src.rest[src.slots["hips"], :3, 3]
+    travel = travel - np.outer(travel @ up_s, up_s)
+    rest_t = tgt.rest[tgt.slots["hips"], :3, 3]
+    base = rest_t - (rest_t @ up_t) * up_t
+    height = binding.target_ground + binding.vertical_scale * (hips_s @ up_s - ground_s)
+    return np.asarray(base + np.outer(height, up_t) + (travel @ binding.align.T) * binding.horizontal_scale)
+
+
+def root_displacement(binding: Binding, source: FloatArray, target: FloatArray) -> dict[str, FloatArray]:
+    """Hips error against the scaled source, split into height and travel, per frame, in units of
+    the target hip height."""
+    up_t = binding.target_canonical.body[:, 2]
+    d = target[:, binding.target.slots["hips"], :3, 3] - expected_hips(binding, source)
+    h = binding.target_hip_height
+    vertical = d @ up_t
+    horizontal = np.linalg.norm(d - np.outer(vertical, up_t), axis=-1)
+    return {"height": np.abs(vertical) / h, "travel": horizontal / h}
+
+
+LIMBS = {f"{part}.{side}": tuple(sided(p, side) for p in chain)
+         for side in SIDES
+         for part, chain in (("arm", ("upper_arm", "forearm", "hand")), ("leg", ("thigh", "shin", "foot")))}
+
+
+def limb_plane_errors(binding: Binding, source: FloatArray, target: FloatArray, min_bend: float = 10.0) -> dict[str, FloatArray]:
+    """Angle between the source's (aligned) and the target's elbow/knee plane normals per frame.
+
+    Frames where the source limb is nearly straight (bend below ``min_bend`` degrees) have no
+    plane and are NaN. A knee bending backwards shows up here as ~180 degrees.
+    """
+    out = {}
+    for limb, (a, b, c) in LIMBS.items():
+        if not all(s in binding.source.slots and s in binding.target.slots for s in (a, b, c)):
+            continue
+        normals = []
+        for placements, anatomy, align in ((source, binding.source, binding.align), (target, binding.target, np.eye(3))):
+            pa, pb, pc = (placements[:, anatomy.slots[s], :3, 3] for s in (a, b, c))
+            normals.append((np.cross(pb - pa, pc - pb) @ align.T, _angle(pb - pa, pc - pb)))
+        (ns, bend), (nt, _) = normals
+        err = _angle(ns, nt)
+        out[limb] = np.where(bend >= min_bend, err, np.nan)
+    return out
+
+
+def foot_skating(binding: Binding, source: FloatArray, target: FloatArray) -> dict[str, float]:
+    """How far each target foot slides while the source foot is planted (in target hip heights).
+
+    A source contact is a frame where the foot is within 6 % of the source hip height of its ground
+    and moves slower than 0.5 hip heights per second (judged per frame step, so at any rate)."""
+    out = {}
+    src, tgt = binding.source, binding.target
+    up_s = binding.source_canonical.body[:, 2]
+    up_t = binding.target_canonical.body[:, 2]
+    ground_pts = _ground_points(src)
+    ground = float(np.percentile(_heights(ground_pts, source, up_s).min(axis=-1), 5))
+    for side in SIDES:
+        foot = sided("foot", side)
+        if foot not in src.slots or foot not in tgt.slots or source.shape[0] < 2:
+            continue
+        ps = source[:, src.slots[foot], :3, 3]
+        pt = target[:, tgt.slots[foot], :3, 3]
+        step_s = np.linalg.norm(np.diff(ps - np.outer(ps @ up_s, up_s), axis=0), axis=-1) / binding.source_hip_height
+        low = (ps @ up_s - ground) / binding.source_hip_height < 0.35  # the ankle sits above the sole
+        contact = low[1:] & low[:-1] & (step_s < 0.02)
+        step_t = np.linalg.norm(np.diff(pt - np.outer(pt @ up_t, up_t), axis=0), axis=-1) / binding.target_hip_height
+        out[f"{foot} slide"] = float(step_t[contact].sum())
+        out[f"{foot} source slide"] = float(step_s[contact].sum())
+        out[f"{foot} contact frames"] = float(contact.sum())
+    return out
+
+
+def _capsule_raster(points_2d: list[tuple[FloatArray, FloatArray]], radius: float, size: int) -> FloatArray:
+    """Rasterise 2-D segments with a radius on a ``size``x``size`` grid over [-1.5, 1.5]^2."""
+    g = np.linspace(-1.5, 1.5, size)
+    px, py = np.meshgrid(g, g)
+    grid = np.stack([px.ravel(), py.ravel()], -1)
+    mask = np.zeros(grid.shape[0], dtype=bool)
+    for a, b in points_2d:
+        ab = b - a
+        denom = float(ab @ ab)
+        t = np.clip(((grid - a) @ ab) / denom, 0.0, 1.0) if denom > 0 else np.zeros(grid.shape[0])
+        d = np.linalg.norm(grid - (a + t[:, None] * ab), axis=-1)
+        mask |= d <= radius
+    return mask.reshape(size, size).astype(np.float64)
+
+
+def silhouette_overlap(binding: Binding, source: FloatArray, target: FloatArray, frames: int = 12, size: int = 64) -> dict[str, float]:
+    """Intersection over union of the two skeletons' silhouettes (segments drawn as capsules),
+    seen from the front and from the side of each body, normalised by hip height and centred on
+    the hips, averaged over ``frames`` evenly spread frames."""
+    picks = np.unique(np.linspace(0, source.shape[0] - 1, min(frames, source.shape[0])).astype(int))
+    scores = {"front": [], "side": []}
+    segs_s = segment_vectors(binding, source, "source")
+    segs_t = segment_vectors(binding, target, "target")
+    for view, axes in (("front", (1, 2)), ("side", (0, 2))):
+        for f in picks:
+            masks = []
+            for placements, anatomy, segs, body, height in (
+                (source, binding.source, segs_s, binding.source_canonical.body, binding.source_hip_height),
+                (target, binding.target, segs_t, binding.target_canonical.body, binding.target_hip_height),
+            ):
+                hips = placements[f, anatomy.slots["hips"], :3, 3]
+                lines = []
+                for s in binding.framed:
+                    start = evaluate_point(anatomy.segment_start[s], placements[f]) - hips
+                    end = start + segs[s][f]
+                    proj = np.stack([start, end]) @ body[:, list(axes)] / height
+                    lines.append((proj[0], proj[1]))
+                masks.append(_capsule_raster(lines, 0.06, size))
+            inter = float(np.sum(masks[0] * masks[1]))
+            union = float(np.sum(np.maximum(masks[0], masks[1])))
+            scores[view].append(inter / union if union else 1.0)
+    return {k: float(np.mean(v)) for k, v in scores.items()}
+
+
+@dataclass(frozen=True)
+class Summary:
+    """The few figures shown after a retarget; the full report holds the rest."""
+
+    mean_direction_error: float
+    max_direction_error: float
+    mean_limb_direction_error: float
+    max_limb_plane_error: float
+    hips_height_error: float
+    silhouette_front: float
+    silhouette_side: float
+
+
+def measure(binding: Binding, source: FloatArray, target: FloatArray) -> dict[str, object]:
+    """The full report as plain data (JSON-ready)."""
+    dirs = bone_direction_errors(binding, source, target)
+    deltas = rotation_deltas(binding, source, target)
+    root = root_displacement(binding, source, target)
+    planes = limb_plane_errors(binding, source, target)
+    limbs = [s for s in dirs if s.split(".")[0] in ("upper_arm", "forearm", "thigh", "shin")]
+    all_dir = np.concatenate([v for v in dirs.values()]) if dirs else np.zeros(1)
+    limb_dir = np.concatenate([dirs[s] for s in limbs]) if limbs else np.zeros(1)
+    plane_vals = [v[np.isfinite(v)] for v in planes.values()]
+    plane_max = float(max((v.max() for v in plane_vals if v.size), default=0.0))
+    sil = silhouette_overlap(binding, source, target)
+    summary = Summary(
+        mean_direction_error=float(all_dir.mean()),
+        max_direction_error=float(all_dir.max()),
+        mean_limb_direction_error=float(limb_dir.mean()),
+        max_limb_plane_error=plane_max,
+        hips_height_error=float(root["height"].max()),
+        silhouette_front=sil["front"],
+        silhouette_side=sil["side"],
+    )
+    return {
+        "summary": summary.__dict__,
+        "frames": int(source.shape[0]),
+        "direction_error_deg": {s: {"mean": float(v.mean()), "max": float(v.max())} for s, v in dirs.items()},
+        "direction_error_over_time_deg": {s: [round(float(x), 4) for x in v] for s, v in dirs.items()},
+        "rotation_delta_deg": {
+            s: {"twist_max": float(np.abs(v[:, 0]).max()), "swing_max": float(np.abs(v[:, 1:]).max())}
+            for s, v in deltas.items()
+        },
+        "root": {k: {"mean": float(v.mean()), "max": float(v.max())} for k, v in root.items()},
+        "limb_plane_error_deg": {
+            k: {"max": float(np.nanmax(v)) if np.isfinite(v).any() else None, "frames": int(np.isfinite(v).sum())}
+            for k, v in planes.items()
+        },
+        "foot_skating": foot_skating(binding, source, target),
+        "silhouette_iou": sil,
+        "binding": binding.describe(),
+    }
