@@ -2,6 +2,4 @@
 
 from __future__ import annotations
 
-import argparse
 
-from .cli import command

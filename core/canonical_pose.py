@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from numpy.typing import ArrayLike
+from numpy.typing import ArrayLike, NDArray
 
 from .errors import RigError
 from .facing import Facing, Leg, facing_from_axes, infer_facing
@@ -42,12 +42,12 @@ class RigAnatomy:
     skeleton: Skeleton
     slots: dict[str, int]  # slot -> bone index
     ends: FloatArray  # (B, 3) skeleton-space rest end point of each bone
-    anatomical_parents: FloatArray  # (B,) int
+    anatomical_parents: NDArray[np.int64]  # (B,)
     detached: frozenset[int]  # mapped bones hung from their anatomical (not skeleton) parent
     order: tuple[int, ...]  # bones with skeleton and anatomical parents before them
     segment_start: dict[str, Point]
     segment_end: dict[str, Point]
-    owner: FloatArray  # (B,) int: the framed slot bone each bone moves with, -1 for none
+    owner: NDArray[np.int64]  # (B,) the framed slot bone each bone moves with, -1 for none
     rest: FloatArray  # (B, 4, 4) skeleton-space rest placements
 
     @property
@@ -188,7 +188,7 @@ def build_anatomy(skeleton: Skeleton, slots: dict[str, str], ends: ArrayLike | N
     )
 
 
-def _dependency_order(parents: FloatArray, anat: FloatArray) -> tuple[int, ...]:
+def _dependency_order(parents: NDArray[np.int64], anat: NDArray[np.int64]) -> tuple[int, ...]:
     n = len(parents)
     deps = [{int(p) for p in (parents[i], anat[i]) if p >= 0} for i in range(n)]
     done: list[int] = []
@@ -207,7 +207,7 @@ def _dependency_order(parents: FloatArray, anat: FloatArray) -> tuple[int, ...]:
 
 def evaluate_point(point: Point, placements: FloatArray) -> FloatArray:
     """Position of ``point`` for placements ``(..., B, 4, 4)``; returns ``(..., 3)``."""
-    acc = 0.0
+    acc: FloatArray | float = 0.0
     for b, off in point:
         m = placements[..., b, :, :]
         acc = acc + m[..., :3, :3] @ off + m[..., :3, 3]

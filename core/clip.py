@@ -12,7 +12,7 @@ has coverage 0 and its keys mean nothing, so writers skip it and later layers ma
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -29,7 +29,7 @@ class Clip:
     rotations: FloatArray
     translations: FloatArray
     scales: FloatArray | None = None
-    coverage: FloatArray = field(default=None)  # type: ignore[assignment]
+    coverage: FloatArray | None = None
     name: str = "Clip"
     #: Frame number (in the clip's own rate) of ``times[0]``, so a writer can keep frame numbers.
     first_frame: float = 1.0
@@ -136,7 +136,7 @@ class Clip:
             rotations=self.rotations[:, idx],
             translations=self.translations[:, idx],
             scales=None if self.scales is None else self.scales[:, idx],
-            coverage=self.coverage[idx],
+            coverage=None if self.coverage is None else self.coverage[idx],
         )
 
     def resample(self, fps: float) -> Clip:

@@ -171,7 +171,7 @@ def silhouette_overlap(binding: Binding, source: FloatArray, target: FloatArray,
     seen from the front and from the side of each body, normalised by hip height and centred on
     the hips, averaged over ``frames`` evenly spread frames."""
     picks = np.unique(np.linspace(0, source.shape[0] - 1, min(frames, source.shape[0])).astype(int))
-    scores = {"front": [], "side": []}
+    scores: dict[str, list[float]] = {"front": [], "side": []}
     segs_s = segment_vectors(binding, source, "source")
     segs_t = segment_vectors(binding, target, "target")
     for view, axes in (("front", (1, 2)), ("side", (0, 2))):

@@ -22,11 +22,12 @@ Conventions of :mod:`core.rotations` apply: w-first Hamilton quaternions, column
 from __future__ import annotations
 
 import hashlib
+from typing import Any
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from numpy.typing import ArrayLike
+from numpy.typing import ArrayLike, NDArray
 
 from .errors import RigError
 from .rotations import FloatArray, invert_transform, transform_from_parts
@@ -44,7 +45,7 @@ class Joint:
     child_frame: ArrayLike | None = None  # C1, 4x4; None means identity
 
 
-def _readonly(a: np.ndarray) -> np.ndarray:
+def _readonly(a: NDArray[Any]) -> NDArray[Any]:
     a.setflags(write=False)
     return a
 
@@ -107,11 +108,11 @@ class Skeleton:
         if abs(np.linalg.det(pl[:3, :3])) < 1e-12:
             raise RigError("the skeleton's placement is degenerate (zero scale)")
         self.names: tuple[str, ...] = names
-        self.parents = _readonly(par)
-        self.parent_frames = _readonly(c0)
-        self.child_frames = None if c1 is None else _readonly(c1)
-        self.placement = _readonly(pl)
-        self._inv_parent_frames = _readonly(np.linalg.inv(c0))
+        self.parents: NDArray[np.int64] = _readonly(par)
+        self.parent_frames: FloatArray = _readonly(c0)
+        self.child_frames: FloatArray | None = None if c1 is None else _readonly(c1)
+        self.placement: FloatArray = _readonly(pl)
+        self._inv_parent_frames: FloatArray = _readonly(np.linalg.inv(c0))
         self._name_index = self._build_name_index()
         self._signature: str | None = None
 
@@ -188,7 +189,7 @@ class Skeleton:
                 raise RigError(f"root joint {root!r} is not in the skeleton")
             # Joints of other trees already start at a parentless joint of their own; they stay.
         index = {nm: i for i, nm in enumerate(names)}
-        par_idx = np.array([-1 if p is None else index[p] for p in parents], dtype=np.int64)
+        par_idx = np.array([-1 if p is None else index[str(p)] for p in parents], dtype=np.int64)
         c0 = np.array([np.asarray(j.parent_frame, dtype=np.float64) for j in kept])
         c1 = np.array(
             [_IDENTITY4 if j.child_frame is None else np.asarray(j.child_frame, dtype=np.float64) for j in kept]
@@ -322,10 +323,12 @@ class Skeleton:
         if world.ndim != 4 or world.shape[1:] != (n, 4, 4):
             raise ValueError(f"world placements must have shape (T, {n}, 4, 4), got {world.shape}")
         if parent_world is None:
-            parent_world = np.broadcast_to(_IDENTITY4, world.shape).copy()
+            pw = np.broadcast_to(_IDENTITY4, world.shape).copy()
             has = self.parents >= 0
-            parent_world[:, has] = world[:, self.parents[has]]
-        rel = np.linalg.solve(parent_world, world)  # inv(P) @ M, batched and better conditioned
+            pw[:, has] = world[:, self.parents[has]]
+        else:
+            pw = np.asarray(parent_world, dtype=np.float64)
+        rel = np.linalg.solve(pw, world)  # inv(P) @ M, batched and better conditioned
         local = self._inv_parent_frames @ rel
         if self.child_frames is not None:
             local = local @ self.child_frames
@@ -398,7 +401,7 @@ def _parents_first_order(par: Sequence[int]) -> list[int]:
     """Depth-first order (children in input order), the order Blender lists pose bones in."""
     n = len(par)
     kids: list[list[int]] = [[] for _ in range(n)]
-    roots = []
+    roots: list[int] = []
     for i, p in enumerate(par):
         (roots if p < 0 else kids[p]).append(i)
     order: list[int] = []
