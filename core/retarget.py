@@ -29,7 +29,7 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 import numpy as np
-from numpy.typing import ArrayLike
+from numpy.typing import ArrayLike, NDArray
 
 from .canonical_pose import CanonicalPose, RigAnatomy, build_anatomy, canonical_pose, evaluate_point, rest_facing
 from .clip import Clip
@@ -40,9 +40,8 @@ from .humanoid import MINIMUM_SLOTS, SIDES, sided
 from .rotations import (
     FloatArray,
     make_quat_continuous,
-    matrix_from_quat,
-    parts_from_transform,
-    quat_between_vectors,
+    matrix_between_vectors,
+    quat_from_matrix,
 )
 from .skeleton import Skeleton
 
@@ -101,6 +100,14 @@ class Binding:
     root_bone: int  # target bone that carries travel in ROOT_BONE mode, -1 if none
     options: RetargetOptions
     warnings: tuple[str, ...] = field(default=())
+
+    @property
+    def tables(self) -> _Tables:
+        cached = self.__dict__.get("_tables")
+        if cached is None:
+            cached = _tables(self)
+            object.__setattr__(self, "_tables", cached)
+        return cached
 
     def describe(self) -> dict[str, object]:
         return {
@@ -270,22 +277,83 @@ def source_placements(binding: Binding, clip: Clip) -> FloatArray:
     return sk.forward_kinematics(rot, tr, sc if clip.scales is not None else None)
 
 
+@dataclass(frozen=True)
+class _Tables:
+    """Per-pair lookup tables that turn the per-slot work into a few batched products."""
+
+    slot_bones: NDArray[np.int64]  # (K,) source bone of each framed slot
+    carried: FloatArray  # (K, 3, 3) source bone-local geometric frames
+    target_inv: FloatArray  # (K, 3, 3) inverse canonical target frames
+    point_bones: NDArray[np.int64]  # (K, M) bones carrying the segment's points
+    point_offsets: FloatArray  # (K, M, 3) bone-local offsets of those points
+    point_coef: FloatArray  # (K, M) +1/n for end points, -1/n for start points, 0 padding
+    driven: NDArray[np.int64]  # (D,) driven target bones
+    driven_owner: NDArray[np.int64]  # (D,) index into the K slots of each driven bone's owner
+    walk: tuple[int, ...]  # target bones whose placement must be walked, in order
+
+
+def _tables(binding: Binding) -> _Tables:
+    src, tgt = binding.source, binding.target
+    k = len(binding.framed)
+    pts = [
+        [(bone, off, 1.0 / len(src.segment_end[s])) for bone, off in src.segment_end[s]]
+        + [(bone, off, -1.0 / len(src.segment_start[s])) for bone, off in src.segment_start[s]]
+        for s in binding.framed
+    ]
+    m = max(len(p) for p in pts)
+    bones = np.zeros((k, m), dtype=np.int64)
+    offs = np.zeros((k, m, 3))
+    coef = np.zeros((k, m))
+    for i, row in enumerate(pts):
+        for j, (bone, off, c) in enumerate(row):
+            bones[i, j], offs[i, j], coef[i, j] = bone, off, c
+    slot_of_target_bone = {tgt.slots[s]: i for i, s in enumerate(binding.framed)}
+    driven = np.flatnonzero(binding.driven)
+    owner = np.array([slot_of_target_bone[int(tgt.owner[i])] for i in driven], dtype=np.int64)
+    # Placements are walked only where something needs them: parents of driven bones that are
+    # not driven themselves (a root above the hips), and every bone a position is needed for
+    # (the hips, detached bones and their anatomical parents, the root bone), with their ancestors.
+    sk = tgt.skeleton
+    need = np.zeros(len(sk), dtype=bool)
+    seeds = [tgt.slots["hips"], *tgt.detached, *(int(tgt.anatomical_parents[i]) for i in tgt.detached)]
+    if binding.root_bone >= 0:
+        seeds.append(binding.root_bone)
+    seeds += [int(sk.parents[i]) for i in driven if sk.parents[i] >= 0 and not binding.driven[sk.parents[i]]]
+    for i in seeds:
+        while i >= 0 and not need[i]:
+            need[i] = True
+            i = int(sk.parents[i])
+    walk = tuple(i for i in tgt.order if need[i])
+    return _Tables(
+        slot_bones=np.array([src.slots[s] for s in binding.framed], dtype=np.int64),
+        carried=np.stack([binding.carried[s] for s in binding.framed]),
+        target_inv=np.stack([binding.target_frames_inv[s] for s in binding.framed]),
+        point_bones=bones,
+        point_offsets=offs,
+        point_coef=coef,
+        driven=driven,
+        driven_owner=owner,
+        walk=walk,
+    )
+
+
 def retarget(binding: Binding, clip: Clip) -> RetargetResult:
     """Carry ``clip`` (local transforms of the source rig) onto the target rig."""
     clip.validate()
+    tables = binding.tables
     ws = source_placements(binding, clip)
-    qs = _orientation(ws)
+    qs = _orientation(ws) if clip.scales is not None else ws[..., :3, :3]
     src, tgt = binding.source, binding.target
     t = clip.frame_count
 
-    # 1. Each framed slot's motion: carried frame, re-aimed at the measured segment, aligned.
-    motion: dict[int, FloatArray] = {}
-    for slot in binding.framed:
-        carried = qs[:, src.slots[slot]] @ binding.carried[slot]
-        seg = evaluate_point(src.segment_end[slot], ws) - evaluate_point(src.segment_start[slot], ws)
-        aim = matrix_from_quat(quat_between_vectors(carried[..., :, 0], seg))
-        frames = binding.align @ (aim @ carried)
-        motion[tgt.slots[slot]] = frames @ binding.target_frames_inv[slot]
+    # 1. Every framed slot at once: the frame carried by the source bone, re-aimed at the
+    #    measured segment, aligned to the target body and expressed against the target's frame.
+    carried = qs[:, tables.slot_bones] @ tables.carried  # (T, K, 3, 3)
+    placed = ws[:, tables.point_bones]  # (T, K, M, 4, 4)
+    points = (placed[..., :3, :3] @ tables.point_offsets[..., None])[..., 0] + placed[..., :3, 3]
+    seg = (points * tables.point_coef[..., None]).sum(axis=2)
+    aim = matrix_between_vectors(carried[..., :, 0], seg)
+    motion = binding.align @ aim @ carried @ tables.target_inv  # (T, K, 3, 3)
 
     # 2. Root travel, measured from the ground and scaled.
     up_s = binding.source_canonical.body[:, 2]
@@ -303,37 +371,54 @@ def retarget(binding: Binding, clip: Clip) -> RetargetResult:
     on_hips = mode == "HIPS" or (mode == "ROOT_BONE" and binding.root_bone < 0)
     hips_pos = base_t + np.outer(height_t, up_t) + (travel_t if on_hips or mode == "ROOT_BONE" else 0.0)
 
-    # 3. Walk the target: world orientation from the owner's motion, local through the parent.
+    # 3. Target world orientations of driven bones come straight from their owner's motion; local
+    #    rotations then need only each parent's *current* orientation, so all driven bones convert
+    #    in one batched product. Rotations and positions are kept apart (skeleton space has no
+    #    scale). Only the few bones whose placement something depends on are walked one by one.
     sk = tgt.skeleton
     n = len(sk)
-    local = np.broadcast_to(np.eye(4), (t, n, 4, 4)).copy()
-    world = np.empty((t, n, 4, 4))
-    owner = tgt.owner
+    c0_r, c0_t = sk.parent_frames[:, :3, :3], sk.parent_frames[:, :3, 3]
+    c1_r = np.broadcast_to(np.eye(3), (n, 3, 3)) if sk.child_frames is None else sk.child_frames[:, :3, :3]
+    c1_t = np.zeros((n, 3)) if sk.child_frames is None else sk.child_frames[:, :3, 3]
+    driven = tables.driven
+    w_r = np.empty((t, n, 3, 3))
+    w_p = np.empty((t, n, 3))
+    w_r[:, driven] = motion[:, tables.driven_owner] @ binding.target_canonical_rot[driven]
+    loc_r = np.broadcast_to(np.eye(3), (t, n, 3, 3)).copy()
+    loc_t = np.zeros((t, n, 3))
     rest_rel = np.linalg.inv(tgt.rest[tgt.anatomical_parents.clip(0)]) @ tgt.rest
     hips_t = tgt.slots["hips"]
-    for i in tgt.order:
+    root_travel = mode == "ROOT_BONE" and binding.root_bone >= 0
+    is_driven = binding.driven
+    for i in tables.walk:
         p = int(sk.parents[i])
-        parent_world = world[:, p] if p >= 0 else None
-        attached = sk.parent_frames[i] if parent_world is None else parent_world @ sk.parent_frames[i]
-        if binding.driven[i]:
-            desired = np.empty((t, 4, 4))
-            desired[:, 3] = (0.0, 0.0, 0.0, 1.0)
-            desired[:, :3, :3] = motion[int(owner[i])] @ binding.target_canonical_rot[i]
+        a_r = np.broadcast_to(c0_r[i], (t, 3, 3)) if p < 0 else w_r[:, p] @ c0_r[i]
+        a_p = np.broadcast_to(c0_t[i], (t, 3)) if p < 0 else w_r[:, p] @ c0_t[i] + w_p[:, p]
+        if is_driven[i]:
+            q = w_r[:, i]
             if i == hips_t:
-                desired[:, :3, 3] = hips_pos
+                pos = hips_pos
             elif i in tgt.detached:
                 a = int(tgt.anatomical_parents[i])
-                desired[:, :3, 3] = world[:, a, :3, :3] @ rest_rel[i, :3, 3] + world[:, a, :3, 3]
+                pos = w_r[:, a] @ rest_rel[i, :3, 3] + w_p[:, a]
             else:
-                desired[:, :3, 3] = attached[..., :3, 3]
-            local[:, i] = sk.joint_local_from_world(i, desired, parent_world)
-        elif i == binding.root_bone and mode == "ROOT_BONE":
-            desired = np.broadcast_to(attached, (t, 4, 4)).copy()
-            desired[:, :3, 3] += travel_t
-            local[:, i] = sk.joint_local_from_world(i, desired, parent_world)
-        world[:, i] = attached @ local[:, i] if sk.child_frames is None else attached @ local[:, i] @ np.linalg.inv(sk.child_frames[i])
+                pos = a_p - q @ (c1_r[i].T @ c1_t[i])  # follows its parent: no local translation
+            loc_t[:, i] = np.einsum("tji,tj->ti", a_r, q @ c1_t[i] + pos - a_p)
+            w_p[:, i] = pos
+        else:
+            if i == binding.root_bone and root_travel:
+                loc_t[:, i] = np.einsum("tji,tj->ti", a_r, travel_t)
+            w_r[:, i] = a_r @ c1_r[i].T
+            w_p[:, i] = a_p + np.einsum("tij,tj->ti", a_r, loc_t[:, i]) - w_r[:, i] @ c1_t[i]
+    # Driven bones whose placement nobody needed still need their position for nothing: only the
+    # rotation is converted, through the parent's current orientation.
+    par = sk.parents[driven]
+    parent_r = np.where((par >= 0)[None, :, None, None], w_r[:, par.clip(0)], np.eye(3))
+    a_r = parent_r @ c0_r[driven]
+    loc_r[:, driven] = np.swapaxes(a_r, -1, -2) @ w_r[:, driven] @ c1_r[driven]
 
-    quats, trans, _ = parts_from_transform(local)
+    quats = quat_from_matrix(loc_r)
+    trans = loc_t
     coverage = binding.driven.astype(np.float64)
     if mode == "ROOT_BONE" and binding.root_bone >= 0:
         coverage[binding.root_bone] = 1.0

@@ -204,6 +204,38 @@ def quat_between_vectors(a: ArrayLike, b: ArrayLike) -> FloatArray:
     return quat_normalize(q)
 
 
+def matrix_between_vectors(a: ArrayLike, b: ArrayLike) -> FloatArray:
+    """Rotation matrices ``(..., 3, 3)`` of the minimal rotation taking direction ``a`` onto ``b``.
+
+    Rodrigues' formula directly (no quaternion round trip); nearly opposite directions take the
+    quaternion path of :func:`quat_between_vectors`, zero-length inputs give the identity.
+    """
+    a = _as_float(a)
+    b = _as_float(b)
+    _check_last(a, 3, "vector a")
+    _check_last(b, 3, "vector b")
+    a, b = np.broadcast_arrays(a, b)
+    na = np.linalg.norm(a, axis=-1, keepdims=True)
+    nb = np.linalg.norm(b, axis=-1, keepdims=True)
+    ua = a / np.where(na > _EPS, na, 1.0)
+    ub = b / np.where(nb > _EPS, nb, 1.0)
+    v = np.cross(ua, ub)
+    c = np.sum(ua * ub, axis=-1)
+    k = np.zeros(v.shape[:-1] + (3, 3))
+    k[..., 0, 1], k[..., 0, 2] = -v[..., 2], v[..., 1]
+    k[..., 1, 0], k[..., 1, 2] = v[..., 2], -v[..., 0]
+    k[..., 2, 0], k[..., 2, 1] = -v[..., 1], v[..., 0]
+    near_opposite = c < -1.0 + 1e-6
+    scale = 1.0 / np.where(near_opposite, 1.0, 1.0 + c)
+    out = np.eye(3) + k + (k @ k) * scale[..., None, None]
+    degenerate = (na[..., 0] <= _EPS) | (nb[..., 0] <= _EPS)
+    out = np.where(degenerate[..., None, None], np.eye(3), out)
+    if np.any(near_opposite & ~degenerate):
+        sel = near_opposite & ~degenerate
+        out[sel] = matrix_from_quat(quat_between_vectors(ua[sel], ub[sel]))
+    return out
+
+
 def swing_twist(q: ArrayLike, axis: ArrayLike) -> tuple[FloatArray, FloatArray]:
     """Split ``q = swing * twist`` where ``twist`` turns about ``axis`` and ``swing`` is
     perpendicular to it. A 180 degree swing leaves the twist undefined; identity is returned."""

@@ -33,6 +33,8 @@ def run(target: SampleRig, source: SampleRig = SOURCE, clip=CLIP, **options):
 def transformed(rig: SampleRig, m: np.ndarray) -> SampleRig:
     """The same rig with its whole rest moved by the 4x4 ``m`` in skeleton space."""
     rest = m @ rig.skeleton.rest_placements()
+    # Bone rests are rigid (a rig in centimetres has long offsets, not scaled axes).
+    rest[:, :3, :3] /= np.linalg.norm(rest[:, :3, :3], axis=-2, keepdims=True)
     parents = [None if p < 0 else rig.skeleton.names[p] for p in rig.skeleton.parents]
     sk = Skeleton.from_rest_matrices(rig.skeleton.names, parents, rest)
     tails = rig.tails @ m[:3, :3].T + m[:3, 3]

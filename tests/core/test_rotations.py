@@ -139,3 +139,18 @@ def test_shape_errors_name_the_expected_shape():
         R.quat_multiply(np.zeros(3), np.zeros(4))
     with pytest.raises(ValueError, match=r"\(\.\.\., 3, 3\)"):
         R.quat_from_matrix(np.zeros((2, 2)))
+
+
+def test_matrix_between_vectors_matches_quaternion_path(rng):
+    a = rng.normal(size=(400, 3))
+    b = rng.normal(size=(400, 3))
+    b[:5] = -a[:5] * 2.0  # exactly opposite
+    b[5] = a[5]  # identical
+    m = R.matrix_between_vectors(a, b)
+    q = R.matrix_from_quat(R.quat_between_vectors(a, b))
+    assert np.abs(m[5:] - q[5:]).max() < 1e-9
+    # Opposite directions: any half-turn works; it must be a proper rotation taking a onto b.
+    out = np.einsum("nij,nj->ni", m, a)
+    ub = b / np.linalg.norm(b, axis=-1, keepdims=True)
+    assert np.abs(out / np.linalg.norm(out, axis=-1, keepdims=True) - ub).max() < 1e-9
+    assert np.abs(np.linalg.det(m) - 1).max() < 1e-9
