@@ -3,21 +3,42 @@ procedural controls.
 
 This module is only a switchboard. It imports nothing from Blender at module level (so the
 package imports in plain Python and under pytest), registers the sub-packages in order and
-unregisters them in reverse.
+unregisters them in reverse, and hooks the command line into ``blender --command marionette``.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
+_cli_handle: Any = None
+
+
+def _run_cli(argv: list[str]) -> int:
+    from .cli import main
+
+    return main(argv)
+
 
 def register() -> None:
+    global _cli_handle
+    import bpy
+
     from . import operators, panels
 
     operators.register()
     panels.register()
+    if hasattr(bpy.utils, "register_cli_command"):
+        _cli_handle = bpy.utils.register_cli_command("marionette", _run_cli)
 
 
 def unregister() -> None:
+    global _cli_handle
+    import bpy
+
     from . import operators, panels
 
+    if _cli_handle is not None:
+        bpy.utils.unregister_cli_command(_cli_handle)
+        _cli_handle = None
     panels.unregister()
     operators.unregister()

@@ -188,7 +188,7 @@ def silhouette_overlap(binding: Binding, source: FloatArray, target: FloatArray,
                     end = start + segs[s][f]
                     proj = np.stack([start, end]) @ body[:, list(axes)] / height
                     lines.append((proj[0], proj[1]))
-                masks.append(_capsule_raster(lines, 0.06, size))
+                masks.append(_capsule_raster(lines, 0.1, size))
             inter = float(np.sum(masks[0] * masks[1]))
             union = float(np.sum(np.maximum(masks[0], masks[1])))
             scores[view].append(inter / union if union else 1.0)
@@ -245,5 +245,30 @@ def measure(binding: Binding, source: FloatArray, target: FloatArray) -> dict[st
         },
         "foot_skating": foot_skating(binding, source, target),
         "silhouette_iou": sil,
+        "key_frames": key_frame_sketches(binding, source, target),
         "binding": binding.describe(),
     }
+
+
+def key_frame_sketches(binding: Binding, source: FloatArray, target: FloatArray, count: int = 6) -> dict[str, object]:
+    """Stick figures of both rigs at ``count`` key frames, seen from the front and from the side of
+    each body, in hip heights with the hips at the origin: ``[[x0, y0, x1, y1], ...]`` per segment."""
+    picks = np.unique(np.linspace(0, source.shape[0] - 1, min(count, source.shape[0])).astype(int))
+    out: dict[str, object] = {"frames": [int(f) for f in picks], "slots": list(binding.framed)}
+    for side, placements, anatomy, body, height in (
+        ("source", source, binding.source, binding.source_canonical.body, binding.source_hip_height),
+        ("target", target, binding.target, binding.target_canonical.body, binding.target_hip_height),
+    ):
+        segs = segment_vectors(binding, placements, side)
+        views: dict[str, list[list[list[float]]]] = {"front": [], "side": []}
+        for f in picks:
+            hips = placements[f, anatomy.slots["hips"], :3, 3]
+            for view, axes in (("front", [1, 2]), ("side", [0, 2])):
+                lines = []
+                for s in binding.framed:
+                    start = evaluate_point(anatomy.segment_start[s], placements[f]) - hips
+                    ends = np.stack([start, start + segs[s][f]]) @ body[:, axes] / height
+                    lines.append([round(float(v), 4) for v in ends.ravel()])
+                views[view].append(lines)
+        out[side] = views
+    return out

@@ -1,12 +1,19 @@
-"""The Blender layer: operators, the bulk bridge between Blender data and core arrays, and the
-one compatibility module for Blender-version differences (:mod:`.compat`)."""
+"""The Blender layer: operators, the bulk bridge between Blender data and core arrays
+(:mod:`.armature_io`, :mod:`.file_import`), the jobs shared with the command line (:mod:`.jobs`)
+and the one compatibility module for Blender-version differences (:mod:`.compat`)."""
 
 from __future__ import annotations
 
 
 def register() -> None:
-    pass
+    from . import properties, retarget_ops
+
+    properties.register()
+    retarget_ops.register()
 
 
 def unregister() -> None:
-    pass
+    from . import properties, retarget_ops
+
+    retarget_ops.unregister()
+    properties.unregister()

@@ -1,11 +1,15 @@
-"""Sidebar panels of the 3D viewport (tab "Marionette")."""
+"""Sidebar panels of the 3D viewport (tab "Retarget")."""
 
 from __future__ import annotations
 
 
 def register() -> None:
-    pass
+    from . import retarget_panel
+
+    retarget_panel.register()
 
 
 def unregister() -> None:
-    pass
+    from . import retarget_panel
+
+    retarget_panel.unregister()

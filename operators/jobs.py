@@ -1,0 +1,263 @@
+"""Jobs shared by the operators and the command line: read Blender data in bulk, make one core
+call, write the result in bulk, report.
+
+Each job refuses bad input (a :class:`~marionette.core.errors.MarionetteError`) before it changes
+anything, and never modifies the source armature or its Actions.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..core.errors import MappingError, RigError
+from ..core.mapping import BoneMapping, auto_map_skeleton
+from ..core.measure import measure
+from ..core.retarget import Binding, RetargetOptions, RigInput, bind, retarget, source_placements
+from . import compat
+from .armature_io import clip_from_action, rest_heads_tails, skeleton_from_armature, write_action
+
+
+@dataclass
+class RetargetOutcome:
+    action: Any  # bpy.types.Action written on the target
+    binding: Binding
+    report: dict[str, object]
+    source_mapping: BoneMapping
+    target_mapping: BoneMapping
+
+
+def rig_input(obj: Any, mapping: BoneMapping | None = None) -> tuple[RigInput, BoneMapping]:
+    """A Blender armature as the retarget sees it, auto-mapped unless a mapping is given."""
+    if obj is None or getattr(obj, "type", None) != "ARMATURE":
+        raise RigError(f"{getattr(obj, 'name', obj)!r} is not an armature object")
+    skeleton = skeleton_from_armature(obj)
+    _, tails = rest_heads_tails(obj)
+    if mapping is None:
+        mapping = auto_map_skeleton(skeleton, tails)
+    try:
+        mapping.require_humanoid()
+    except MappingError as exc:
+        raise MappingError(f"armature {obj.name!r}: {exc}") from exc
+    slots = {slot: mb.bone for slot, mb in mapping.slots.items()}
+    return RigInput(skeleton, slots, tails), mapping
+
+
+def retarget_action(
+    source: Any,
+    action: Any,
+    target: Any,
+    *,
+    scene_fps: float,
+    keep_frames: bool = False,
+    options: RetargetOptions | None = None,
+    source_mapping: BoneMapping | None = None,
+    target_mapping: BoneMapping | None = None,
+    name: str | None = None,
+    replace_existing: bool = False,
+) -> RetargetOutcome:
+    """Retarget ``action`` (played by ``source``) onto ``target`` as a new Action.
+
+    The clip keeps its own timing on the scene's frame rate unless ``keep_frames`` keeps the
+    source's frame numbers. Everything that can fail is checked before the Action is created.
+    """
+    src_in, src_map = rig_input(source, source_mapping)
+    tgt_in, tgt_map = rig_input(target, target_mapping)
+    clip = clip_from_action(source, action)
+    if not keep_frames:
+        clip = clip.resample(scene_fps)
+    binding = bind(src_in, tgt_in, options)
+    result = retarget(binding, clip)
+    rate = clip.fps if keep_frames else scene_fps
+    frames = clip.frame_numbers(rate)
+    opts = options or RetargetOptions()
+    new_action = write_action(target, result.clip, name or action.name, frames=frames, replace=replace_existing, fps=rate)
+    if opts.root_motion == "OBJECT":
+        write_object_travel(target, new_action, result.root_motion, frames)
+    # Judge what Blender will play: the keys just written, read back, not the core's arrays.
+    played = clip_from_action(target, new_action, frames=frames, fps=rate)
+    world_t = tgt_in.skeleton.forward_kinematics(played.rotations, played.translations, played.scales)
+    report = measure(binding, source_placements(binding, clip), world_t)
+    report["clip"] = {
+        "name": action.name,
+        "source_fps": clip.fps,
+        "scene_fps": scene_fps,
+        "frames": clip.frame_count,
+        "first_frame": float(frames[0]),
+        "last_frame": float(frames[-1]),
+    }
+    report["mapping"] = {"source": json.loads(src_map.to_json()), "target": json.loads(tgt_map.to_json())}
+    return RetargetOutcome(new_action, binding, report, src_map, tgt_map)
+
+
+def write_object_travel(obj: Any, action: Any, travel: Any, frames: Any) -> None:
+    """Key the object's location with the root travel (root motion on the object).
+
+    ``travel`` is ``(T, 3)`` in the armature's own space; it becomes a world offset through the
+    object's placement and then a location offset in the object's parent space.
+    """
+    import numpy as np
+
+    world = np.asarray(obj.matrix_world, dtype=np.float64)[:3, :3]
+    delta = np.asarray(travel, dtype=np.float64) @ world.T
+    if obj.parent is not None:
+        parent = np.asarray(obj.parent.matrix_world, dtype=np.float64) @ np.asarray(obj.matrix_parent_inverse, dtype=np.float64)
+        delta = delta @ np.linalg.inv(parent[:3, :3]).T
+    values = np.asarray(obj.location, dtype=np.float64) + delta
+    bag = compat.channelbag(action, compat.action_slot_for(action, obj), create=True)
+    f = np.asarray(frames, dtype=np.float32)
+    for axis in range(3):
+        curve = compat.new_fcurve(bag, "location", axis, "Object Transforms")
+        curve.keyframe_points.add(len(f))
+        curve.keyframe_points.foreach_set("co", np.column_stack([f, values[:, axis]]).astype(np.float32).ravel())
+        curve.keyframe_points.foreach_set("interpolation", [1] * len(f))  # LINEAR
+        curve.update()
+
+
+def format_summary(report: dict[str, Any]) -> str:
+    """The quality figures a person reads after a retarget."""
+    s = report["summary"]
+    lines = [
+        f"  bone direction error   mean {s['mean_direction_error']:.3f} deg, max {s['max_direction_error']:.3f} deg",
+        f"  limb direction error   mean {s['mean_limb_direction_error']:.3f} deg",
+        f"  elbow/knee plane error max {s['max_limb_plane_error']:.3f} deg",
+        f"  hips height error      max {100 * s['hips_height_error']:.2f} % of target hip height",
+        f"  silhouette overlap     front {s['silhouette_front']:.2f}, side {s['silhouette_side']:.2f} (IoU; proportions differ)",
+    ]
+    return "\n".join(lines)
+
+
+def save_blend(path: str | Path) -> None:
+    """Write the current file, refusing to leave a half-written file behind."""
+    import bpy
+
+    p = Path(path).resolve()
+    p.parent.mkdir(parents=True, exist_ok=True)
+    tmp = p.with_name(p.name + ".partial.blend")
+    bpy.ops.wm.save_as_mainfile(filepath=str(tmp), copy=True, compress=True)
+    tmp.replace(p)
+
+
+def demo(output: str | Path, frames: int = 96) -> RetargetOutcome:
+    """The built-in default job: Marionette's own sample walk, on its own sample humanoid, retargeted
+    onto Blender's Rigify basic human metarig (an A-pose rig with different rolls, proportions and
+    names), saved to ``output``."""
+    import addon_utils
+    import bpy
+
+    from ..core.samples import sample_humanoid, sample_walk
+    from .armature_io import create_armature
+
+    bpy.ops.wm.read_factory_settings(use_empty=True)
+    addon_utils.enable("rigify", default_set=True)
+    scene = bpy.context.scene
+    scene.render.fps, scene.render.fps_base = 24, 1.0
+    sample = sample_humanoid()
+    clip = sample_walk(sample, frames=frames, fps=24.0, name="SampleWalk")
+    source = create_armature(sample.skeleton, "MarionetteSample", tails=sample.tails)
+    source_action = write_action(source, clip, "SampleWalk")
+    bpy.ops.object.armature_basic_human_metarig_add()
+    target = bpy.context.active_object
+    target.name = "Metarig"
+    target.location.x = 1.5
+    outcome = retarget_action(source, source_action, target, scene_fps=24.0, name="SampleWalk_on_Metarig")
+    scene.frame_start, scene.frame_end = 1, frames
+    save_blend(output)
+    return outcome
+
+
+def color_bones_by_error(target: Any, binding: Binding, report: dict[str, Any], worst_deg: float = 5.0) -> None:
+    """Colour the target's pose bones by their mean direction error: green (exact) to red
+    (``worst_deg`` or more). Bones without a measurement keep their colours."""
+    errors = report["direction_error_deg"]
+    for slot, figures in errors.items():
+        bone = binding.target.skeleton.names[binding.target.slots[slot]]
+        pb = target.pose.bones.get(bone)
+        if pb is None:
+            continue
+        u = min(1.0, max(0.0, float(figures["mean"]) / worst_deg))
+        colour = (u, 1.0 - u, 0.1)
+        pb.color.palette = "CUSTOM"
+        pb.color.custom.normal = colour
+        pb.color.custom.select = tuple(min(1.0, c + 0.3) for c in colour)
+        pb.color.custom.active = (1.0, 1.0, 1.0)
+
+
+def _pick_armature(loaded: Any, name: str | None, role: str) -> Any:
+    arms = loaded.armatures
+    label = Path(loaded.path).name
+    if name is not None:
+        for a in arms:
+            if a.name == name or a.data.name == name:
+                return a
+        raise RigError(f"{label}: no armature called {name!r} (it has {', '.join(repr(a.name) for a in arms)})")
+    if len(arms) == 1:
+        return arms[0]
+    # Several armatures: the one with the most bones is the character; say which was chosen.
+    return max(arms, key=lambda a: len(a.data.bones))
+
+
+def _pick_action(loaded: Any, source: Any, name: str | None) -> Any:
+    label = Path(loaded.path).name
+    actions = loaded.actions
+    if not actions:
+        ad = source.animation_data
+        if ad is not None and ad.action is not None:
+            return ad.action
+        raise MappingError(f"{label}: the file has no animation to retarget")
+    if name is None:
+        return actions[0]
+    for a in actions:
+        if a.name == name or a.name.split("|")[-1] == name:
+            return a
+    raise MappingError(f"{label}: no clip called {name!r} (clips: {', '.join(repr(a.name) for a in actions)})")
+
+
+def retarget_files(
+    source_path: str,
+    target_path: str,
+    output: str,
+    *,
+    clip: str | None = None,
+    target_armature: str | None = None,
+    mapping: str | None = None,
+    keep_frames: bool = False,
+    options: RetargetOptions | None = None,
+) -> RetargetOutcome:
+    """The command line's retarget: both files into a fresh scene, one clip retargeted, the target
+    (with its meshes and the new Action) saved to ``output``. Nothing is written on failure."""
+    import bpy
+
+    from .file_import import load_file, scene_fps
+
+    bpy.ops.wm.read_factory_settings(use_empty=True)
+    target_file = load_file(target_path)
+    target = _pick_armature(target_file, target_armature, "target")
+    source_file = load_file(source_path)
+    source = _pick_armature(source_file, None, "source")
+    action = _pick_action(source_file, source, clip)
+    target_map = BoneMapping.load(mapping) if mapping else None
+    name = action.name.split("|")[-1]
+    outcome = retarget_action(
+        source,
+        action,
+        target,
+        scene_fps=scene_fps(),
+        keep_frames=keep_frames,
+        options=options,
+        target_mapping=target_map,
+        name=name,
+    )
+    # The result file holds the target, not the source that was only read.
+    for obj in source_file.objects:
+        if obj.name in bpy.data.objects:
+            bpy.data.objects.remove(obj, do_unlink=True)
+    for a in source_file.actions:
+        if a.name in bpy.data.actions and a != outcome.action:
+            bpy.data.actions.remove(a)
+    target.animation_data.action = outcome.action
+    save_blend(output)
+    outcome.report["files"] = {"source": str(Path(source_path).resolve()), "target": str(Path(target_path).resolve())}
+    return outcome

@@ -1,0 +1,135 @@
+"""Scene settings of the Retarget workflow: ``scene.marionette``.
+
+The mapping shown in the sidebar is a list of rows, one per humanoid slot, holding the source and
+target bone, the mapper's confidence and its reason. Rows are what the user edits; the retarget
+turns them back into two :class:`~marionette.core.mapping.BoneMapping` objects.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import bpy
+from bpy.props import (
+    BoolProperty,
+    CollectionProperty,
+    EnumProperty,
+    FloatProperty,
+    IntProperty,
+    PointerProperty,
+    StringProperty,
+)
+
+from ..core.mapping import BoneMapping, MappedBone
+
+ROOT_MOTION_ITEMS = [
+    ("HIPS", "On the Hips", "Keep the clip's travel on the hips bone"),
+    ("ROOT_BONE", "On the Root Bone", "Move the horizontal travel to the bone above the hips"),
+    ("OBJECT", "On the Object", "Move the horizontal travel to the armature object's location"),
+    ("IN_PLACE", "In Place", "Drop the horizontal travel; keep the vertical motion"),
+]
+
+
+def _is_armature(_self: Any, obj: bpy.types.Object) -> bool:
+    return obj.type == "ARMATURE"
+
+
+class MarionetteMappingRow(bpy.types.PropertyGroup):
+    slot: StringProperty(name="Slot")  # type: ignore[valid-type]
+    source_bone: StringProperty(name="Source Bone")  # type: ignore[valid-type]
+    target_bone: StringProperty(name="Target Bone")  # type: ignore[valid-type]
+    source_confidence: FloatProperty(name="Source Confidence", min=0.0, max=1.0)  # type: ignore[valid-type]
+    target_confidence: FloatProperty(name="Target Confidence", min=0.0, max=1.0)  # type: ignore[valid-type]
+    reason: StringProperty(name="Reason")  # type: ignore[valid-type]
+    conflict: StringProperty(name="Conflict")  # type: ignore[valid-type]
+
+
+class MarionetteSettings(bpy.types.PropertyGroup):
+    source: PointerProperty(  # type: ignore[valid-type]
+        name="Source", type=bpy.types.Object, poll=_is_armature, description="Armature that plays the clip"
+    )
+    target: PointerProperty(  # type: ignore[valid-type]
+        name="Target", type=bpy.types.Object, poll=_is_armature, description="Armature that receives the clip"
+    )
+    action: PointerProperty(  # type: ignore[valid-type]
+        name="Clip", type=bpy.types.Action, description="Clip to retarget (empty: the source's active action)"
+    )
+    root_motion: EnumProperty(name="Root Motion", items=ROOT_MOTION_ITEMS, default="HIPS")  # type: ignore[valid-type]
+    auto_scale: BoolProperty(  # type: ignore[valid-type]
+        name="Scale by Hip Height",
+        default=True,
+        description="Scale the travel by target hip height over source hip height, both measured from the feet",
+    )
+    horizontal_scale: FloatProperty(name="Horizontal Scale", default=1.0, min=0.0001, soft_max=100.0)  # type: ignore[valid-type]
+    vertical_scale: FloatProperty(name="Vertical Scale", default=1.0, min=0.0001, soft_max=100.0)  # type: ignore[valid-type]
+    keep_frames: BoolProperty(  # type: ignore[valid-type]
+        name="Keep Frame Numbers",
+        default=False,
+        description="Key the source's frame numbers as they are instead of keeping its timing at the scene's frame rate",
+    )
+    fingers: BoolProperty(name="Fingers", default=True, description="Retarget fingers when both rigs have them")  # type: ignore[valid-type]
+    replace_action: BoolProperty(  # type: ignore[valid-type]
+        name="Replace Existing Action",
+        default=False,
+        description="Give the new action the clip's name even if an action of that name exists (it is replaced)",
+    )
+    color_bones: BoolProperty(  # type: ignore[valid-type]
+        name="Colour Bones by Error",
+        default=False,
+        description="After a retarget, colour the target's bones from green (exact) to red (5 degrees or more off)",
+    )
+    mapping: CollectionProperty(type=MarionetteMappingRow)  # type: ignore[valid-type]
+    mapping_index: IntProperty(name="Active Row", default=0)  # type: ignore[valid-type]
+    mapping_pair: StringProperty(name="Mapped Pair", description="Source and target the rows were made for")  # type: ignore[valid-type]
+    last_report: StringProperty(name="Last Report", description="Summary of the last retarget (JSON)")  # type: ignore[valid-type]
+
+
+def pair_key(settings: MarionetteSettings) -> str:
+    s, t = settings.source, settings.target
+    return f"{s.name if s else ''}\x00{t.name if t else ''}"
+
+
+def fill_rows(settings: MarionetteSettings, source: BoneMapping, target: BoneMapping) -> None:
+    """Rows for every slot either rig fills, conflicts attached to the rows they name."""
+    settings.mapping.clear()
+    conflicts = [("source", c) for c in source.conflicts] + [("target", c) for c in target.conflicts]
+    for slot in [s for s in source.slots] + [s for s in target.slots if s not in source.slots]:
+        row = settings.mapping.add()
+        row.slot = slot
+        sm, tm = source.slots.get(slot), target.slots.get(slot)
+        row.source_bone = sm.bone if sm else ""
+        row.target_bone = tm.bone if tm else ""
+        row.source_confidence = sm.confidence if sm else 0.0
+        row.target_confidence = tm.confidence if tm else 0.0
+        row.reason = " | ".join(x for x in (sm.reason if sm else "", tm.reason if tm else "") if x)
+        row.conflict = "; ".join(f"{side}: {c}" for side, c in conflicts if slot in c)
+    settings.mapping_pair = pair_key(settings)
+    settings.mapping_index = 0
+
+
+def mappings_from_rows(settings: MarionetteSettings) -> tuple[BoneMapping, BoneMapping] | None:
+    """The two mappings the rows describe, or ``None`` when there are no rows for this pair."""
+    if not len(settings.mapping) or settings.mapping_pair != pair_key(settings):
+        return None
+    src: dict[str, MappedBone] = {}
+    tgt: dict[str, MappedBone] = {}
+    for row in settings.mapping:
+        if row.source_bone:
+            src[row.slot] = MappedBone(row.source_bone, row.source_confidence, row.reason or "set by hand")
+        if row.target_bone:
+            tgt[row.slot] = MappedBone(row.target_bone, row.target_confidence, row.reason or "set by hand")
+    return BoneMapping(src), BoneMapping(tgt)
+
+
+classes = (MarionetteMappingRow, MarionetteSettings)
+_register, _unregister = bpy.utils.register_classes_factory(classes)
+
+
+def register() -> None:
+    _register()
+    bpy.types.Scene.marionette = PointerProperty(type=MarionetteSettings)
+
+
+def unregister() -> None:
+    del bpy.types.Scene.marionette
+    _unregister()

@@ -1,0 +1,236 @@
+"""Operators of the Retarget workflow. Each is a few lines around one job of :mod:`.jobs`:
+``poll()`` says why it is unavailable, ``execute()`` refuses bad input before changing anything.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import bpy
+from bpy.props import EnumProperty, StringProperty
+from bpy_extras.io_utils import ExportHelper, ImportHelper
+
+from ..core.errors import MarionetteError
+from ..core.mapping import BoneMapping, auto_map_skeleton
+from ..core.retarget import RetargetOptions
+from . import jobs
+from .armature_io import rest_heads_tails, skeleton_from_armature
+from .file_import import scene_fps
+from .properties import fill_rows, mappings_from_rows
+
+SIDE_ITEMS = [("SOURCE", "Source", "The source armature's mapping"), ("TARGET", "Target", "The target armature's mapping")]
+
+
+def _settings(context: Any) -> Any:
+    return context.scene.marionette
+
+
+def _pair_ready(cls: Any, context: Any) -> bool:
+    s = getattr(context.scene, "marionette", None)
+    if s is None:
+        return False
+    if s.source is None or s.target is None:
+        cls.poll_message_set("Pick a source and a target armature first")
+        return False
+    if s.source == s.target:
+        cls.poll_message_set("Source and target must be different armatures")
+        return False
+    return True
+
+
+def clip_of(settings: Any) -> Any:
+    """The clip to retarget: the chosen one, else the source's active action."""
+    if settings.action is not None:
+        return settings.action
+    ad = settings.source.animation_data if settings.source else None
+    return ad.action if ad is not None else None
+
+
+def options_of(settings: Any) -> RetargetOptions:
+    return RetargetOptions(
+        root_motion=settings.root_motion,
+        horizontal_scale=None if settings.auto_scale else settings.horizontal_scale,
+        vertical_scale=None if settings.auto_scale else settings.vertical_scale,
+        fingers=settings.fingers,
+    )
+
+
+class MARIONETTE_OT_auto_map(bpy.types.Operator):
+    """Map both armatures' bones to the humanoid profile, with a confidence and a reason per bone"""
+
+    bl_idname = "marionette.auto_map"
+    bl_label = "Auto-Map Bones"
+    bl_options = {"REGISTER", "UNDO"}
+
+    @classmethod
+    def poll(cls, context: Any) -> bool:
+        return _pair_ready(cls, context)
+
+    def execute(self, context: Any) -> set[str]:
+        s = _settings(context)
+        try:
+            maps = []
+            for obj in (s.source, s.target):
+                _, tails = rest_heads_tails(obj)
+                maps.append(auto_map_skeleton(skeleton_from_armature(obj), tails))
+        except MarionetteError as exc:
+            self.report({"ERROR"}, str(exc))
+            return {"CANCELLED"}
+        fill_rows(s, maps[0], maps[1])
+        problems = [f"{o.name}: {m.refusal or 'missing ' + ', '.join(m.missing())}" for o, m in zip((s.source, s.target), maps, strict=True) if not m.is_humanoid]
+        conflicts = sum(len(m.conflicts) for m in maps)
+        if problems:
+            self.report({"WARNING"}, "Not retargetable as humanoid: " + "; ".join(problems))
+        else:
+            self.report({"INFO"}, f"Mapped {len(s.mapping)} slots ({conflicts} conflicts to review)")
+        return {"FINISHED"}
+
+
+class MARIONETTE_OT_retarget_clip(bpy.types.Operator):
+    """Bake the clip onto the target as a new Action (the source and existing Actions are left as they are)"""
+
+    bl_idname = "marionette.retarget_clip"
+    bl_label = "Retarget Clip"
+    bl_options = {"REGISTER", "UNDO"}
+
+    @classmethod
+    def poll(cls, context: Any) -> bool:
+        if not _pair_ready(cls, context):
+            return False
+        if clip_of(_settings(context)) is None:
+            cls.poll_message_set("The source has no active action; pick a clip")
+            return False
+        return True
+
+    def execute(self, context: Any) -> set[str]:
+        s = _settings(context)
+        rows = mappings_from_rows(s)
+        try:
+            outcome = jobs.retarget_action(
+                s.source,
+                clip_of(s),
+                s.target,
+                scene_fps=scene_fps(context.scene),
+                keep_frames=s.keep_frames,
+                options=options_of(s),
+                source_mapping=rows[0] if rows else None,
+                target_mapping=rows[1] if rows else None,
+                replace_existing=s.replace_action,
+            )
+        except MarionetteError as exc:
+            self.report({"ERROR"}, str(exc))
+            return {"CANCELLED"}
+        if rows is None:
+            fill_rows(s, outcome.source_mapping, outcome.target_mapping)
+        s.last_report = json.dumps({"action": outcome.action.name, **outcome.report["summary"]})
+        if s.color_bones:
+            jobs.color_bones_by_error(s.target, outcome.binding, outcome.report)
+        summary = outcome.report["summary"]
+        self.report(
+            {"INFO"},
+            f"Retargeted onto {s.target.name!r} as {outcome.action.name!r}: "
+            f"bone direction error mean {summary['mean_direction_error']:.2f} deg",
+        )
+        return {"FINISHED"}
+
+
+def _mapping_for(context: Any, side: str) -> tuple[Any, BoneMapping | None]:
+    s = _settings(context)
+    rows = mappings_from_rows(s)
+    obj = s.source if side == "SOURCE" else s.target
+    return obj, None if rows is None else rows[0 if side == "SOURCE" else 1]
+
+
+class MARIONETTE_OT_mapping_save(bpy.types.Operator, ExportHelper):
+    """Save one armature's bone mapping as a JSON preset"""
+
+    bl_idname = "marionette.mapping_save"
+    bl_label = "Save Mapping"
+    filename_ext = ".json"
+    filter_glob: StringProperty(default="*.json", options={"HIDDEN"})  # type: ignore[valid-type]
+    side: EnumProperty(name="Side", items=SIDE_ITEMS, default="TARGET")  # type: ignore[valid-type]
+
+    @classmethod
+    def poll(cls, context: Any) -> bool:
+        if not _pair_ready(cls, context):
+            return False
+        if mappings_from_rows(_settings(context)) is None:
+            cls.poll_message_set("Auto-map the pair first")
+            return False
+        return True
+
+    def invoke(self, context: Any, event: Any) -> set[str]:
+        self.filepath = str(Path(presets_directory()) / "mapping.json")
+        return ExportHelper.invoke(self, context, event)  # type: ignore[no-any-return]
+
+    def execute(self, context: Any) -> set[str]:
+        _, mapping = _mapping_for(context, self.side)
+        if mapping is None:
+            self.report({"ERROR"}, "No mapping to save")
+            return {"CANCELLED"}
+        try:
+            mapping.save(self.filepath)
+        except (OSError, MarionetteError) as exc:
+            self.report({"ERROR"}, f"Cannot save {self.filepath}: {exc}")
+            return {"CANCELLED"}
+        self.report({"INFO"}, f"Saved {len(mapping)} slots to {self.filepath}")
+        return {"FINISHED"}
+
+
+class MARIONETTE_OT_mapping_load(bpy.types.Operator, ImportHelper):
+    """Load a JSON mapping preset onto one side of the pair (bones the armature lacks are refused)"""
+
+    bl_idname = "marionette.mapping_load"
+    bl_label = "Load Mapping"
+    bl_options = {"REGISTER", "UNDO"}
+    filename_ext = ".json"
+    filter_glob: StringProperty(default="*.json", options={"HIDDEN"})  # type: ignore[valid-type]
+    side: EnumProperty(name="Side", items=SIDE_ITEMS, default="TARGET")  # type: ignore[valid-type]
+
+    @classmethod
+    def poll(cls, context: Any) -> bool:
+        return _pair_ready(cls, context)
+
+    def execute(self, context: Any) -> set[str]:
+        s = _settings(context)
+        try:
+            loaded = BoneMapping.load(self.filepath)
+            obj = s.source if self.side == "SOURCE" else s.target
+            absent = [mb.bone for mb in loaded.slots.values() if mb.bone not in obj.data.bones]
+            if absent:
+                raise MarionetteError(f"{obj.name!r} has no bones called {', '.join(repr(b) for b in absent[:6])}")
+            rows = mappings_from_rows(s)
+            if rows is None:
+                maps = []
+                for o in (s.source, s.target):
+                    _, tails = rest_heads_tails(o)
+                    maps.append(auto_map_skeleton(skeleton_from_armature(o), tails))
+                rows = (maps[0], maps[1])
+        except MarionetteError as exc:
+            self.report({"ERROR"}, str(exc))
+            return {"CANCELLED"}
+        pair = (loaded, rows[1]) if self.side == "SOURCE" else (rows[0], loaded)
+        fill_rows(s, *pair)
+        self.report({"INFO"}, f"Loaded {len(loaded)} slots for {obj.name!r}")
+        return {"FINISHED"}
+
+
+def presets_directory() -> str:
+    """Where users' mapping presets live: the extension's user directory when installed as an
+    extension, else the current directory."""
+    package = __package__.rsplit(".", 1)[0] if __package__ else ""
+    try:
+        return str(bpy.utils.extension_path_user(package, path="presets", create=True))
+    except (ValueError, KeyError):
+        return str(Path.cwd())
+
+
+classes = (
+    MARIONETTE_OT_auto_map,
+    MARIONETTE_OT_retarget_clip,
+    MARIONETTE_OT_mapping_save,
+    MARIONETTE_OT_mapping_load,
+)
+register, unregister = bpy.utils.register_classes_factory(classes)

@@ -1,0 +1,128 @@
+"""The sidebar tab "Retarget": pick the pair and the clip, review the mapping, retarget, read the
+quality figures."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import bpy
+
+from ..operators.retarget_ops import clip_of
+
+
+class MarionettePanel:
+    """Shared placement of every Marionette panel: 3D viewport sidebar, tab "Retarget"."""
+
+    bl_space_type = "VIEW_3D"
+    bl_region_type = "UI"
+    bl_category = "Retarget"
+
+
+class MARIONETTE_UL_mapping(bpy.types.UIList):
+    """One row per humanoid slot: source bone, target bone, confidence; conflicts in red."""
+
+    def draw_item(self, context: Any, layout: Any, data: Any, item: Any, icon: Any, active_data: Any, active_prop: Any, index: int = 0) -> None:
+        s = context.scene.marionette
+        row = layout.row(align=True)
+        row.alert = bool(item.conflict)
+        row.label(text=item.slot, icon="ERROR" if item.conflict else "BONE_DATA")
+        if s.source is not None:
+            row.prop_search(item, "source_bone", s.source.data, "bones", text="")
+        if s.target is not None:
+            row.prop_search(item, "target_bone", s.target.data, "bones", text="")
+        conf = min(item.source_confidence, item.target_confidence)
+        row.label(text=f"{100 * conf:.0f}%")
+
+
+class VIEW3D_PT_marionette_retarget(MarionettePanel, bpy.types.Panel):
+    bl_label = "Retarget"
+
+    def draw(self, context: Any) -> None:
+        s = context.scene.marionette
+        col = self.layout.column()
+        col.prop(s, "source")
+        col.prop(s, "target")
+        col.prop(s, "action")
+        if s.action is None and s.source is not None:
+            clip = clip_of(s)
+            col.label(text=f"Using: {clip.name}" if clip else "The source has no active action", icon="ACTION")
+        row = col.row(align=True)
+        row.scale_y = 1.4
+        row.operator("marionette.retarget_clip", icon="ARMATURE_DATA")
+
+
+class VIEW3D_PT_marionette_mapping(MarionettePanel, bpy.types.Panel):
+    bl_label = "Bone Mapping"
+    bl_parent_id = "VIEW3D_PT_marionette_retarget"
+    bl_options = {"DEFAULT_CLOSED"}
+
+    def draw(self, context: Any) -> None:
+        s = context.scene.marionette
+        col = self.layout.column()
+        col.operator("marionette.auto_map", icon="AUTOMERGE_ON")
+        col.template_list("MARIONETTE_UL_mapping", "", s, "mapping", s, "mapping_index", rows=6)
+        if 0 <= s.mapping_index < len(s.mapping):
+            item = s.mapping[s.mapping_index]
+            box = col.box()
+            box.label(text=item.reason or "no reason recorded")
+            if item.conflict:
+                warn = box.row()
+                warn.alert = True
+                warn.label(text=item.conflict, icon="ERROR")
+        row = col.row(align=True)
+        for side in ("SOURCE", "TARGET"):
+            op = row.operator("marionette.mapping_save", text=f"Save {side.title()}", icon="EXPORT")
+            op.side = side
+        row = col.row(align=True)
+        for side in ("SOURCE", "TARGET"):
+            op = row.operator("marionette.mapping_load", text=f"Load {side.title()}", icon="IMPORT")
+            op.side = side
+
+
+class VIEW3D_PT_marionette_options(MarionettePanel, bpy.types.Panel):
+    bl_label = "Options"
+    bl_parent_id = "VIEW3D_PT_marionette_retarget"
+    bl_options = {"DEFAULT_CLOSED"}
+
+    def draw(self, context: Any) -> None:
+        s = context.scene.marionette
+        col = self.layout.column()
+        col.prop(s, "root_motion")
+        col.prop(s, "auto_scale")
+        sub = col.column(align=True)
+        sub.enabled = not s.auto_scale
+        sub.prop(s, "horizontal_scale")
+        sub.prop(s, "vertical_scale")
+        col.prop(s, "keep_frames")
+        col.prop(s, "fingers")
+        col.prop(s, "replace_action")
+        col.prop(s, "color_bones")
+
+
+class VIEW3D_PT_marionette_quality(MarionettePanel, bpy.types.Panel):
+    bl_label = "Quality"
+    bl_parent_id = "VIEW3D_PT_marionette_retarget"
+
+    @classmethod
+    def poll(cls, context: Any) -> bool:
+        return bool(getattr(context.scene, "marionette", None) and context.scene.marionette.last_report)
+
+    def draw(self, context: Any) -> None:
+        r = json.loads(context.scene.marionette.last_report)
+        col = self.layout.column(align=True)
+        col.label(text=f"Action: {r['action']}", icon="ACTION")
+        col.label(text=f"Bone direction: mean {r['mean_direction_error']:.2f}°, max {r['max_direction_error']:.2f}°")
+        col.label(text=f"Elbow/knee planes: max {r['max_limb_plane_error']:.2f}°")
+        col.label(text=f"Hips height: max {100 * r['hips_height_error']:.1f}% of hip height")
+        col.label(text=f"Silhouette overlap: front {r['silhouette_front']:.2f}, side {r['silhouette_side']:.2f}")
+
+
+classes = (
+    MARIONETTE_UL_mapping,
+    VIEW3D_PT_marionette_retarget,
+    VIEW3D_PT_marionette_mapping,
+    VIEW3D_PT_marionette_options,
+    VIEW3D_PT_marionette_quality,
+)
+register, unregister = bpy.utils.register_classes_factory(classes)
