@@ -151,28 +151,49 @@ def build_anatomy(skeleton: Skeleton, slots: dict[str, str], ends: ArrayLike | N
             p = int(anat[p])
         return False
 
+    heads = rest[:, :3, 3]
+    size = float(np.linalg.norm(heads.max(axis=0) - heads.min(axis=0))) if n > 1 else 1.0
+    # A segment shorter than this has no direction worth measuring (zero-length BVH joints such
+    # as CMU's Spine1 or LHipJoint, whose children start where they start).
+    min_len = 1e-3 * max(size, 1e-12)
     seg_start: dict[str, Point] = {}
     seg_end: dict[str, Point] = {}
+    unframed: list[str] = []
     for slot in SLOTS:
         if slot not in idx or slot not in CANONICAL_AXES:
             continue
         b = idx[slot]
-        ends_here = [idx[s] for s in SEGMENT_END[slot] if s in idx and anat_descends(idx[s], b)]
         if slot == "hips" and sided("thigh", "L") in idx and sided("thigh", "R") in idx:
             # The pelvis segment runs from between the hip joints up to the spine: roll-free and
             # non-degenerate even where the hips bone has no length (BVH roots).
-            seg_start[slot] = (head(idx["thigh.L"]), head(idx["thigh.R"]))
+            start: Point = (head(idx["thigh.L"]), head(idx["thigh.R"]))
         else:
-            seg_start[slot] = (head(b),)
-        if slot.startswith("hand.") and len(ends_here) == 0:
-            # No middle/ring finger: aim at the mean of whatever finger bases exist.
+            start = (head(b),)
+        origin = evaluate_point(start, rest)
+        ends_here = [idx[s] for s in SEGMENT_END[slot] if s in idx and anat_descends(idx[s], b)]
+        if slot.startswith("hand."):
             side = slot[-1]
-            bases = [idx[finger_slot(f, 1, side)] for f in FINGERS if finger_slot(f, 1, side) in idx and f != "thumb"]
-            ends_here = bases
-        if ends_here:
-            seg_end[slot] = (head(ends_here[0]),) if not slot.startswith("hand.") else tuple(head(e) for e in ends_here)
+            bases = ends_here or [
+                idx[finger_slot(f, 1, side)] for f in FINGERS if finger_slot(f, 1, side) in idx and f != "thumb"
+            ]
+            candidates: list[Point] = [tuple(head(e) for e in bases)] if bases else []
         else:
-            seg_end[slot] = (tail(b),)
+            candidates = [(head(e),) for e in ends_here]
+        candidates.append((tail(b),))
+        # The first candidate far enough from the start defines the direction; a slot with none
+        # is not framed and moves with the slot above it.
+        chosen = next((c for c in candidates if np.linalg.norm(evaluate_point(c, rest) - origin) > min_len), None)
+        if chosen is None:
+            unframed.append(slot)
+            continue
+        seg_start[slot] = start
+        seg_end[slot] = chosen
+    # Owners were assigned assuming every framed slot has a segment; re-own the unframed ones.
+    if unframed:
+        dropped = {idx[s] for s in unframed}
+        for i in order:
+            if owner[i] in dropped or i in dropped:
+                owner[i] = owner[anat[i]] if anat[i] >= 0 else -1
 
     return RigAnatomy(
         skeleton=skeleton,

@@ -101,8 +101,13 @@ class Clip:
     def frame_numbers(self, fps: float | None = None, keep_frames: bool = True) -> FloatArray:
         """Frame numbers at rate ``fps`` (default: the clip's own) for each sample."""
         rate = self.fps if fps is None else float(fps)
-        start = self.first_frame * rate / self.fps if keep_frames else 1.0
-        return start + self.times * rate
+        # Frame 1 is where time starts (Blender's and the importers' convention), so a clip that
+        # starts on frame 1 starts on frame 1 at any rate.
+        start = self._frame_at_rate(rate) if keep_frames else 1.0
+        return start + (self.times - self.times[0]) * rate if self.frame_count else self.times.copy()
+
+    def _frame_at_rate(self, rate: float) -> float:
+        return 1.0 + (self.first_frame - 1.0) * rate / self.fps
 
     def validate(self) -> Clip:
         """Refuse clips no one can use: no frames or non-finite keys (naming bone and frame)."""
@@ -149,7 +154,7 @@ class Clip:
         if fps <= 0.0 or not np.isfinite(fps):
             raise ClipError(f"cannot resample clip {self.name!r} to {fps} fps")
         if abs(fps - self.fps) < 1e-9 or self.frame_count < 2:
-            return replace(self, fps=fps, first_frame=self.first_frame * fps / self.fps)
+            return replace(self, fps=fps, first_frame=self._frame_at_rate(fps))
         n = int(np.floor(self.duration * fps + 1e-6)) + 1
         new_t = self.times[0] + np.arange(n) / fps
         pos = np.interp(new_t, self.times, np.arange(self.frame_count, dtype=np.float64))
@@ -168,5 +173,5 @@ class Clip:
             rotations=make_quat_continuous(rot, axis=0),
             translations=lerp(self.translations),
             scales=None if self.scales is None else lerp(self.scales),
-            first_frame=self.first_frame * fps / self.fps,
+            first_frame=self._frame_at_rate(fps),
         )

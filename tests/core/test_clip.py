@@ -31,6 +31,11 @@ def test_frame_numbers_keep_or_restart():
     clip = spin_clip(frames=11, fps=30.0)
     assert np.allclose(clip.frame_numbers(), np.arange(1, 12))
     assert np.allclose(clip.frame_numbers(60.0, keep_frames=False), 1 + np.arange(11) * 2)
+    # A 120 fps clip starting on frame 1 starts on frame 1 of a 24 fps scene, on whole frames.
+    at24 = spin_clip(frames=121, fps=120.0).resample(24.0)
+    assert np.allclose(at24.frame_numbers(), np.arange(1, 26))
+    late = Clip.from_frames(["root"], np.tile([1.0, 0, 0, 0], (5, 1, 1)), np.zeros((5, 1, 3)), fps=120.0, first_frame=121)
+    assert late.frame_numbers(24.0)[0] == pytest.approx(25.0)  # one second in, at either rate
 
 
 def test_nan_keys_are_refused_naming_bone_and_frame():

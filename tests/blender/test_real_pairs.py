@@ -1,0 +1,125 @@
+"""Every humanoid clip in ../shared/data onto every humanoid target there, measured on what
+Blender plays after the keys are written (SPEC 4, 6).
+
+Besides the retarget's own figures (which share the binding's body frames), two checks stand on
+facts written here by hand, not produced by the code under test: the direction each character
+faces in the world (read off the files: every one faces -Y except the male base mesh, which faces
++X), and that knees bend toward that facing whenever the source knee bends.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import SHARED_DATA, shared_file
+
+pytestmark = [pytest.mark.bpy, pytest.mark.data]
+
+CLIPS = [
+    ("bvh/cmu/12_03_motionbuilder.bvh", None),
+    ("bvh/cmu/02_02_daz.bvh", None),
+    ("bvh/makehuman/walk1_zup.bvh", None),
+    ("bvh/makehuman/tpose_zup.bvh", None),
+    ("fbx/quaternius_male_casual.fbx", "Man_Walk"),
+    ("fbx/quaternius_male_casual.fbx", "Man_Run"),
+    ("gltf/khronos_rigged_figure.glb", None),
+    ("gltf/khronos_cesium_man.glb", None),
+]
+TARGETS = [
+    "fbx/quaternius_male_casual.fbx",
+    "gltf/male_base_mesh_apose.glb",
+    "blend/vrm_addon_apose_rest.blend",
+    "gltf/khronos_rigged_figure.glb",
+    "gltf/khronos_cesium_man.glb",
+    "rigify basic metarig",
+]
+WORLD_FORWARD = {t: (0.0, -1.0, 0.0) for t in TARGETS}
+WORLD_FORWARD["gltf/male_base_mesh_apose.glb"] = (1.0, 0.0, 0.0)
+
+
+@pytest.fixture(scope="module")
+def scene():
+    if not SHARED_DATA.exists():
+        pytest.skip(f"third-party test files are not available (looked in {SHARED_DATA})")
+    import bpy  # noqa: I001  (addon_utils exists only once bpy is imported)
+    import addon_utils
+
+    from marionette.operators.file_import import load_file
+
+    bpy.ops.wm.read_factory_settings(use_empty=True)
+    addon_utils.enable("rigify", default_set=True)
+    bpy.context.scene.render.fps = 24
+    loaded = {}
+    for rel in sorted({c for c, _ in CLIPS} | set(TARGETS) - {"rigify basic metarig"}):
+        f = load_file(shared_file(rel))
+        loaded[rel] = (max(f.armatures, key=lambda a: len(a.data.bones)), f.actions)
+    bpy.ops.object.armature_basic_human_metarig_add()
+    loaded["rigify basic metarig"] = (bpy.context.active_object, [])
+    yield bpy, loaded
+    bpy.ops.wm.read_factory_settings(use_empty=True)
+
+
+def _action(actions, name):
+    if name is None:
+        return actions[0]
+    return next(a for a in actions if a.name.split("|")[-1] == name)
+
+
+def _knees_forward(binding, source, target_world, forward_world, min_bend=20.0):
+    """Fraction of frames (where the source knee bends more than ``min_bend``) in which the
+    target knee points along the character's true forward."""
+    ok, total = 0, 0
+    for side in "LR":
+        slots = [f"{p}.{side}" for p in ("thigh", "shin", "foot")]
+        ps = [source[:, binding.source.slots[s], :3, 3] for s in slots]
+        seg1, seg2 = ps[1] - ps[0], ps[2] - ps[1]
+        bend = np.degrees(np.arccos(np.clip(np.sum(seg1 * seg2, -1) / np.linalg.norm(seg1, axis=-1) / np.linalg.norm(seg2, axis=-1), -1, 1)))
+        hip, knee, ankle = (target_world[:, binding.target.slots[s], :3, 3] for s in slots)
+        axis = ankle - hip
+        closest = hip + (np.sum((knee - hip) * axis, -1) / np.sum(axis * axis, -1))[:, None] * axis
+        ahead = (knee - closest) @ np.asarray(forward_world)
+        bent = bend > min_bend
+        ok += int(np.sum(ahead[bent] > 0))
+        total += int(bent.sum())
+    return ok / total if total else 1.0, total
+
+
+def test_every_clip_onto_every_target(scene, capsys):
+    bpy, loaded = scene
+    from marionette.core.measure import measure
+    from marionette.core.retarget import source_placements
+    from marionette.operators.armature_io import clip_from_action
+    from marionette.operators.jobs import retarget_action
+
+    rows, failures = [], []
+    for clip_file, clip_name in CLIPS:
+        source, actions = loaded[clip_file]
+        action = _action(actions, clip_name)
+        for target_file in TARGETS:
+            original, _ = loaded[target_file]
+            target = original.copy()  # a fresh object on the same armature: the source stays untouched
+            bpy.context.scene.collection.objects.link(target)
+            if target.animation_data is not None:
+                target.animation_data.action = None
+            try:
+                outcome = retarget_action(source, action, target, scene_fps=24.0, name="pair")
+                clip = clip_from_action(source, action).resample(24.0)
+                played = clip_from_action(target, outcome.action, frames=clip.frame_numbers(24.0), fps=24.0)
+                sk = outcome.binding.target.skeleton
+                local_t = sk.forward_kinematics(played.rotations, played.translations)
+                report = measure(outcome.binding, source_placements(outcome.binding, clip), local_t)
+                knees, bent = _knees_forward(outcome.binding, source_placements(outcome.binding, clip), sk.placement @ local_t, WORLD_FORWARD[target_file])
+            finally:
+                bpy.data.objects.remove(target, do_unlink=True)
+            s = report["summary"]
+            label = f"{clip_file.split('/')[-1]}{'[' + clip_name + ']' if clip_name else ''} -> {target_file.split('/')[-1]}"
+            rows.append((label, s["mean_limb_direction_error"], s["max_limb_plane_error"], 100 * s["hips_height_error"], knees, bent))
+            if not (s["mean_limb_direction_error"] <= 1.5 and s["max_limb_plane_error"] <= 5.0 and s["hips_height_error"] <= 0.05 and knees >= 0.99):
+                failures.append(label)
+    with capsys.disabled():
+        print("\n| clip -> target | limb dir. err. mean (deg) | elbow/knee plane err. max (deg) | hips height err. max (%) | knees forward (bent frames) |")
+        print("|---|---|---|---|---|")
+        for label, d, p, h, k, n in rows:
+            print(f"| {label} | {d:.3f} | {p:.3f} | {h:.2f} | {100 * k:.0f} % ({n}) |")
+    assert failures == []
+    assert len(rows) == len(CLIPS) * len(TARGETS)
