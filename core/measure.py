@@ -124,6 +124,48 @@ def limb_plane_errors(binding: Binding, source: FloatArray, target: FloatArray, 
     return out
 
 
+def segment_stretch(binding: Binding, source: FloatArray) -> float:
+    """Largest relative change of a framed source segment's length against the rest over the clip:
+    0 for a rigid clip; large when the clip keys translations that move joints off their offsets
+    (directions of such segments mean little, and the retarget relies on the bones' rotations)."""
+    src = binding.source
+    worst = 0.0
+    rest = src.rest[None]
+    for s in binding.framed:
+        length = np.linalg.norm(evaluate_point(src.segment_end[s], source) - evaluate_point(src.segment_start[s], source), axis=-1)
+        ref = float(np.linalg.norm(evaluate_point(src.segment_end[s], rest) - evaluate_point(src.segment_start[s], rest)))
+        if ref > 0:
+            worst = max(worst, float(np.abs(length / ref - 1.0).max()))
+    return worst
+
+
+def palm_normal_errors(binding: Binding, source: FloatArray, target: FloatArray) -> dict[str, FloatArray]:
+    """Angle per frame between the source's (aligned) and the target's palm normals, from the
+    hand and the index and little (or ring) finger bases: how well the hand's twist carries over,
+    which bone directions alone cannot show."""
+    out = {}
+    for side in SIDES:
+        names = [f"hand.{side}", f"index_1.{side}"]
+        little = f"little_1.{side}"
+        if not (little in binding.source.slots and little in binding.target.slots):
+            little = f"ring_1.{side}"
+        names.append(little)
+        if not all(n in binding.source.slots and n in binding.target.slots for n in names):
+            continue
+        normals = []
+        for placements, anatomy in ((source, binding.source), (target, binding.target)):
+            hand, index, last = (placements[:, anatomy.slots[n], :3, 3] for n in names)
+            normals.append(np.cross(index - hand, last - hand))
+        # A clip that moves finger bases off their rest offsets (translation keys) can collapse the
+        # palm; frames whose source palm keeps under a tenth of its rest area have no normal.
+        rest = binding.source.rest[None]
+        h, i, last_ = (rest[:, binding.source.slots[n], :3, 3] for n in names)
+        rest_area = float(np.linalg.norm(np.cross(i - h, last_ - h)))
+        valid = np.linalg.norm(normals[0], axis=-1) > 0.1 * rest_area
+        out[f"palm.{side}"] = np.where(valid, _angle(normals[0] @ binding.align.T, normals[1]), np.nan)
+    return out
+
+
 def foot_skating(binding: Binding, source: FloatArray, target: FloatArray) -> dict[str, float]:
     """How far each target foot slides while the source foot is planted (in target hip heights).
 
@@ -243,6 +285,10 @@ def measure(binding: Binding, source: FloatArray, target: FloatArray) -> dict[st
             k: {"max": float(np.nanmax(v)) if np.isfinite(v).any() else None, "frames": int(np.isfinite(v).sum())}
             for k, v in planes.items()
         },
+        "palm_normal_error_deg": {
+            k: float(np.nanmax(v)) for k, v in palm_normal_errors(binding, source, target).items() if np.isfinite(v).any()
+        },
+        "source_stretch": segment_stretch(binding, source),
         "foot_skating": foot_skating(binding, source, target),
         "silhouette_iou": sil,
         "key_frames": key_frame_sketches(binding, source, target),

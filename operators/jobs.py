@@ -80,6 +80,11 @@ def retarget_action(
     played = clip_from_action(target, new_action, frames=frames, fps=rate)
     world_t = tgt_in.skeleton.forward_kinematics(played.rotations, played.translations, played.scales)
     report = measure(binding, source_placements(binding, clip), world_t)
+    if report["source_stretch"] > 0.25:
+        report.setdefault("warnings", []).append(
+            f"the clip moves joints off their rest offsets (segments stretch by up to {100 * report['source_stretch']:.0f} %); "
+            "directions follow the bones' rotations there"
+        )
     report["clip"] = {
         "name": action.name,
         "source_fps": clip.fps,

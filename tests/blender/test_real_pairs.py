@@ -113,13 +113,25 @@ def test_every_clip_onto_every_target(scene, capsys):
                 bpy.data.objects.remove(target, do_unlink=True)
             s = report["summary"]
             label = f"{clip_file.split('/')[-1]}{'[' + clip_name + ']' if clip_name else ''} -> {target_file.split('/')[-1]}"
-            rows.append((label, s["mean_limb_direction_error"], s["max_limb_plane_error"], 100 * s["hips_height_error"], knees, bent))
-            if not (s["mean_limb_direction_error"] <= 1.5 and s["max_limb_plane_error"] <= 5.0 and s["hips_height_error"] <= 0.05 and knees >= 0.99):
+            palms = max(report["palm_normal_error_deg"].values(), default=float("nan"))
+            stretch = report["source_stretch"]
+            rows.append((label, s["mean_limb_direction_error"], s["max_limb_plane_error"], 100 * s["hips_height_error"], knees, bent, palms, stretch))
+            if not (
+                s["mean_limb_direction_error"] <= 1.5
+                and s["max_limb_plane_error"] <= 5.0
+                and s["hips_height_error"] <= 0.05
+                and knees >= 0.99
+                and not palms > 15.0
+            ):
                 failures.append(label)
     with capsys.disabled():
-        print("\n| clip -> target | limb dir. err. mean (deg) | elbow/knee plane err. max (deg) | hips height err. max (%) | knees forward (bent frames) |")
-        print("|---|---|---|---|---|")
-        for label, d, p, h, k, n in rows:
-            print(f"| {label} | {d:.3f} | {p:.3f} | {h:.2f} | {100 * k:.0f} % ({n}) |")
+        print(
+            "\n| clip -> target | limb dir. err. mean (deg) | elbow/knee plane err. max (deg) "
+            "| hips height err. max (%) | knees forward (bent frames) | palm normal err. max (deg) | source stretch |"
+        )
+        print("|---|---|---|---|---|---|---|")
+        for label, d, p, h, k, n, palm, st in rows:
+            palm_text = "n/a" if palm != palm else f"{palm:.2f}"
+            print(f"| {label} | {d:.3f} | {p:.3f} | {h:.2f} | {100 * k:.0f} % ({n}) | {palm_text} | {100 * st:.0f} % |")
     assert failures == []
     assert len(rows) == len(CLIPS) * len(TARGETS)
