@@ -10,9 +10,11 @@ non-zero status.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
 import tomllib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from .core.errors import MarionetteError
@@ -34,6 +36,25 @@ def command(name: str, help: str, arguments: Callable[[argparse.ArgumentParser],
         return run
 
     return wrap
+
+
+@contextlib.contextmanager
+def job_output_to_stderr() -> Iterator[None]:
+    """Send everything printed while a job runs (Blender's importers and savers print to stdout,
+    some from C) to stderr, so stdout carries only the command's own, machine-readable result."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    previous = sys.stdout
+    try:
+        os.dup2(2, 1)
+        sys.stdout = sys.stderr
+        yield
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+        sys.stdout = previous
 
 
 def build_parser() -> argparse.ArgumentParser:

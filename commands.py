@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .cli import command
+from .cli import command, job_output_to_stderr
 
 
 def _write_report(report: dict[str, Any], path: str | None) -> None:
@@ -27,7 +27,8 @@ def demo(args: argparse.Namespace) -> int:
     from .operators.jobs import demo as run_demo
     from .operators.jobs import format_summary
 
-    outcome = run_demo(args.output)
+    with job_output_to_stderr():
+        outcome = run_demo(args.output)
     print(f"wrote {Path(args.output).resolve()} (action {outcome.action.name!r} on armature 'Metarig')")
     print("quality of the retarget (measured against the source clip):")
     print(format_summary(outcome.report))
@@ -53,16 +54,17 @@ def retarget(args: argparse.Namespace) -> int:
     from .core.retarget import RetargetOptions
     from .operators.jobs import format_summary, retarget_files
 
-    outcome = retarget_files(
-        args.source,
-        args.target,
-        args.output,
-        clip=args.clip,
-        target_armature=args.target_armature,
-        mapping=args.mapping,
-        keep_frames=args.keep_frames,
-        options=RetargetOptions(root_motion=args.root_motion),
-    )
+    with job_output_to_stderr():
+        outcome = retarget_files(
+            args.source,
+            args.target,
+            args.output,
+            clip=args.clip,
+            target_armature=args.target_armature,
+            mapping=args.mapping,
+            keep_frames=args.keep_frames,
+            options=RetargetOptions(root_motion=args.root_motion),
+        )
     print(f"wrote {Path(args.output).resolve()} (action {outcome.action.name!r})")
     print(format_summary(outcome.report))
     _write_report(outcome.report, args.report)
@@ -70,4 +72,27 @@ def retarget(args: argparse.Namespace) -> int:
         from .report_figure import write_report_png
 
         write_report_png(outcome.report, args.report_png)
+    return 0
+
+
+def _measure_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("source", help="the clip file the retarget started from")
+    p.add_argument("retargeted", help=".blend holding the retargeted armature and its action")
+    p.add_argument("--clip", help="source clip name when the source file holds several")
+    p.add_argument("--action", help="retargeted action name (default: the armature's active action)")
+    p.add_argument("--target-armature", help="armature to measure when the .blend holds several")
+    p.add_argument("--report-png", help="also draw the report as a picture here")
+
+
+@command("measure", "measure a retarget saved in a .blend against its source clip; prints a JSON report", _measure_arguments)
+def measure(args: argparse.Namespace) -> int:
+    from .operators.jobs import measure_files
+
+    with job_output_to_stderr():
+        report = measure_files(args.source, args.retargeted, clip=args.clip, action=args.action, target_armature=args.target_armature)
+    print(json.dumps(report, indent=1))
+    if args.report_png:
+        from .report_figure import write_report_png
+
+        write_report_png(report, args.report_png)
     return 0

@@ -262,7 +262,47 @@ def retarget_files(
     for a in source_file.actions:
         if a.name in bpy.data.actions and a != outcome.action:
             bpy.data.actions.remove(a)
+    if outcome.action.name != name and name not in bpy.data.actions:
+        outcome.action.name = name  # the source's action of that name is gone now
     target.animation_data.action = outcome.action
     save_blend(output)
     outcome.report["files"] = {"source": str(Path(source_path).resolve()), "target": str(Path(target_path).resolve())}
     return outcome
+
+
+def measure_files(source_path: str, retargeted_path: str, *, clip: str | None = None, action: str | None = None,
+                  target_armature: str | None = None) -> dict[str, Any]:
+    """Measure a retarget already saved in a .blend against its source clip (SPEC 6).
+
+    The source clip is played at the retargeted action's frame rate; both rigs are auto-mapped,
+    so the figures judge the result whoever produced it."""
+    import bpy
+
+    from .armature_io import action_fps
+    from .file_import import load_file
+
+    bpy.ops.wm.read_factory_settings(use_empty=True)
+    result_file = load_file(retargeted_path)
+    target = _pick_armature(result_file, target_armature, "target")
+    if action is not None:
+        result_action = bpy.data.actions.get(action)
+        if result_action is None:
+            raise MappingError(f"{Path(retargeted_path).name}: no action called {action!r}")
+    else:
+        ad = target.animation_data
+        result_action = ad.action if ad is not None and ad.action is not None else None
+        if result_action is None:
+            raise MappingError(f"{Path(retargeted_path).name}: armature {target.name!r} plays no action to measure")
+    source_file = load_file(source_path)
+    source = _pick_armature(source_file, None, "source")
+    source_action = _pick_action(source_file, source, clip)
+    src_in, _ = rig_input(source)
+    tgt_in, _ = rig_input(target)
+    rate = action_fps(result_action)
+    src_clip = clip_from_action(source, source_action).resample(rate)
+    played = clip_from_action(target, result_action, frames=src_clip.frame_numbers(rate), fps=rate)
+    binding = bind(src_in, tgt_in)
+    world_t = tgt_in.skeleton.forward_kinematics(played.rotations, played.translations, played.scales)
+    report = measure(binding, source_placements(binding, src_clip), world_t)
+    report["clip"] = {"source": source_action.name, "retargeted": result_action.name, "fps": rate, "frames": src_clip.frame_count}
+    return report
