@@ -17,8 +17,8 @@ import numpy as np
 
 from .canonical_pose import evaluate_point
 from .humanoid import SIDES, sided
-from .retarget import Binding, _ground_points, _heights, _orientation
-from .rotations import FloatArray, euler_from_matrix, matrix_from_quat, quat_between_vectors
+from .retarget import Binding, SegmentTable, _ground_points, _heights, _orientation
+from .rotations import FloatArray, euler_from_matrix, matrix_between_vectors
 
 
 def _angle(a: FloatArray, b: FloatArray) -> FloatArray:
@@ -30,11 +30,9 @@ def _angle(a: FloatArray, b: FloatArray) -> FloatArray:
 
 def segment_vectors(binding: Binding, placements: FloatArray, side: str) -> dict[str, FloatArray]:
     """Segment vector ``(T, 3)`` of every framed slot, for the ``"source"`` or ``"target"`` rig."""
-    anatomy = binding.source if side == "source" else binding.target
-    return {
-        s: evaluate_point(anatomy.segment_end[s], placements) - evaluate_point(anatomy.segment_start[s], placements)
-        for s in binding.framed
-    }
+    table = binding.tables.source_segments if side == "source" else binding.tables.target_segments
+    segs = table.segments(placements)
+    return {s: segs[:, k] for k, s in enumerate(binding.framed)}
 
 
 def bone_direction_errors(binding: Binding, source: FloatArray, target: FloatArray) -> dict[str, FloatArray]:
@@ -49,15 +47,13 @@ def frames_in_motion(binding: Binding, placements: FloatArray, side: str) -> dic
     from the canonical pose and re-aimed at the measured segment."""
     anatomy = binding.source if side == "source" else binding.target
     canonical = binding.source_canonical if side == "source" else binding.target_canonical
-    rot = _orientation(placements)
-    segs = segment_vectors(binding, placements, side)
-    out = {}
-    for s in binding.framed:
-        b = anatomy.slots[s]
-        carried = rot[:, b] @ (_orientation(canonical.placements[b]).T @ canonical.frames[s])
-        aim = matrix_from_quat(quat_between_vectors(carried[..., :, 0], segs[s]))
-        out[s] = aim @ carried
-    return out
+    table = binding.tables.source_segments if side == "source" else binding.tables.target_segments
+    bones = [anatomy.slots[s] for s in binding.framed]
+    local = np.stack([_orientation(canonical.placements[b]).T @ canonical.frames[s] for s, b in zip(binding.framed, bones, strict=True)])
+    carried = _orientation(placements[:, bones]) @ local
+    aim = matrix_between_vectors(carried[..., :, 0], table.segments(placements))
+    frames = aim @ carried
+    return {s: frames[:, k] for k, s in enumerate(binding.framed)}
 
 
 def rotation_deltas(binding: Binding, source: FloatArray, target: FloatArray) -> dict[str, FloatArray]:
@@ -193,48 +189,75 @@ def foot_skating(binding: Binding, source: FloatArray, target: FloatArray) -> di
     return out
 
 
-def _capsule_raster(points_2d: list[tuple[FloatArray, FloatArray]], radius: float, size: int) -> FloatArray:
-    """Rasterise 2-D segments with a radius on a ``size``x``size`` grid over [-1.5, 1.5]^2."""
+def _capsule_raster(segments: FloatArray, radius: float, size: int) -> FloatArray:
+    """Rasterise 2-D segments ``(S, 2, 2)`` with a radius on a ``size`` x ``size`` grid over
+    [-1.5, 1.5]^2 (all segments at once)."""
     g = np.linspace(-1.5, 1.5, size)
     px, py = np.meshgrid(g, g)
-    grid = np.stack([px.ravel(), py.ravel()], -1)
-    mask = np.zeros(grid.shape[0], dtype=bool)
-    for a, b in points_2d:
-        ab = b - a
-        denom = float(ab @ ab)
-        t = np.clip(((grid - a) @ ab) / denom, 0.0, 1.0) if denom > 0 else np.zeros(grid.shape[0])
-        d = np.linalg.norm(grid - (a + t[:, None] * ab), axis=-1)
-        mask |= d <= radius
-    return mask.reshape(size, size).astype(np.float64)
+    grid = np.stack([px.ravel(), py.ravel()], -1)[:, None, :]  # (G, 1, 2)
+    a, b = segments[:, 0], segments[:, 1]
+    ab = b - a
+    denom = np.maximum(np.sum(ab * ab, -1), 1e-300)
+    t = np.clip(np.sum((grid - a) * ab, -1) / denom, 0.0, 1.0)  # (G, S)
+    d = np.linalg.norm(grid - (a + t[..., None] * ab), axis=-1)
+    return np.asarray((d.min(axis=1) <= radius).reshape(size, size), dtype=np.float64)
 
 
-def silhouette_overlap(binding: Binding, source: FloatArray, target: FloatArray, frames: int = 12, size: int = 64) -> dict[str, float]:
-    """Intersection over union of the two skeletons' silhouettes (segments drawn as capsules),
-    seen from the front and from the side of each body, normalised by hip height and centred on
-    the hips, averaged over ``frames`` evenly spread frames."""
+_BODY_SLOTS = ("hips", "spine", "chest", "upper_chest", "neck", "head", "shoulder", "upper_arm", "forearm", "hand", "thigh", "shin", "foot")
+
+
+def _projected(binding: Binding, placements: FloatArray, side: str, frames: FloatArray, axes: list[int]) -> FloatArray:
+    """Segments ``(F, S, 2, 2)`` of the body (fingers left out) at ``frames``, seen along the body
+    axes ``axes``, in hip heights with the hips at the origin."""
+    anatomy = binding.source if side == "source" else binding.target
+    body = (binding.source_canonical if side == "source" else binding.target_canonical).body
+    height = binding.source_hip_height if side == "source" else binding.target_hip_height
+    keep = [k for k, s in enumerate(binding.framed) if s.split(".")[0] in _BODY_SLOTS]
+    table = binding.tables.source_segments if side == "source" else binding.tables.target_segments
+    sub = placements[frames]
+    segs = table.segments(sub)[:, keep]
+    start_table = _start_points(binding, side)
+    starts = start_table.segments(sub)[:, keep]
+    hips = sub[:, anatomy.slots["hips"], :3, 3][:, None, :]
+    ends = np.stack([starts - hips, starts - hips + segs], axis=2)  # (F, S, 2, 3)
+    return np.asarray(ends @ body[:, axes] / height, dtype=np.float64)
+
+
+def _start_points(binding: Binding, side: str) -> SegmentTable:
+    """A table whose 'segments' are the segment start points themselves."""
+    anatomy = binding.source if side == "source" else binding.target
+    key = f"_starts_{side}"
+    cached = binding.__dict__.get(key)
+    if cached is None:
+        k, m = len(binding.framed), max(len(anatomy.segment_start[s]) for s in binding.framed)
+        bones = np.zeros((k, m), dtype=np.int64)
+        offs = np.zeros((k, m, 3))
+        coef = np.zeros((k, m))
+        for i, s in enumerate(binding.framed):
+            for j, (bone, off) in enumerate(anatomy.segment_start[s]):
+                bones[i, j], offs[i, j], coef[i, j] = bone, off, 1.0 / len(anatomy.segment_start[s])
+        cached = SegmentTable(bones, offs, coef)
+        object.__setattr__(binding, key, cached)
+    return cached
+
+
+def silhouette_overlap(binding: Binding, source: FloatArray, target: FloatArray, frames: int = 8, size: int = 48) -> dict[str, float]:
+    """Intersection over union of the two bodies' silhouettes (segments drawn as capsules of a
+    tenth of the hip height), seen from the front and from the side of each body, normalised by
+    hip height and centred on the hips, averaged over ``frames`` evenly spread frames."""
     picks = np.unique(np.linspace(0, source.shape[0] - 1, min(frames, source.shape[0])).astype(int))
-    scores: dict[str, list[float]] = {"front": [], "side": []}
-    segs_s = segment_vectors(binding, source, "source")
-    segs_t = segment_vectors(binding, target, "target")
-    for view, axes in (("front", (1, 2)), ("side", (0, 2))):
-        for f in picks:
-            masks = []
-            for placements, anatomy, segs, body, height in (
-                (source, binding.source, segs_s, binding.source_canonical.body, binding.source_hip_height),
-                (target, binding.target, segs_t, binding.target_canonical.body, binding.target_hip_height),
-            ):
-                hips = placements[f, anatomy.slots["hips"], :3, 3]
-                lines = []
-                for s in binding.framed:
-                    start = evaluate_point(anatomy.segment_start[s], placements[f]) - hips
-                    end = start + segs[s][f]
-                    proj = np.stack([start, end]) @ body[:, list(axes)] / height
-                    lines.append((proj[0], proj[1]))
-                masks.append(_capsule_raster(lines, 0.1, size))
-            inter = float(np.sum(masks[0] * masks[1]))
-            union = float(np.sum(np.maximum(masks[0], masks[1])))
-            scores[view].append(inter / union if union else 1.0)
-    return {k: float(np.mean(v)) for k, v in scores.items()}
+    out = {}
+    for view, axes in (("front", [1, 2]), ("side", [0, 2])):
+        src = _projected(binding, source, "source", picks, axes)
+        tgt = _projected(binding, target, "target", picks, axes)
+        scores = []
+        for f in range(len(picks)):
+            a = _capsule_raster(src[f], 0.1, size)
+            b = _capsule_raster(tgt[f], 0.1, size)
+            union = float(np.maximum(a, b).sum())
+            scores.append(float((a * b).sum()) / union if union else 1.0)
+        out[view] = float(np.mean(scores))
+    return out
 
 
 @dataclass(frozen=True)
@@ -300,21 +323,10 @@ def key_frame_sketches(binding: Binding, source: FloatArray, target: FloatArray,
     """Stick figures of both rigs at ``count`` key frames, seen from the front and from the side of
     each body, in hip heights with the hips at the origin: ``[[x0, y0, x1, y1], ...]`` per segment."""
     picks = np.unique(np.linspace(0, source.shape[0] - 1, min(count, source.shape[0])).astype(int))
-    out: dict[str, object] = {"frames": [int(f) for f in picks], "slots": list(binding.framed)}
-    for side, placements, anatomy, body, height in (
-        ("source", source, binding.source, binding.source_canonical.body, binding.source_hip_height),
-        ("target", target, binding.target, binding.target_canonical.body, binding.target_hip_height),
-    ):
-        segs = segment_vectors(binding, placements, side)
-        views: dict[str, list[list[list[float]]]] = {"front": [], "side": []}
-        for f in picks:
-            hips = placements[f, anatomy.slots["hips"], :3, 3]
-            for view, axes in (("front", [1, 2]), ("side", [0, 2])):
-                lines = []
-                for s in binding.framed:
-                    start = evaluate_point(anatomy.segment_start[s], placements[f]) - hips
-                    ends = np.stack([start, start + segs[s][f]]) @ body[:, axes] / height
-                    lines.append([round(float(v), 4) for v in ends.ravel()])
-                views[view].append(lines)
-        out[side] = views
+    out: dict[str, object] = {"frames": [int(f) for f in picks]}
+    for side, placements in (("source", source), ("target", target)):
+        out[side] = {
+            view: np.round(_projected(binding, placements, side, picks, axes).reshape(len(picks), -1, 4), 4).tolist()
+            for view, axes in (("front", [1, 2]), ("side", [0, 2]))
+        }
     return out

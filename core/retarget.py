@@ -284,29 +284,56 @@ class _Tables:
     slot_bones: NDArray[np.int64]  # (K,) source bone of each framed slot
     carried: FloatArray  # (K, 3, 3) source bone-local geometric frames
     target_inv: FloatArray  # (K, 3, 3) inverse canonical target frames
-    point_bones: NDArray[np.int64]  # (K, M) bones carrying the segment's points
-    point_offsets: FloatArray  # (K, M, 3) bone-local offsets of those points
-    point_coef: FloatArray  # (K, M) +1/n for end points, -1/n for start points, 0 padding
+    carried_to_target: FloatArray  # (K, 3, 3) carried @ target_inv, folded once
+    source_segments: SegmentTable
+    target_segments: SegmentTable
     driven: NDArray[np.int64]  # (D,) driven target bones
     driven_owner: NDArray[np.int64]  # (D,) index into the K slots of each driven bone's owner
     walk: tuple[int, ...]  # target bones whose placement must be walked, in order
 
 
-def _tables(binding: Binding) -> _Tables:
-    src, tgt = binding.source, binding.target
-    k = len(binding.framed)
+@dataclass(frozen=True)
+class SegmentTable:
+    """The framed slots' segments of one rig as arrays: segment ``k`` is
+    ``sum_m coef[k, m] * (placement of bones[k, m]) @ offsets[k, m]``."""
+
+    bones: NDArray[np.int64]  # (K, M)
+    offsets: FloatArray  # (K, M, 3) bone-local points
+    coef: FloatArray  # (K, M) +1/n for end points, -1/n for start points, 0 padding
+
+    def segments(self, placements: FloatArray) -> FloatArray:
+        """Segment vectors ``(T, K, 3)`` for placements ``(T, B, 4, 4)``."""
+        heads = placements[:, :, :3, 3]
+        out = np.einsum("tkmi,km->tki", heads[:, self.bones], self.coef)
+        # Most points are bone heads (zero offset); only the others need the bone's rotation.
+        k, m = np.nonzero(np.any(self.offsets != 0.0, axis=-1))
+        if k.size:
+            rot = placements[:, self.bones[k, m], :3, :3]  # (T, P, 3, 3)
+            moved = (rot @ self.offsets[k, m][..., None])[..., 0] * self.coef[k, m][:, None]
+            for j in range(k.size):  # a handful of tail points: a loop is clearer than add.at
+                out[:, k[j]] += moved[:, j]
+        return np.asarray(out, dtype=np.float64)
+
+
+def segment_table(anatomy: RigAnatomy, slots: tuple[str, ...]) -> SegmentTable:
     pts = [
-        [(bone, off, 1.0 / len(src.segment_end[s])) for bone, off in src.segment_end[s]]
-        + [(bone, off, -1.0 / len(src.segment_start[s])) for bone, off in src.segment_start[s]]
-        for s in binding.framed
+        [(bone, off, 1.0 / len(anatomy.segment_end[s])) for bone, off in anatomy.segment_end[s]]
+        + [(bone, off, -1.0 / len(anatomy.segment_start[s])) for bone, off in anatomy.segment_start[s]]
+        for s in slots
     ]
-    m = max(len(p) for p in pts)
-    bones = np.zeros((k, m), dtype=np.int64)
-    offs = np.zeros((k, m, 3))
-    coef = np.zeros((k, m))
+    m = max((len(p) for p in pts), default=1)
+    bones = np.zeros((len(slots), m), dtype=np.int64)
+    offs = np.zeros((len(slots), m, 3))
+    coef = np.zeros((len(slots), m))
     for i, row in enumerate(pts):
         for j, (bone, off, c) in enumerate(row):
             bones[i, j], offs[i, j], coef[i, j] = bone, off, c
+    return SegmentTable(bones, offs, coef)
+
+
+def _tables(binding: Binding) -> _Tables:
+    src, tgt = binding.source, binding.target
+    source_segments = segment_table(src, binding.framed)
     slot_of_target_bone = {tgt.slots[s]: i for i, s in enumerate(binding.framed)}
     driven = np.flatnonzero(binding.driven)
     owner = np.array([slot_of_target_bone[int(tgt.owner[i])] for i in driven], dtype=np.int64)
@@ -328,9 +355,9 @@ def _tables(binding: Binding) -> _Tables:
         slot_bones=np.array([src.slots[s] for s in binding.framed], dtype=np.int64),
         carried=np.stack([binding.carried[s] for s in binding.framed]),
         target_inv=np.stack([binding.target_frames_inv[s] for s in binding.framed]),
-        point_bones=bones,
-        point_offsets=offs,
-        point_coef=coef,
+        carried_to_target=np.stack([binding.carried[s] @ binding.target_frames_inv[s] for s in binding.framed]),
+        source_segments=source_segments,
+        target_segments=segment_table(tgt, binding.framed),
         driven=driven,
         driven_owner=owner,
         walk=walk,
@@ -348,12 +375,10 @@ def retarget(binding: Binding, clip: Clip) -> RetargetResult:
 
     # 1. Every framed slot at once: the frame carried by the source bone, re-aimed at the
     #    measured segment, aligned to the target body and expressed against the target's frame.
-    carried = qs[:, tables.slot_bones] @ tables.carried  # (T, K, 3, 3)
-    placed = ws[:, tables.point_bones]  # (T, K, M, 4, 4)
-    points = (placed[..., :3, :3] @ tables.point_offsets[..., None])[..., 0] + placed[..., :3, 3]
-    seg = (points * tables.point_coef[..., None]).sum(axis=2)
-    aim = matrix_between_vectors(carried[..., :, 0], seg)
-    motion = binding.align @ aim @ carried @ tables.target_inv  # (T, K, 3, 3)
+    q_slots = qs[:, tables.slot_bones]  # (T, K, 3, 3)
+    x_axis = (q_slots @ tables.carried[:, :, :1])[..., 0]  # the carried frame's X only
+    aim = matrix_between_vectors(x_axis, tables.source_segments.segments(ws))
+    motion = (binding.align @ aim) @ (q_slots @ tables.carried_to_target)  # (T, K, 3, 3)
 
     # 2. Root travel, measured from the ground and scaled.
     up_s = binding.source_canonical.body[:, 2]

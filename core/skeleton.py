@@ -22,9 +22,9 @@ Conventions of :mod:`core.rotations` apply: w-first Hamilton quaternions, column
 from __future__ import annotations
 
 import hashlib
-from typing import Any
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -71,6 +71,7 @@ class Skeleton:
         "_name_index",
         "_inv_parent_frames",
         "_signature",
+        "_depth_levels",
     )
 
     def __init__(
@@ -115,6 +116,7 @@ class Skeleton:
         self._inv_parent_frames: FloatArray = _readonly(np.linalg.inv(c0))
         self._name_index = self._build_name_index()
         self._signature: str | None = None
+        self._depth_levels: list[tuple[NDArray[np.int64], NDArray[np.int64] | None]] | None = None
 
     # --- construction ------------------------------------------------------------------------
 
@@ -298,14 +300,29 @@ class Skeleton:
         if self.child_frames is not None:
             attached = attached @ np.linalg.inv(self.child_frames)
         world = np.empty_like(attached)
-        parents = self.parents
-        for i in range(n):
-            p = parents[i]
-            if p < 0:
-                world[:, i] = attached[:, i]
+        # One product per depth level of the hierarchy (all bones of a level at once), not one
+        # per bone: a humanoid has ~10 levels and 50-200 bones.
+        for level, parent in self._levels:
+            if parent is None:
+                world[:, level] = attached[:, level]
             else:
-                np.matmul(world[:, p], attached[:, i], out=world[:, i])
+                world[:, level] = world[:, parent] @ attached[:, level]
         return world
+
+    @property
+    def _levels(self) -> list[tuple[NDArray[np.int64], NDArray[np.int64] | None]]:
+        cached = self._depth_levels
+        if cached is None:
+            depth = np.zeros(len(self), dtype=np.int64)
+            for i in range(len(self)):
+                p = self.parents[i]
+                depth[i] = 0 if p < 0 else depth[p] + 1
+            cached = []
+            for d in range(int(depth.max()) + 1):
+                level = np.flatnonzero(depth == d)
+                cached.append((level, None if d == 0 else self.parents[level]))
+            object.__setattr__(self, "_depth_levels", cached)
+        return cached
 
     def rest_placements(self) -> FloatArray:
         """Skeleton-space placements ``(B, 4, 4)`` with every local transform at identity."""
