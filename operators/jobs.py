@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import MappingError, RigError
-from ..core.mapping import BoneMapping, auto_map_skeleton
+from ..core.mapping import BoneMapping, check_humanoid_skeleton
 from ..core.measure import measure
 from ..core.retarget import Binding, RetargetOptions, RigInput, bind, retarget, source_placements
 from . import compat
@@ -35,10 +35,10 @@ def rig_input(obj: Any, mapping: BoneMapping | None = None) -> tuple[RigInput, B
         raise RigError(f"{getattr(obj, 'name', obj)!r} is not an armature object")
     skeleton = skeleton_from_armature(obj)
     _, tails = rest_heads_tails(obj)
-    if mapping is None:
-        mapping = auto_map_skeleton(skeleton, tails)
     try:
-        mapping.require_humanoid()
+        # A given mapping (edited in the sidebar, loaded from a preset) is checked against the
+        # rig too: its bones must exist and the body it names must stand upright.
+        mapping = check_humanoid_skeleton(skeleton, tails, mapping)
     except MappingError as exc:
         raise MappingError(f"armature {obj.name!r}: {exc}") from exc
     slots = {slot: mb.bone for slot, mb in mapping.slots.items()}

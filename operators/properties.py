@@ -80,6 +80,9 @@ class MarionetteSettings(bpy.types.PropertyGroup):
     )
     mapping: CollectionProperty(type=MarionetteMappingRow)  # type: ignore[valid-type]
     mapping_index: IntProperty(name="Active Row", default=0)  # type: ignore[valid-type]
+    mapping_conflicts: StringProperty(  # type: ignore[valid-type]
+        name="Mapping Conflicts", description="Conflicts found while mapping that name no single slot, one per line"
+    )
     mapping_pair: StringProperty(name="Mapped Pair", description="Source and target the rows were made for")  # type: ignore[valid-type]
     last_report: StringProperty(name="Last Report", description="Summary of the last retarget (JSON)")  # type: ignore[valid-type]
 
@@ -103,6 +106,9 @@ def fill_rows(settings: MarionetteSettings, source: BoneMapping, target: BoneMap
         row.target_confidence = tm.confidence if tm else 0.0
         row.reason = " | ".join(x for x in (sm.reason if sm else "", tm.reason if tm else "") if x)
         row.conflict = "; ".join(f"{side}: {c}" for side, c in conflicts if slot in c)
+    settings.mapping_conflicts = "\n".join(
+        f"{side}: {c}" for side, c in conflicts if not any(row.slot in c for row in settings.mapping)
+    )
     settings.mapping_pair = pair_key(settings)
     settings.mapping_index = 0
 

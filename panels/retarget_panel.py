@@ -70,6 +70,13 @@ class VIEW3D_PT_marionette_mapping(MarionettePanel, bpy.types.Panel):
                 warn = box.row()
                 warn.alert = True
                 warn.label(text=item.conflict, icon="ERROR")
+        conflicts = [r.conflict for r in s.mapping if r.conflict] + [c for c in s.mapping_conflicts.split("\n") if c]
+        if conflicts:
+            box = col.box()
+            box.alert = True
+            box.label(text=f"{len(conflicts)} conflict(s) to review:", icon="ERROR")
+            for c in dict.fromkeys(conflicts):
+                box.label(text=c)
         row = col.row(align=True)
         for side in ("SOURCE", "TARGET"):
             op = row.operator("marionette.mapping_save", text=f"Save {side.title()}", icon="EXPORT")
