@@ -191,16 +191,18 @@ def foot_skating(binding: Binding, source: FloatArray, target: FloatArray) -> di
 
 def _capsule_raster(segments: FloatArray, radius: float, size: int) -> FloatArray:
     """Rasterise 2-D segments ``(S, 2, 2)`` with a radius on a ``size`` x ``size`` grid over
-    [-1.5, 1.5]^2 (all segments at once)."""
+    [-1.5, 1.5]^2 (all segments at once; components kept apart, squared distances)."""
     g = np.linspace(-1.5, 1.5, size)
-    px, py = np.meshgrid(g, g)
-    grid = np.stack([px.ravel(), py.ravel()], -1)[:, None, :]  # (G, 1, 2)
-    a, b = segments[:, 0], segments[:, 1]
-    ab = b - a
-    denom = np.maximum(np.sum(ab * ab, -1), 1e-300)
-    t = np.clip(np.sum((grid - a) * ab, -1) / denom, 0.0, 1.0)  # (G, S)
-    d = np.linalg.norm(grid - (a + t[..., None] * ab), axis=-1)
-    return np.asarray((d.min(axis=1) <= radius).reshape(size, size), dtype=np.float64)
+    gx = np.repeat(g, size)[:, None]  # (G, 1); row-major over (y, x) after the reshape below
+    gy = np.tile(g, size)[:, None]
+    ax, ay = segments[:, 0, 0], segments[:, 0, 1]
+    bx, by = segments[:, 1, 0] - ax, segments[:, 1, 1] - ay
+    denom = np.maximum(bx * bx + by * by, 1e-300)
+    dx, dy = gx - ax, gy - ay  # (G, S)
+    t = np.clip((dx * bx + dy * by) / denom, 0.0, 1.0)
+    ex, ey = dx - t * bx, dy - t * by
+    inside = ((ex * ex + ey * ey) <= radius * radius).any(axis=1)
+    return np.asarray(inside.reshape(size, size).T, dtype=np.float64)
 
 
 _BODY_SLOTS = ("hips", "spine", "chest", "upper_chest", "neck", "head", "shoulder", "upper_arm", "forearm", "hand", "thigh", "shin", "foot")

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+
+import numpy as np
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +59,7 @@ def retarget_action(
     target_mapping: BoneMapping | None = None,
     name: str | None = None,
     replace_existing: bool = False,
+    measure_frames: int = 120,
 ) -> RetargetOutcome:
     """Retarget ``action`` (played by ``source``) onto ``target`` as a new Action.
 
@@ -77,9 +80,13 @@ def retarget_action(
     if opts.root_motion == "OBJECT":
         write_object_travel(target, new_action, result.root_motion, frames)
     # Judge what Blender will play: the keys just written, read back, not the core's arrays.
-    played = clip_from_action(target, new_action, frames=frames, fps=rate)
+    # A long clip is judged on evenly spread frames (at most ``measure_frames``), so the summary
+    # after a retarget costs little next to the retarget itself; the measure command reads all.
+    picks = np.unique(np.linspace(0, clip.frame_count - 1, min(clip.frame_count, measure_frames)).astype(int))
+    played = clip_from_action(target, new_action, frames=frames[picks], fps=rate)
     world_t = tgt_in.skeleton.forward_kinematics(played.rotations, played.translations, played.scales)
-    report = measure(binding, source_placements(binding, clip), world_t)
+    report = measure(binding, source_placements(binding, clip)[picks], world_t)
+    report["measured_frames"] = int(picks.size)
     if report["source_stretch"] > 0.25:
         report.setdefault("warnings", []).append(
             f"the clip moves joints off their rest offsets (segments stretch by up to {100 * report['source_stretch']:.0f} %); "
@@ -103,8 +110,6 @@ def write_object_travel(obj: Any, action: Any, travel: Any, frames: Any) -> None
     ``travel`` is ``(T, 3)`` in the armature's own space; it becomes a world offset through the
     object's placement and then a location offset in the object's parent space.
     """
-    import numpy as np
-
     world = np.asarray(obj.matrix_world, dtype=np.float64)[:3, :3]
     delta = np.asarray(travel, dtype=np.float64) @ world.T
     if obj.parent is not None:

@@ -1,0 +1,74 @@
+"""Retarget Clip end to end against the common recipe, measured side by side in one run.
+
+Run on demand: ``python bench/bench_retarget_clip.py``. Both sides take a 1000-frame clip on a
+source armature and produce a baked Action on a ~60-bone target with another rest pose and other
+rolls:
+
+* Marionette: read the source action in bulk, retarget in core, write the new action in bulk
+  (``jobs.retarget_action``, the Retarget Clip operator's one call), including the quality report.
+* The recipe: Copy Rotation (world space) on every mapped target bone plus Copy Location on the
+  hips, then ``bpy.ops.nla.bake(visual_keying=True)`` over the frame range.
+
+Goal: Marionette at least 20x faster.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+
+def main() -> None:
+    import bpy
+
+    from marionette.core.samples import sample_humanoid, sample_walk
+    from marionette.operators.armature_io import create_armature, write_action
+    from marionette.operators.jobs import retarget_action
+
+    bpy.ops.wm.read_factory_settings(use_empty=True)
+    scene = bpy.context.scene
+    scene.render.fps = 24
+    frames = 1000
+    src_rig = sample_humanoid()
+    rolls = np.random.default_rng(3).uniform(-np.pi, np.pi, len(src_rig.skeleton))
+    tgt_rig = sample_humanoid(arms_down_angle=0.75, proportions=0.92, rolls=rolls)
+    source = create_armature(src_rig.skeleton, "Source", tails=src_rig.tails)
+    action = write_action(source, sample_walk(src_rig, frames=frames, fps=24.0), "Walk")
+    target = create_armature(tgt_rig.skeleton, "Target", tails=tgt_rig.tails)
+    print(f"clip: {frames} frames; target: {len(target.data.bones)} bones")
+
+    timings = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        outcome = retarget_action(source, action, target, scene_fps=24.0, name="bench")
+        timings.append(time.perf_counter() - t0)
+        bpy.data.actions.remove(outcome.action)
+    ours = min(timings)
+
+    # The recipe: constraints on a fresh copy of the target, then a visual-keying bake.
+    recipe_target = create_armature(tgt_rig.skeleton, "RecipeTarget", tails=tgt_rig.tails)
+    for slot, bone in tgt_rig.slots.items():
+        pb = recipe_target.pose.bones[bone]
+        c = pb.constraints.new("COPY_ROTATION")
+        c.target, c.subtarget = source, src_rig.slots[slot]
+        if slot == "hips":
+            c = pb.constraints.new("COPY_LOCATION")
+            c.target, c.subtarget = source, src_rig.slots[slot]
+    bpy.ops.object.select_all(action="DESELECT")
+    recipe_target.select_set(True)
+    bpy.context.view_layer.objects.active = recipe_target
+    bpy.ops.object.mode_set(mode="POSE")
+    bpy.ops.pose.select_all(action="SELECT")
+    t0 = time.perf_counter()
+    bpy.ops.nla.bake(frame_start=1, frame_end=frames, only_selected=True, visual_keying=True, clear_constraints=True, bake_types={"POSE"})
+    recipe = time.perf_counter() - t0
+    bpy.ops.object.mode_set(mode="OBJECT")
+
+    print(f"Retarget Clip (read + retarget + write + report): {ours * 1e3:8.1f} ms")
+    print(f"constraints + nla.bake(visual_keying):            {recipe * 1e3:8.1f} ms")
+    print(f"speed-up: {recipe / ours:6.1f} x   (goal >= 20 x)")
+
+
+if __name__ == "__main__":
+    main()
