@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-
-import numpy as np
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from ..core.errors import MappingError, RigError
 from ..core.mapping import BoneMapping, check_humanoid_skeleton
