@@ -89,7 +89,7 @@ class MarionetteSettings(bpy.types.PropertyGroup):
 
 def pair_key(settings: MarionetteSettings) -> str:
     s, t = settings.source, settings.target
-    return f"{s.name if s else ''}\x00{t.name if t else ''}"
+    return f"{s.name if s else ''}\n{t.name if t else ''}"  # Blender strings end at NUL
 
 
 def fill_rows(settings: MarionetteSettings, source: BoneMapping, target: BoneMapping) -> None:
@@ -113,18 +113,25 @@ def fill_rows(settings: MarionetteSettings, source: BoneMapping, target: BoneMap
     settings.mapping_index = 0
 
 
-def mappings_from_rows(settings: MarionetteSettings) -> tuple[BoneMapping, BoneMapping] | None:
-    """The two mappings the rows describe, or ``None`` when there are no rows for this pair."""
+def mapping_from_rows(settings: MarionetteSettings, side: str) -> BoneMapping | None:
+    """One side's mapping (``"SOURCE"`` or ``"TARGET"``) as the rows describe it, or ``None`` when
+    there are no rows for this pair. A bone given to two slots is refused, naming both."""
     if not len(settings.mapping) or settings.mapping_pair != pair_key(settings):
         return None
-    src: dict[str, MappedBone] = {}
-    tgt: dict[str, MappedBone] = {}
+    slots: dict[str, MappedBone] = {}
     for row in settings.mapping:
-        if row.source_bone:
-            src[row.slot] = MappedBone(row.source_bone, row.source_confidence, row.reason or "set by hand")
-        if row.target_bone:
-            tgt[row.slot] = MappedBone(row.target_bone, row.target_confidence, row.reason or "set by hand")
-    return BoneMapping(src), BoneMapping(tgt)
+        bone = row.source_bone if side == "SOURCE" else row.target_bone
+        if bone:
+            conf = row.source_confidence if side == "SOURCE" else row.target_confidence
+            slots[row.slot] = MappedBone(bone, conf, row.reason or "set by hand")
+    return BoneMapping(slots)
+
+
+def mappings_from_rows(settings: MarionetteSettings) -> tuple[BoneMapping, BoneMapping] | None:
+    """Both mappings the rows describe, or ``None`` when there are no rows for this pair."""
+    src = mapping_from_rows(settings, "SOURCE")
+    tgt = mapping_from_rows(settings, "TARGET")
+    return None if src is None or tgt is None else (src, tgt)
 
 
 classes = (MarionetteMappingRow, MarionetteSettings)

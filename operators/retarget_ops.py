@@ -13,12 +13,12 @@ from bpy.props import EnumProperty, StringProperty
 from bpy_extras.io_utils import ExportHelper, ImportHelper
 
 from ..core.errors import MarionetteError
-from ..core.mapping import BoneMapping, auto_map_skeleton
+from ..core.mapping import BoneMapping, auto_map_skeleton, preset_mapping, preset_names
 from ..core.retarget import RetargetOptions
 from . import jobs
 from .armature_io import rest_heads_tails, skeleton_from_armature
 from .file_import import scene_fps
-from .properties import fill_rows, mappings_from_rows
+from .properties import fill_rows, mapping_from_rows, mappings_from_rows, pair_key
 
 SIDE_ITEMS = [("SOURCE", "Source", "The source armature's mapping"), ("TARGET", "Target", "The target armature's mapping")]
 
@@ -106,8 +106,8 @@ class MARIONETTE_OT_retarget_clip(bpy.types.Operator):
 
     def execute(self, context: Any) -> set[str]:
         s = _settings(context)
-        rows = mappings_from_rows(s)
         try:
+            rows = mappings_from_rows(s)
             outcome = jobs.retarget_action(
                 s.source,
                 clip_of(s),
@@ -136,11 +136,17 @@ class MARIONETTE_OT_retarget_clip(bpy.types.Operator):
         return {"FINISHED"}
 
 
-def _mapping_for(context: Any, side: str) -> tuple[Any, BoneMapping | None]:
-    s = _settings(context)
-    rows = mappings_from_rows(s)
-    obj = s.source if side == "SOURCE" else s.target
-    return obj, None if rows is None else rows[0 if side == "SOURCE" else 1]
+def _side(settings: Any, side: str) -> BoneMapping:
+    """A side's mapping from the rows, or auto-mapped when there are no rows for this pair."""
+    rows = mapping_from_rows(settings, side)
+    if rows is not None:
+        return rows
+    obj = settings.source if side == "SOURCE" else settings.target
+    return auto_map_skeleton(skeleton_from_armature(obj), rest_heads_tails(obj)[1])
+
+
+def _other_side(settings: Any, side: str) -> BoneMapping:
+    return _side(settings, "TARGET" if side == "SOURCE" else "SOURCE")
 
 
 class MARIONETTE_OT_mapping_save(bpy.types.Operator, ExportHelper):
@@ -156,7 +162,8 @@ class MARIONETTE_OT_mapping_save(bpy.types.Operator, ExportHelper):
     def poll(cls, context: Any) -> bool:
         if not _pair_ready(cls, context):
             return False
-        if mappings_from_rows(_settings(context)) is None:
+        s = _settings(context)
+        if not len(s.mapping) or s.mapping_pair != pair_key(s):
             cls.poll_message_set("Auto-map the pair first")
             return False
         return True
@@ -166,7 +173,11 @@ class MARIONETTE_OT_mapping_save(bpy.types.Operator, ExportHelper):
         return ExportHelper.invoke(self, context, event)  # type: ignore[no-any-return]
 
     def execute(self, context: Any) -> set[str]:
-        _, mapping = _mapping_for(context, self.side)
+        try:
+            mapping = mapping_from_rows(_settings(context), self.side)
+        except MarionetteError as exc:
+            self.report({"ERROR"}, str(exc))
+            return {"CANCELLED"}
         if mapping is None:
             self.report({"ERROR"}, "No mapping to save")
             return {"CANCELLED"}
@@ -201,19 +212,57 @@ class MARIONETTE_OT_mapping_load(bpy.types.Operator, ImportHelper):
             absent = [mb.bone for mb in loaded.slots.values() if mb.bone not in obj.data.bones]
             if absent:
                 raise MarionetteError(f"{obj.name!r} has no bones called {', '.join(repr(b) for b in absent[:6])}")
-            rows = mappings_from_rows(s)
-            if rows is None:
-                maps = []
-                for o in (s.source, s.target):
-                    _, tails = rest_heads_tails(o)
-                    maps.append(auto_map_skeleton(skeleton_from_armature(o), tails))
-                rows = (maps[0], maps[1])
+            other = _other_side(s, self.side)
         except MarionetteError as exc:
             self.report({"ERROR"}, str(exc))
             return {"CANCELLED"}
-        pair = (loaded, rows[1]) if self.side == "SOURCE" else (rows[0], loaded)
-        fill_rows(s, *pair)
+        fill_rows(s, *((loaded, other) if self.side == "SOURCE" else (other, loaded)))
         self.report({"INFO"}, f"Loaded {len(loaded)} slots for {obj.name!r}")
+        return {"FINISHED"}
+
+
+def _preset_items(_self: Any, _context: Any) -> list[tuple[str, str, str]]:
+    return [(n, n.replace("_", " ").title(), f"Shipped mapping for the {n} naming") for n in preset_names()]
+
+
+class MARIONETTE_OT_mapping_preset(bpy.types.Operator):
+    """Apply a shipped naming preset to one side of the pair (slots whose bone the armature lacks are left as they are)"""
+
+    bl_idname = "marionette.mapping_preset"
+    bl_label = "Apply Mapping Preset"
+    bl_options = {"REGISTER", "UNDO"}
+    bl_property = "preset"
+    preset: EnumProperty(name="Preset", items=_preset_items)  # type: ignore[valid-type]
+    side: EnumProperty(name="Side", items=SIDE_ITEMS, default="TARGET")  # type: ignore[valid-type]
+
+    @classmethod
+    def poll(cls, context: Any) -> bool:
+        return _pair_ready(cls, context)
+
+    def invoke(self, context: Any, event: Any) -> set[str]:
+        context.window_manager.invoke_search_popup(self)
+        return {"RUNNING_MODAL"}
+
+    def execute(self, context: Any) -> set[str]:
+        s = _settings(context)
+        obj = s.source if self.side == "SOURCE" else s.target
+        try:
+            preset = preset_mapping(self.preset)
+            current = _side(s, self.side)
+            other = _other_side(s, self.side)
+        except MarionetteError as exc:
+            self.report({"ERROR"}, str(exc))
+            return {"CANCELLED"}
+        applied = 0
+        for slot, mb in preset.slots.items():
+            if mb.bone in obj.data.bones:
+                current = current.with_bone(slot, mb.bone, reason=mb.reason)
+                applied += 1
+        if not applied:
+            self.report({"ERROR"}, f"{obj.name!r} has none of the {self.preset} preset's bones")
+            return {"CANCELLED"}
+        fill_rows(s, *((current, other) if self.side == "SOURCE" else (other, current)))
+        self.report({"INFO"}, f"Applied {applied} of {len(preset)} preset slots to {obj.name!r}")
         return {"FINISHED"}
 
 
@@ -232,5 +281,6 @@ classes = (
     MARIONETTE_OT_retarget_clip,
     MARIONETTE_OT_mapping_save,
     MARIONETTE_OT_mapping_load,
+    MARIONETTE_OT_mapping_preset,
 )
 register, unregister = bpy.utils.register_classes_factory(classes)

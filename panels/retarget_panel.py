@@ -85,6 +85,10 @@ class VIEW3D_PT_marionette_mapping(MarionettePanel, bpy.types.Panel):
         for side in ("SOURCE", "TARGET"):
             op = row.operator("marionette.mapping_load", text=f"Load {side.title()}", icon="IMPORT")
             op.side = side
+        row = col.row(align=True)
+        for side in ("SOURCE", "TARGET"):
+            op = row.operator("marionette.mapping_preset", text=f"{side.title()} Preset", icon="PRESET")
+            op.side = side
 
 
 class VIEW3D_PT_marionette_options(MarionettePanel, bpy.types.Panel):

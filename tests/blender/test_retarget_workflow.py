@@ -139,3 +139,42 @@ def test_poll_explains_what_is_missing(pair):
     bpy, source, target, action = pair
     bpy.context.scene.marionette.target = None
     assert not bpy.ops.marionette.retarget_clip.poll()
+
+
+def test_mapping_save_load_and_presets_round_trip(pair, tmp_path):
+    bpy, source, target, action = pair
+    s = bpy.context.scene.marionette
+    assert bpy.ops.marionette.auto_map() == {"FINISHED"}
+    before = {r.slot: (r.source_bone, r.target_bone) for r in s.mapping}
+    path = tmp_path / "metarig.json"
+    assert bpy.ops.marionette.mapping_save(filepath=str(path), side="TARGET") == {"FINISHED"}
+    # Break one row by hand, then load the saved mapping back: the row is restored.
+    row = next(r for r in s.mapping if r.slot == "forearm.L")
+    row.target_bone = "hand.L"
+    assert bpy.ops.marionette.mapping_load(filepath=str(path), side="TARGET") == {"FINISHED"}
+    assert {r.slot: (r.source_bone, r.target_bone) for r in s.mapping} == before
+    # The shipped Rigify metarig preset names the metarig's bones: applying it changes nothing.
+    assert bpy.ops.marionette.mapping_preset(preset="rigify_metarig", side="TARGET") == {"FINISHED"}
+    after = {r.slot: r.target_bone for r in s.mapping}
+    assert all(after[slot] == tb for slot, (_, tb) in before.items() if tb)
+
+
+def test_a_loaded_mapping_naming_missing_bones_is_refused(pair, tmp_path):
+    bpy, source, target, action = pair
+    from marionette.core.mapping import BoneMapping, MappedBone
+
+    path = tmp_path / "wrong.json"
+    BoneMapping({"hips": MappedBone("NoSuchBone", 1.0, "test")}).save(path)
+    with pytest.raises(RuntimeError, match="NoSuchBone"):
+        bpy.ops.marionette.mapping_load(filepath=str(path), side="TARGET")
+
+
+def test_a_bone_given_to_two_slots_is_refused_with_both_named(pair):
+    bpy, source, target, action = pair
+    s = bpy.context.scene.marionette
+    assert bpy.ops.marionette.auto_map() == {"FINISHED"}
+    next(r for r in s.mapping if r.slot == "forearm.L").target_bone = "hand.L"
+    n_actions = len(bpy.data.actions)
+    with pytest.raises(RuntimeError, match=r"hand\.L.*forearm\.L|forearm\.L.*hand\.L"):
+        bpy.ops.marionette.retarget_clip()
+    assert len(bpy.data.actions) == n_actions
