@@ -136,6 +136,19 @@ def format_summary(report: dict[str, Any]) -> str:
         f"  hips height error      max {100 * s['hips_height_error']:.2f} % of target hip height",
         f"  silhouette overlap     front {s['silhouette_front']:.2f}, side {s['silhouette_side']:.2f} (IoU; proportions differ)",
     ]
+    skate = report.get("foot_skating", {})
+    for side in ("L", "R"):
+        if f"foot.{side} slide" in skate and skate[f"foot.{side} contact frames"]:
+            lines.append(
+                f"  foot.{side} slide planted  {100 * skate[f'foot.{side} slide']:.1f} % of hip height over "
+                f"{skate[f'foot.{side} contact frames']:.0f} contact frames (source: {100 * skate[f'foot.{side} source slide']:.1f} %)"
+            )
+    for palm, err in report.get("palm_normal_error_deg", {}).items():
+        lines.append(f"  {palm} normal error   max {err:.2f} deg")
+    if "measured_frames" in report:
+        lines.append(f"  (measured on {report['measured_frames']} evenly spread frames of the keys written)")
+    for warning in report.get("warnings", []):
+        lines.append(f"  warning: {warning}")
     return "\n".join(lines)
 
 
