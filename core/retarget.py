@@ -39,8 +39,11 @@ from .frames import CANONICAL_AXES
 from .humanoid import MINIMUM_SLOTS, SIDES, sided
 from .rotations import (
     FloatArray,
+    axis_angle_from_quat,
     make_quat_continuous,
     matrix_between_vectors,
+    matrix_from_quat,
+    quat_from_axis_angle,
     quat_from_matrix,
 )
 from .skeleton import Skeleton
@@ -290,6 +293,9 @@ class _Tables:
     driven: NDArray[np.int64]  # (D,) driven target bones
     driven_owner: NDArray[np.int64]  # (D,) index into the K slots of each driven bone's owner
     walk: tuple[int, ...]  # target bones whose placement must be walked, in order
+    #: Axial runs whose bend is spread over in-between bones: (slot index, parent slot index,
+    #: bones from the slot's bone down, fractions, canonical head-to-head vectors).
+    spread: tuple[tuple[int, int, NDArray[np.int64], FloatArray, FloatArray], ...]
 
 
 @dataclass(frozen=True)
@@ -352,6 +358,7 @@ def _tables(binding: Binding) -> _Tables:
             i = int(sk.parents[i])
     walk = tuple(i for i in tgt.order if need[i])
     return _Tables(
+        spread=_spread_runs(binding, slot_of_target_bone),
         slot_bones=np.array([src.slots[s] for s in binding.framed], dtype=np.int64),
         carried=np.stack([binding.carried[s] for s in binding.framed]),
         target_inv=np.stack([binding.target_frames_inv[s] for s in binding.framed]),
@@ -362,6 +369,58 @@ def _tables(binding: Binding) -> _Tables:
         driven_owner=owner,
         walk=walk,
     )
+
+
+_SPREAD_SLOTS = ("spine", "chest", "upper_chest", "neck")
+
+
+def _spread_runs(
+    binding: Binding, slot_index: dict[int, int]
+) -> tuple[tuple[int, int, NDArray[np.int64], FloatArray, FloatArray], ...]:
+    """Axial slots whose target segment crosses in-between bones (a spine of five bones mapped
+    onto three slots): their bend is spread along the run instead of pivoting at its first joint."""
+    tgt = binding.target
+    sk = tgt.skeleton
+    placed = binding.target_canonical.placements
+    runs = []
+    for slot in _SPREAD_SLOTS:
+        if slot not in binding.framed:
+            continue
+        end = tgt.segment_end[slot]
+        if len(end) != 1 or end[0][1].any():
+            continue  # the segment ends on the bone's own tail: nothing in between
+        b, e = tgt.slots[slot], end[0][0]
+        path = [e]
+        while path[-1] != b and path[-1] >= 0:
+            path.append(int(sk.parents[path[-1]]))
+        if path[-1] != b or len(path) < 3:
+            continue  # not a plain chain, or no bone in between
+        chain = np.array(path[::-1][:-1], dtype=np.int64)  # slot bone and the bones in between
+        parent_owner = int(tgt.owner[int(tgt.anatomical_parents[b])])
+        if parent_owner < 0 or parent_owner not in slot_index:
+            continue
+        heads = placed[np.append(chain, e), :3, 3]
+        vectors = np.diff(heads, axis=0)
+        lengths = np.linalg.norm(vectors, axis=-1)
+        fractions = np.cumsum(lengths) / max(float(lengths.sum()), 1e-300)
+        runs.append((binding.framed.index(slot), slot_index[parent_owner], chain, fractions, vectors))
+    return tuple(runs)
+
+
+def _spread(motion: FloatArray, runs: tuple[tuple[int, int, NDArray[np.int64], FloatArray, FloatArray], ...],
+            canonical_rot: FloatArray, w_r: FloatArray) -> None:
+    """Give each bone of a run a growing share of the turn from the parent slot's frame to the
+    slot's own, then turn the whole run about its first joint so its end lands where the rigid
+    run would put it (the segment direction stays exact)."""
+    for k, kp, chain, fractions, vectors in runs:
+        parent, own = motion[:, kp], motion[:, k]
+        axis, angle = axis_angle_from_quat(quat_from_matrix(own @ np.swapaxes(parent, -1, -2)))
+        shares = matrix_from_quat(quat_from_axis_angle(axis[:, None, :], angle[:, None] * fractions[None, :]))
+        turns = shares @ parent[:, None]  # (T, J, 3, 3)
+        reached = (turns @ vectors[None, :, :, None])[..., 0].sum(axis=1)
+        wanted = own @ vectors.sum(axis=0)
+        fix = matrix_between_vectors(reached, wanted)
+        w_r[:, chain] = fix[:, None] @ turns @ canonical_rot[chain]
 
 
 def retarget(binding: Binding, clip: Clip) -> RetargetResult:
@@ -409,6 +468,7 @@ def retarget(binding: Binding, clip: Clip) -> RetargetResult:
     w_r = np.empty((t, n, 3, 3))
     w_p = np.empty((t, n, 3))
     w_r[:, driven] = motion[:, tables.driven_owner] @ binding.target_canonical_rot[driven]
+    _spread(motion, tables.spread, binding.target_canonical_rot, w_r)
     loc_r = np.broadcast_to(np.eye(3), (t, n, 3, 3)).copy()
     loc_t = np.zeros((t, n, 3))
     rest_rel = np.linalg.inv(tgt.rest[tgt.anatomical_parents.clip(0)]) @ tgt.rest

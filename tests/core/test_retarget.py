@@ -211,6 +211,17 @@ def test_extra_bones_between_mapped_bones_keep_segment_directions():
     errs = bone_direction_errors(b, ws, wt)
     assert max(v.max() for v in errs.values()) < 1e-4  # degrees; arccos resolution
     assert result.clip.coverage[target.skeleton.index("Spine2")] == 1.0  # handled, not left out
+    # The source's spine bend is spread over the two target bones, not taken at one joint: each
+    # turns by about half of what the single source bone turns.
+    def turn(clip, rig, bone):
+        return np.degrees(R.quat_angle(clip.rotations[:, rig.skeleton.index(bone)]))
+
+    src_turn = turn(CLIP, SOURCE, "Spine")
+    lower, upper = turn(result.clip, target, "Spine"), turn(result.clip, target, "Spine2")
+    moving = src_turn > 2.0
+    assert moving.sum() > 5
+    assert np.all(upper[moving] > 0.25 * src_turn[moving]) and np.all(lower[moving] > 0.25 * src_turn[moving])
+    assert np.all(lower[moving] < 0.8 * src_turn[moving])
     # And the source may have the extra bone: its segment still maps.
     source = with_extra_bone(SOURCE, "Spine", "Chest", "Spine2")
     ws_x = SOURCE.skeleton.forward_kinematics(CLIP.rotations, CLIP.translations)
