@@ -310,7 +310,7 @@ class SegmentTable:
     def segments(self, placements: FloatArray) -> FloatArray:
         """Segment vectors ``(T, K, 3)`` for placements ``(T, B, 4, 4)``."""
         heads = placements[:, :, :3, 3]
-        out = np.einsum("tkmi,km->tki", heads[:, self.bones], self.coef)
+        out = (heads[:, self.bones] * self.coef[..., None]).sum(axis=2)
         # Most points are bone heads (zero offset); only the others need the bone's rotation.
         k, m = np.nonzero(np.any(self.offsets != 0.0, axis=-1))
         if k.size:
@@ -498,9 +498,11 @@ def retarget(binding: Binding, clip: Clip) -> RetargetResult:
     # Driven bones whose placement nobody needed still need their position for nothing: only the
     # rotation is converted, through the parent's current orientation.
     par = sk.parents[driven]
-    parent_r = np.where((par >= 0)[None, :, None, None], w_r[:, par.clip(0)], np.eye(3))
+    parent_r = w_r[:, par.clip(0)]
+    parent_r[:, par < 0] = np.eye(3)
     a_r = parent_r @ c0_r[driven]
-    loc_r[:, driven] = np.swapaxes(a_r, -1, -2) @ w_r[:, driven] @ c1_r[driven]
+    local = np.swapaxes(a_r, -1, -2) @ w_r[:, driven]
+    loc_r[:, driven] = local if sk.child_frames is None else local @ c1_r[driven]
 
     quats = quat_from_matrix(loc_r)
     trans = loc_t

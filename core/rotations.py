@@ -143,33 +143,53 @@ def quat_from_matrix(m: ArrayLike) -> FloatArray:
     _check_matrix(m, 3, "rotation matrix")
     m00, m11, m22 = m[..., 0, 0], m[..., 1, 1], m[..., 2, 2]
     trace = m00 + m11 + m22
-    cand = np.stack(
-        [
-            np.stack([1 + trace, m[..., 2, 1] - m[..., 1, 2], m[..., 0, 2] - m[..., 2, 0], m[..., 1, 0] - m[..., 0, 1]], -1),
-            np.stack([m[..., 2, 1] - m[..., 1, 2], 1 + m00 - m11 - m22, m[..., 0, 1] + m[..., 1, 0], m[..., 0, 2] + m[..., 2, 0]], -1),
-            np.stack([m[..., 0, 2] - m[..., 2, 0], m[..., 0, 1] + m[..., 1, 0], 1 - m00 + m11 - m22, m[..., 1, 2] + m[..., 2, 1]], -1),
-            np.stack([m[..., 1, 0] - m[..., 0, 1], m[..., 0, 2] + m[..., 2, 0], m[..., 1, 2] + m[..., 2, 1], 1 - m00 - m11 + m22], -1),
-        ],
-        axis=-2,
-    )
-    choice = np.argmax(np.stack([trace, m00, m11, m22], -1), axis=-1)
-    q = np.take_along_axis(cand, choice[..., None, None], axis=-2)[..., 0, :]
-    q = quat_normalize(q)
+    q = np.empty(m.shape[:-2] + (4,))
+    # Most rotations have a clearly positive w branch (trace > -0.5 means less than ~140 degrees):
+    # compute those directly; only the rest pick their largest-diagonal branch.
+    easy = trace > -0.5
+    if np.any(easy):
+        q[easy, 0] = 1.0 + trace[easy]
+        q[easy, 1] = m[easy, 2, 1] - m[easy, 1, 2]
+        q[easy, 2] = m[easy, 0, 2] - m[easy, 2, 0]
+        q[easy, 3] = m[easy, 1, 0] - m[easy, 0, 1]
+    hard = ~easy
+    if np.any(hard):
+        h = m[hard]
+        d0, d1, d2 = h[:, 0, 0], h[:, 1, 1], h[:, 2, 2]
+        t = d0 + d1 + d2
+        cand = np.stack(
+            [
+                np.stack([1 + t, h[:, 2, 1] - h[:, 1, 2], h[:, 0, 2] - h[:, 2, 0], h[:, 1, 0] - h[:, 0, 1]], -1),
+                np.stack([h[:, 2, 1] - h[:, 1, 2], 1 + d0 - d1 - d2, h[:, 0, 1] + h[:, 1, 0], h[:, 0, 2] + h[:, 2, 0]], -1),
+                np.stack([h[:, 0, 2] - h[:, 2, 0], h[:, 0, 1] + h[:, 1, 0], 1 - d0 + d1 - d2, h[:, 1, 2] + h[:, 2, 1]], -1),
+                np.stack([h[:, 1, 0] - h[:, 0, 1], h[:, 0, 2] + h[:, 2, 0], h[:, 1, 2] + h[:, 2, 1], 1 - d0 - d1 + d2], -1),
+            ],
+            axis=-2,
+        )
+        choice = np.argmax(np.stack([t, d0, d1, d2], -1), axis=-1)
+        q[hard] = np.take_along_axis(cand, choice[:, None, None], axis=-2)[:, 0, :]
+    q /= np.linalg.norm(q, axis=-1, keepdims=True)
     return np.where(q[..., :1] < 0.0, -q, q)
 
 
 def matrix_from_quat(q: ArrayLike) -> FloatArray:
     """3x3 rotation matrices from (not necessarily unit) quaternions."""
     q = quat_normalize(q)
-    w, x, y, z = np.moveaxis(q, -1, 0)
-    return np.stack(
-        [
-            np.stack([1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)], -1),
-            np.stack([2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)], -1),
-            np.stack([2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)], -1),
-        ],
-        axis=-2,
-    )
+    w, x, y, z = (q[..., i] for i in range(4))
+    out = np.empty(q.shape[:-1] + (3, 3))
+    xx, yy, zz = x * x, y * y, z * z
+    xy, xz, yz = x * y, x * z, y * z
+    wx, wy, wz = w * x, w * y, w * z
+    out[..., 0, 0] = 1 - 2 * (yy + zz)
+    out[..., 0, 1] = 2 * (xy - wz)
+    out[..., 0, 2] = 2 * (xz + wy)
+    out[..., 1, 0] = 2 * (xy + wz)
+    out[..., 1, 1] = 1 - 2 * (xx + zz)
+    out[..., 1, 2] = 2 * (yz - wx)
+    out[..., 2, 0] = 2 * (xz - wy)
+    out[..., 2, 1] = 2 * (yz + wx)
+    out[..., 2, 2] = 1 - 2 * (xx + yy)
+    return out
 
 
 def quat_between_vectors(a: ArrayLike, b: ArrayLike) -> FloatArray:
@@ -221,15 +241,24 @@ def matrix_between_vectors(a: ArrayLike, b: ArrayLike) -> FloatArray:
     ub = b / np.where(nb > _EPS, nb, 1.0)
     v = np.cross(ua, ub)
     c = np.sum(ua * ub, axis=-1)
-    k = np.zeros(v.shape[:-1] + (3, 3))
-    k[..., 0, 1], k[..., 0, 2] = -v[..., 2], v[..., 1]
-    k[..., 1, 0], k[..., 1, 2] = v[..., 2], -v[..., 0]
-    k[..., 2, 0], k[..., 2, 1] = -v[..., 1], v[..., 0]
     near_opposite = c < -1.0 + 1e-6
-    scale = 1.0 / np.where(near_opposite, 1.0, 1.0 + c)
-    out = np.eye(3) + k + (k @ k) * scale[..., None, None]
+    # R = c I + [v]x + v v^T / (1 + c), written out element by element (no matrix products).
+    h = 1.0 / np.where(near_opposite, 1.0, 1.0 + c)
+    vx, vy, vz = v[..., 0], v[..., 1], v[..., 2]
+    hx, hy, hz = h * vx, h * vy, h * vz
+    out = np.empty(v.shape[:-1] + (3, 3))
+    out[..., 0, 0] = c + hx * vx
+    out[..., 0, 1] = hx * vy - vz
+    out[..., 0, 2] = hx * vz + vy
+    out[..., 1, 0] = hy * vx + vz
+    out[..., 1, 1] = c + hy * vy
+    out[..., 1, 2] = hy * vz - vx
+    out[..., 2, 0] = hz * vx - vy
+    out[..., 2, 1] = hz * vy + vx
+    out[..., 2, 2] = c + hz * vz
     degenerate = (na[..., 0] <= _EPS) | (nb[..., 0] <= _EPS)
-    out = np.where(degenerate[..., None, None], np.eye(3), out)
+    if np.any(degenerate):
+        out[degenerate] = np.eye(3)
     if np.any(near_opposite & ~degenerate):
         sel = near_opposite & ~degenerate
         out[sel] = matrix_from_quat(quat_between_vectors(ua[sel], ub[sel]))
