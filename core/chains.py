@@ -1,0 +1,356 @@
+"""Joint paths on a skeleton: their points, and solved points written back as local rotations.
+
+The controls (IK, look-at) work on a *path*: joints listed parent-first, each the parent of the
+next, plus an end point carried by the last joint. Frames come first in every array; everything is
+float64 and follows :mod:`core.rotations` (w-first Hamilton quaternions, column vectors) and the
+attachment-frame model of :mod:`core.skeleton`::
+
+    M_k = P_k @ C0_k @ Tr_k @ R_k @ S_k @ inv(C1_k)
+
+with ``P_k`` the current placement of the joint's parent, ``Tr_k``, ``R_k`` and ``S_k`` the
+translation, rotation and scale of its local transform. The rotation turns about the *pivot*
+``origin(P_k @ C0_k @ Tr_k)``; for a Blender bone that is the bone's head. A path's points are the
+pivots of its joints followed by the end point: the pivot of ``end_joint`` (an ankle, a wrist)
+or ``end_offset`` in the last joint's placement frame (a hand attachment, a bone tail).
+
+Writing solved points back is parent-first: for each joint, the direction from its *current*
+pivot (after its parents have been rewritten) to the next solved point is taken into the joint's
+rotation space through the current parent frame, and the joint's rotation is premultiplied by the
+minimal rotation from the current direction to that one. A world orientation is never written as
+a local rotation directly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from .errors import RigError
+from .rotation_kernels import quat_between_unit, quat_conj, quat_from_rotation_matrix, quat_mul, rotation_matrices
+from .rotations import FloatArray
+from .skeleton import Skeleton
+
+
+@dataclass(frozen=True)
+class JointPath:
+    """A parent-to-child run of joints and the end point it carries (shared definition)."""
+
+    joints: tuple[int, ...]
+    #: Joints from a root down to the parent of ``joints[0]``: their product places the path.
+    ancestors: tuple[int, ...]
+    #: Joint whose pivot is the end point, or -1 to use ``end_offset``.
+    end_joint: int
+    #: End point in the last joint's placement frame (used when ``end_joint`` is -1).
+    end_offset: FloatArray
+
+    @classmethod
+    def between(
+        cls,
+        skeleton: Skeleton,
+        first: int | str,
+        last: int | str,
+        end: int | str | None = None,
+        end_offset: ArrayLike | None = None,
+    ) -> JointPath:
+        """Path from ``first`` down to ``last``; the end point is the pivot of ``end`` (a child of
+        ``last``) or ``end_offset`` in ``last``'s frame. One of the two must be given."""
+        i0 = first if isinstance(first, int) else skeleton.index(first)
+        i1 = last if isinstance(last, int) else skeleton.index(last)
+        joints = tuple(skeleton.chain(i0, i1))
+        anc: list[int] = []
+        p = int(skeleton.parents[i0])
+        while p >= 0:
+            anc.append(p)
+            p = int(skeleton.parents[p])
+        end_joint = -1
+        if end is not None:
+            end_joint = end if isinstance(end, int) else skeleton.index(end)
+            if int(skeleton.parents[end_joint]) != i1:
+                raise RigError(
+                    f"end joint {skeleton.names[end_joint]!r} must be a child of {skeleton.names[i1]!r}"
+                )
+            offset = np.zeros(3)
+        elif end_offset is not None:
+            offset = np.array(end_offset, dtype=np.float64).reshape(-1)
+            if offset.shape != (3,) or not np.all(np.isfinite(offset)):
+                raise RigError(f"end_offset must be a finite vector of shape (3,), got {offset.shape}")
+        else:
+            raise RigError(
+                f"the path ending at {skeleton.names[i1]!r} needs an end joint or an end offset"
+            )
+        offset.setflags(write=False)
+        return cls(joints, tuple(anc[::-1]), end_joint, offset)
+
+    def __len__(self) -> int:
+        return len(self.joints)
+
+
+class PoseBuffers:
+    """A working copy of a pose, frames first: rotations ``(T, B, 4)``, translations
+    ``(T, B, 3)``, optional scales, and each joint's attached transform ``C0 @ T @ inv(C1)``
+    ``(T, B, 4, 4)`` kept in step with them. It never aliases the arrays it was built from, so
+    controls cannot write into the animation they read. Skeleton-space placements are computed
+    on demand and cached until the next write."""
+
+    __slots__ = ("skeleton", "rotations", "translations", "scales", "attached", "_inv_c1", "_world")
+
+    def __init__(
+        self,
+        skeleton: Skeleton,
+        rotations: ArrayLike,
+        translations: ArrayLike | None = None,
+        scales: ArrayLike | None = None,
+    ) -> None:
+        n = len(skeleton)
+        rot = np.array(rotations, dtype=np.float64)
+        if rot.ndim != 3 or rot.shape[1:] != (n, 4):
+            raise ValueError(f"rotations must have shape (T, {n}, 4), got {rot.shape}")
+        t = rot.shape[0]
+        tr = np.zeros((t, n, 3)) if translations is None else np.array(translations, dtype=np.float64)
+        if tr.shape != (t, n, 3):
+            raise ValueError(f"translations must have shape ({t}, {n}, 3), got {tr.shape}")
+        sc = None if scales is None else np.array(scales, dtype=np.float64)
+        if sc is not None and sc.shape != (t, n, 3):
+            raise ValueError(f"scales must have shape ({t}, {n}, 3), got {sc.shape}")
+        self.skeleton = skeleton
+        self.rotations: FloatArray = rot
+        self.translations: FloatArray = tr
+        self.scales: FloatArray | None = sc
+        self._inv_c1: FloatArray | None = None if skeleton.child_frames is None else np.linalg.inv(skeleton.child_frames)
+        self._world: dict[int, FloatArray] = {}
+        self.attached: FloatArray = self._attached(slice(None))
+
+    def _attached(self, joints: slice | Sequence[int]) -> FloatArray:
+        sk = self.skeleton
+        r = rotation_matrices(self.rotations[:, joints])
+        if self.scales is not None:
+            r = r * self.scales[:, joints, None, :]
+        local = np.zeros(r.shape[:-2] + (4, 4))
+        local[..., :3, :3] = r
+        local[..., :3, 3] = self.translations[:, joints]
+        local[..., 3, 3] = 1.0
+        out: FloatArray = sk.parent_frames[joints] @ local
+        if self._inv_c1 is not None:
+            out = out @ self._inv_c1[joints]
+        return out
+
+    @property
+    def frames(self) -> int:
+        return int(self.rotations.shape[0])
+
+    def set_rotations(self, joints: Sequence[int], rotations: FloatArray) -> None:
+        """Write ``(T, len(joints), 4)`` rotations and refresh those joints' attached transforms."""
+        idx = list(joints)
+        self.rotations[:, idx] = rotations
+        self.attached[:, idx] = self._attached(idx)
+        self._world.clear()
+
+    def world(self, joint: int) -> FloatArray:
+        """Skeleton-space placement ``(T, 4, 4)`` of ``joint`` (cached until the next write)."""
+        cached = self._world.get(joint)
+        if cached is not None:
+            return cached
+        parent = int(self.skeleton.parents[joint])
+        out: FloatArray = self.attached[:, joint] if parent < 0 else self.world(parent) @ self.attached[:, joint]
+        self._world[joint] = out
+        return out
+
+    def placement_of(self, chain: Sequence[int]) -> FloatArray:
+        """Placement ``(T, 4, 4)`` at the end of a root-first run of joints (identity if empty)."""
+        if not chain:
+            return np.broadcast_to(np.eye(4), (self.frames, 4, 4)).copy()
+        return self.world(chain[-1])
+
+    def forward_kinematics(self) -> FloatArray:
+        """Skeleton-space placements ``(T, B, 4, 4)`` of every joint."""
+        world = np.empty_like(self.attached)
+        for i, p in enumerate(self.skeleton.parents):
+            world[:, i] = self.attached[:, i] if p < 0 else world[:, p] @ self.attached[:, i]
+        return world
+
+
+def _path_parts(
+    skeleton: Skeleton, paths: tuple[JointPath, ...], pose: PoseBuffers
+) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray, FloatArray | None]:
+    """The per-path arrays of :class:`PathKinematics`, for equally long paths at once, laid
+    out path-major on the leading axis (``F = len(paths) * T``)."""
+    t = pose.frames
+    m = len(paths)
+    n = len(paths[0])
+    joints = np.array([p.joints for p in paths])  # (m, n)
+    base = np.concatenate([pose.placement_of(p.ancestors) for p in paths]) if m > 1 else pose.placement_of(paths[0].ancestors)
+    c0 = skeleton.parent_frames[joints]  # (m, n, 4, 4)
+    tr = np.swapaxes(pose.translations[:, joints], 0, 1)  # (m, T, n, 3)
+    pre = np.empty((m, t, n, 4, 4))
+    pre[:] = c0[:, None]
+    pre[..., :3, 3] = np.einsum("mkij,mtkj->mtki", c0[..., :3, :3], tr) + c0[:, None, :, :3, 3]
+    rot = np.swapaxes(pose.rotations[:, joints], 0, 1).reshape(m * t, n, 4)
+    # Where each joint carries the next point, in its rotation-input space (after R, before S
+    # and inv(C1) are undone): the next pivot, or the end point for the last joint.
+    nxt = np.empty((m, t, n, 3))
+    nxt[:, :, :-1] = pre[:, :, 1:, :3, 3]
+    for i, p in enumerate(paths):
+        if p.end_joint >= 0:
+            c0e = skeleton.parent_frames[p.end_joint]
+            nxt[i, :, -1] = pose.translations[:, p.end_joint] @ c0e[:3, :3].T + c0e[:3, 3]
+        else:
+            nxt[i, :, -1] = p.end_offset
+    post: FloatArray | None = None
+    if skeleton.child_frames is not None:
+        post = np.empty((m, t, n, 4, 4))
+        post[:] = np.linalg.inv(skeleton.child_frames[joints])[:, None]
+    if pose.scales is not None:
+        scale = np.zeros((m, t, n, 4, 4))
+        scale[..., 3, 3] = 1.0
+        scale[..., [0, 1, 2], [0, 1, 2]] = np.swapaxes(pose.scales[:, joints], 0, 1)
+        post = scale if post is None else scale @ post
+    if post is not None:
+        nxt = np.einsum("mtkij,mtkj->mtki", post[..., :3, :3], nxt) + post[..., :3, 3]
+        post = post.reshape(m * t, n, 4, 4)
+    return base, pre.reshape(m * t, n, 4, 4), rot, nxt.reshape(m * t, n, 3), post
+
+
+class PathKinematics:
+    """The pieces of a path at one pose that do not depend on the path's own rotations, so a
+    solver can re-evaluate the path for any rotations cheaply (one product per joint).
+
+    Several independent paths of the same length can be stacked into one (``paths`` a
+    sequence): their frames are laid end to end, path-major, on the leading axis, so one
+    batched solve serves them all. ``path`` is then the first of them.
+    """
+
+    __slots__ = ("paths", "base", "pre", "post", "rotations", "reach", "_current")
+
+    def __init__(self, skeleton: Skeleton, paths: JointPath | Sequence[JointPath], pose: PoseBuffers) -> None:
+        group = (paths,) if isinstance(paths, JointPath) else tuple(paths)
+        if not group or len({len(p) for p in group}) != 1:
+            raise ValueError("stacked paths must all have the same number of joints")
+        base, pre, rot, reach, post = _path_parts(skeleton, group, pose)
+        self.paths: tuple[JointPath, ...] = group
+        #: Placement of the first joint's parent ``(F, 4, 4)``.
+        self.base: FloatArray = base
+        #: ``C0 @ Tr`` per joint ``(F, n, 4, 4)``: what sits between the parent and the rotation.
+        self.pre: FloatArray = pre
+        #: The joints' current rotations ``(F, n, 4)``.
+        self.rotations: FloatArray = rot
+        #: Vector from each pivot to the next point, in rotation-input space ``(F, n, 3)``.
+        self.reach: FloatArray = reach
+        #: ``S @ inv(C1)`` per joint, or ``None`` when it is the identity for every joint.
+        self.post: FloatArray | None = post
+        self._current: tuple[FloatArray, FloatArray] | None = None
+
+    @property
+    def path(self) -> JointPath:
+        return self.paths[0]
+
+    @property
+    def frames(self) -> int:
+        return int(self.base.shape[0])
+
+    def _step(self, frame: FloatArray, k: int, rot: FloatArray) -> FloatArray:
+        """Placement of joint ``k`` from its frame ``P @ C0 @ Tr`` and rotation matrices."""
+        m = frame.copy()
+        m[:, :3, :3] = frame[:, :3, :3] @ rot
+        if self.post is not None:
+            m = m @ self.post[:, k]
+        return m
+
+    def walk(self, rotations: FloatArray | None = None) -> tuple[FloatArray, FloatArray]:
+        """Points ``(F, n + 1, 3)`` (pivots, then the end point) and the last joint's placement
+        ``(F, 4, 4)`` for ``rotations`` ``(F, n, 4)`` (default: the current ones, cached)."""
+        if rotations is None and self._current is not None:
+            return self._current
+        r = self.rotations if rotations is None else rotations
+        n = r.shape[1]
+        mats = rotation_matrices(r)
+        out = np.empty((self.frames, n + 1, 3))
+        parent = self.base
+        for k in range(n):
+            frame = parent @ self.pre[:, k]
+            out[:, k] = frame[:, :3, 3]
+            if k == n - 1:
+                lin = frame[:, :3, :3] @ mats[:, k]
+                out[:, n] = out[:, k] + np.einsum("tij,tj->ti", lin, self.reach[:, k])
+            parent = self._step(frame, k, mats[:, k])
+        result = (out, parent)
+        if rotations is None:
+            self._current = result
+        return result
+
+    def points(self, rotations: FloatArray | None = None) -> FloatArray:
+        """Pivots of the path's joints and its end point, ``(F, n + 1, 3)``."""
+        return self.walk(rotations)[0]
+
+    def placements(self, rotations: FloatArray | None = None) -> FloatArray:
+        """Placements ``(F, n, 4, 4)`` of the path's joints for ``rotations`` (default current)."""
+        r = self.rotations if rotations is None else rotations
+        mats = rotation_matrices(r)
+        out = np.empty((self.frames, r.shape[1], 4, 4))
+        parent = self.base
+        for k in range(r.shape[1]):
+            parent = self._step(parent @ self.pre[:, k], k, mats[:, k])
+            out[:, k] = parent
+        return out
+
+    def lengths(self) -> FloatArray:
+        """Current segment lengths ``(F, n)`` (pivot to next point)."""
+        out: FloatArray = np.linalg.norm(np.diff(self.points(), axis=1), axis=-1)
+        return out
+
+    def rotations_from_points(self, points: ArrayLike) -> tuple[FloatArray, FloatArray, FloatArray]:
+        """Rotations ``(F, n, 4)`` that carry each segment toward the solved ``points``
+        ``(F, n + 1, 3)``, parent-first from the current rotations; also the points and the last
+        joint's placement they produce (forward kinematics of what would be written).
+
+        A segment whose current or solved length is zero keeps its joint's rotation.
+        """
+        pts = np.asarray(points, dtype=np.float64)
+        r0 = self.rotations
+        n = r0.shape[1]
+        if pts.shape != (self.frames, n + 1, 3):
+            raise ValueError(f"points must have shape ({self.frames}, {n + 1}, 3), got {pts.shape}")
+        out = np.empty_like(r0)
+        got = np.empty_like(pts)
+        mats = rotation_matrices(r0)
+        parent = self.base
+        for k in range(n):
+            frame = parent @ self.pre[:, k]
+            pivot = frame[:, :3, 3]
+            got[:, k] = pivot
+            current = np.einsum("tij,tj->ti", mats[:, k], self.reach[:, k])
+            # The solved direction is taken from the pivot where the rewritten parents put it,
+            # back through the current parent frame (which may carry scale: solve, not transpose).
+            wanted = np.linalg.solve(frame[:, :3, :3], (pts[:, k + 1] - pivot)[..., None])[..., 0]
+            delta = quat_between_unit(current, wanted)
+            out[:, k] = quat_mul(delta, r0[:, k])
+            turned = rotation_matrices(delta, unit=True) @ mats[:, k]
+            if k + 1 < n:
+                parent = self._step(frame, k, turned)
+            else:
+                lin = frame[:, :3, :3] @ turned
+                got[:, n] = pivot + np.einsum("tij,tj->ti", lin, self.reach[:, k])
+                parent = self._step(frame, k, turned)
+        return out, got, parent
+
+
+def end_rotations(
+    skeleton: Skeleton, end_joints: Sequence[int], tip: FloatArray, orientation: ArrayLike
+) -> FloatArray:
+    """Local rotations ``(F, 4)`` that give end joints the skeleton-space ``orientation``
+    ``(F, 4)`` when their parents are placed at ``tip`` ``(F, 4, 4)``. The frames are laid out
+    joint-major like stacked paths: ``F / len(end_joints)`` rows per end joint."""
+    ends = list(end_joints)
+    frames = tip.shape[0] // len(ends)
+    c0 = np.repeat(skeleton.parent_frames[ends][:, :3, :3], frames, axis=0)
+    lin = tip[:, :3, :3] @ c0
+    # Rotation part of the end joint's parent frame: strip (uniform) scale per column.
+    lin = lin / np.sqrt(np.einsum("tij,tij->tj", lin, lin))[:, None, :]
+    q = quat_mul(quat_conj(quat_from_rotation_matrix(lin)), np.asarray(orientation, dtype=np.float64))
+    if skeleton.child_frames is not None:
+        c1 = np.repeat(skeleton.child_frames[ends][:, :3, :3], frames, axis=0)
+        c1 = c1 / np.linalg.norm(c1, axis=-2, keepdims=True)
+        q = quat_mul(q, quat_from_rotation_matrix(c1))
+    return q

@@ -1,0 +1,608 @@
+"""The control stack: procedural controls that adjust an animated pose, in priority order.
+
+Conventions: poses are local rotations ``(T, B, 4)`` (w-first unit quaternions, the rotation of
+each joint's local transform in :mod:`core.skeleton`), translations ``(T, B, 3)`` and optional
+scales, frames first, float64. Targets are skeleton-space points; orientations skeleton-space
+quaternions. Times are seconds.
+
+Definitions and state are apart (SPEC 2.4). A :class:`ControlStack` (the skeleton, its control
+definitions in run order, the prebuilt joint -> controls table) is immutable and may be shared
+by any number of armature objects. Each object owns a :class:`ControlInstance`: targets, enable
+flags, weights, smoothing memory, solver warm starts and the last reports. Two instances of one
+stack never see each other's state.
+
+One evaluation (SPEC 7.1): enabled controls with positive weight run in ascending priority
+(definition order breaks ties), each reading the pose the previous one produced. A control
+computes a candidate pose for the joints it drives; its weight blends the joints that changed
+(slerp from the input toward the candidate; weight 1 writes the candidate itself). A frame whose
+target or candidate is not finite is skipped for that control as a whole (a chain written joint by
+joint where finite would tear). Changed joints gain coverage of at least the control's weight. Targets may be smoothed with response ``1 - exp(-dt / smooth_time)``
+before the solve. The stack reads the input arrays and never writes into them, and nothing of a
+frame's output becomes the next frame's input: warm starts only seed a solver, and the pose each
+frame starts from is the animation's.
+
+Consecutive two-bone controls that neither write what another reads (four limbs) are solved in
+one batched call; the result is the same as running them one after the other.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from .chains import JointPath, PathKinematics, PoseBuffers, end_rotations
+from .errors import RigError
+from .ik import DEFAULT_MAX_PASSES, DEFAULT_TOLERANCE, SOLVERS, solve_path_ik
+from .joint_limits import JointLimit
+from .look_at import LookAtChain, look_at
+from .rotations import FloatArray, quat_normalize, quat_slerp
+from .skeleton import Skeleton
+
+BoolArray = NDArray[np.bool_]
+
+#: Aim error (radians) below which a look-at counts as converged.
+LOOK_AT_TOLERANCE = 1e-6
+
+
+def _check_common(name: str, priority: int, weight: float, smooth_time: float) -> None:
+    if not name:
+        raise RigError("a control needs a name")
+    if not isinstance(priority, int):
+        raise RigError(f"control {name!r}: priority must be an integer, got {priority!r}")
+    if not (math.isfinite(weight) and 0.0 <= weight <= 1.0):
+        raise RigError(f"control {name!r}: weight must be in [0, 1], got {weight}")
+    if not (math.isfinite(smooth_time) and smooth_time >= 0.0):
+        raise RigError(f"control {name!r}: smooth_time must be >= 0 seconds, got {smooth_time}")
+
+
+@dataclass(frozen=True)
+class IKControl:
+    """An IK chain (SPEC 7.2). ``solver`` is ``two_bone`` (a 2-joint path), ``fabrik`` or
+    ``ccd``; ``limits`` one entry per path joint (``None`` = free); ``orient_end`` lets the
+    instance give the path's ``end_joint`` an orientation after the positional solve."""
+
+    name: str
+    path: JointPath
+    solver: str = "two_bone"
+    priority: int = 0
+    weight: float = 1.0
+    smooth_time: float = 0.0
+    tolerance: float = DEFAULT_TOLERANCE
+    max_passes: int = DEFAULT_MAX_PASSES
+    softness: float = 0.0
+    limits: tuple[JointLimit | None, ...] | None = None
+    orient_end: bool = False
+    warm_start: bool = True
+
+    def __post_init__(self) -> None:
+        _check_common(self.name, self.priority, self.weight, self.smooth_time)
+        if self.solver not in SOLVERS:
+            raise RigError(f"control {self.name!r}: solver must be one of {SOLVERS}, got {self.solver!r}")
+        if self.solver == "two_bone" and len(self.path) != 2:
+            raise RigError(f"control {self.name!r}: the two_bone solver needs 2 joints, the path has {len(self.path)}")
+        if self.limits is not None:
+            object.__setattr__(self, "limits", tuple(self.limits))
+            if len(self.limits) != len(self.path):
+                raise RigError(
+                    f"control {self.name!r}: limits need one entry per path joint ({len(self.path)}), got {len(self.limits)}"
+                )
+        if self.orient_end and self.path.end_joint < 0:
+            raise RigError(f"control {self.name!r}: orient_end needs a path with an end joint")
+        if not (math.isfinite(self.tolerance) and self.tolerance >= 0.0) or self.max_passes < 1:
+            raise RigError(f"control {self.name!r}: tolerance must be >= 0 and max_passes >= 1")
+
+    @property
+    def written(self) -> tuple[int, ...]:
+        """Joints this control may change."""
+        return self.path.joints + ((self.path.end_joint,) if self.orient_end else ())
+
+
+@dataclass(frozen=True)
+class LookAtControl:
+    """A look-at chain (SPEC 7.3)."""
+
+    name: str
+    chain: LookAtChain
+    priority: int = 0
+    weight: float = 1.0
+    smooth_time: float = 0.0
+
+    def __post_init__(self) -> None:
+        _check_common(self.name, self.priority, self.weight, self.smooth_time)
+
+    @property
+    def written(self) -> tuple[int, ...]:
+        return tuple(j for j, w in zip(self.chain.path.joints, self.chain.weights, strict=True) if w > 0.0)
+
+
+Control = IKControl | LookAtControl
+
+
+def _reads(c: IKControl) -> set[int]:
+    p = c.path
+    return set(p.joints) | set(p.ancestors) | ({p.end_joint} if p.end_joint >= 0 else set())
+
+
+def _batch_groups(controls: Sequence[Control]) -> tuple[tuple[int, ...], ...]:
+    """Consecutive two-bone controls with the same settings, none writing a joint another one
+    reads, are solved together: the same result as one after the other, in one batched call."""
+    groups: list[list[int]] = []
+    for i, c in enumerate(controls):
+        if groups and isinstance(c, IKControl) and c.solver == "two_bone" and c.limits is None:
+            prev = [controls[j] for j in groups[-1]]
+            lead = prev[0]
+            if (
+                isinstance(lead, IKControl)
+                and lead.solver == "two_bone"
+                and lead.limits is None
+                and (lead.tolerance, lead.max_passes, lead.softness) == (c.tolerance, c.max_passes, c.softness)
+                and all(
+                    isinstance(o, IKControl)
+                    and not (set(o.written) & _reads(c))
+                    and not (set(c.written) & _reads(o))
+                    for o in prev
+                )
+            ):
+                groups[-1].append(i)
+                continue
+        groups.append([i])
+    return tuple(tuple(g) for g in groups)
+
+
+class ControlStack:
+    """Shared, immutable definition: a skeleton, its controls in run order and the prebuilt
+    joint -> controls table. Build a new stack to change it; instances keep the one they got."""
+
+    __slots__ = ("skeleton", "controls", "_index", "groups", "joint_controls", "_sealed")
+
+    def __init__(self, skeleton: Skeleton, controls: Sequence[Control]) -> None:
+        seen: set[str] = set()
+        for c in controls:
+            if c.name in seen:
+                raise RigError(f"two controls are both called {c.name!r}")
+            seen.add(c.name)
+            for j in c.written:
+                if not 0 <= j < len(skeleton):
+                    raise RigError(f"control {c.name!r} drives joint {j}, which is not in the skeleton")
+        order = sorted(range(len(controls)), key=lambda i: (controls[i].priority, i))
+        self.skeleton = skeleton
+        #: Controls in the order they run.
+        self.controls: tuple[Control, ...] = tuple(controls[i] for i in order)
+        self._index: Mapping[str, int] = MappingProxyType({c.name: i for i, c in enumerate(self.controls)})
+        #: Runs of consecutive controls solved in one batched call (indices into ``controls``).
+        self.groups: tuple[tuple[int, ...], ...] = _batch_groups(self.controls)
+        table: dict[int, list[str]] = {}
+        for c in self.controls:
+            for j in c.written:
+                table.setdefault(j, []).append(c.name)
+        #: Joint index -> names of the controls that drive it, in run order (prebuilt so the
+        #: Blender layer never scans every chain to find a bone's controls).
+        self.joint_controls: Mapping[int, tuple[str, ...]] = MappingProxyType({j: tuple(v) for j, v in table.items()})
+        self._sealed = True
+
+    def __setattr__(self, key: str, value: object) -> None:
+        if getattr(self, "_sealed", False):
+            raise AttributeError("a ControlStack is shared and immutable; build a new one to change it")
+        object.__setattr__(self, key, value)
+
+    def __len__(self) -> int:
+        return len(self.controls)
+
+    def index(self, name: str) -> int:
+        if name not in self._index:
+            raise RigError(f"no control called {name!r}; the stack has {sorted(self._index)}")
+        return self._index[name]
+
+    def control(self, name: str) -> Control:
+        return self.controls[self.index(name)]
+
+    def controls_of_joint(self, joint: int | str) -> tuple[str, ...]:
+        j = joint if isinstance(joint, int) else self.skeleton.index(joint)
+        return self.joint_controls.get(j, ())
+
+    def instance(self) -> ControlInstance:
+        """A fresh per-object state for this stack."""
+        return ControlInstance(self)
+
+
+@dataclass(frozen=True)
+class ControlReport:
+    """What one control did at each frame ``(T,)``: ``ran`` (it produced a candidate that was
+    applied), ``skipped`` (non-finite target or candidate), the residual (IK: distance in
+    skeleton units after writeback; look-at: aim error in radians), iterations, converged, and
+    ``limited`` (IK: a joint limit made the target unreachable; look-at: the yaw/pitch limits
+    changed the direction)."""
+
+    name: str
+    ran: BoolArray
+    skipped: BoolArray
+    residual: FloatArray
+    iterations: NDArray[np.int64]
+    converged: BoolArray
+    limited: BoolArray
+
+
+@dataclass(frozen=True)
+class StackResult:
+    rotations: FloatArray
+    translations: FloatArray
+    scales: FloatArray | None
+    coverage: FloatArray
+    reports: Mapping[str, ControlReport]
+
+
+@dataclass
+class _State:
+    """Per-instance, per-control state. ``target``/``pole``/``orientation`` are inputs set by
+    the owner; the rest is runtime memory that disabling clears."""
+
+    enabled: bool
+    weight: float
+    target: FloatArray | None = None
+    pole: FloatArray | None = None
+    orientation: FloatArray | None = None
+    memory: dict[str, FloatArray] = field(default_factory=dict)
+    warm: FloatArray | None = None
+    report: ControlReport | None = None
+
+    def clear_runtime(self) -> None:
+        self.memory = {}
+        self.warm = None
+        self.report = None
+
+
+@dataclass(frozen=True)
+class ControlStatus:
+    """Read-only view of one control's state in an instance."""
+
+    enabled: bool
+    weight: float
+    smoothed_target: FloatArray | None
+    has_warm_start: bool
+    report: ControlReport | None
+
+
+def _vector_input(value: ArrayLike | None, width: int, what: str) -> FloatArray | None:
+    if value is None:
+        return None
+    a = np.array(value, dtype=np.float64)
+    if a.shape != (width,) and not (a.ndim == 2 and a.shape[1] == width):
+        raise ValueError(f"{what} must have shape ({width},) or (T, {width}), got {a.shape}")
+    a.setflags(write=False)
+    return a
+
+
+def _smooth(
+    memory: dict[str, FloatArray], key: str, values: FloatArray, dt: FloatArray | None, smooth_time: float,
+    rotation: bool = False,
+) -> FloatArray:
+    """Exponentially smoothed ``values`` ``(T, w)``, carrying ``memory[key]`` across calls.
+
+    Non-finite frames stay non-finite (their control is skipped) and leave the memory alone; a
+    missing, negative or non-finite ``dt`` (first frame, scrubbing backwards) snaps to the value.
+    """
+    if smooth_time <= 0.0:
+        return values
+    finite = np.isfinite(values).all(axis=1)
+    if dt is None:
+        if np.any(finite):
+            memory[key] = values[np.flatnonzero(finite)[-1]].copy()
+        return values
+    out = np.full(values.shape, np.nan)
+    state = memory.get(key)
+    for t in range(values.shape[0]):
+        if not finite[t]:
+            continue
+        step = float(dt[t])
+        if state is None or not math.isfinite(step) or step < 0.0:
+            state = values[t].copy()
+        else:
+            alpha = 1.0 - math.exp(-step / smooth_time)
+            if rotation:
+                state = quat_slerp(state, values[t], alpha)
+            else:
+                state = state + alpha * (values[t] - state)
+        out[t] = state
+    if state is not None:
+        memory[key] = state
+    return out
+
+
+class ControlInstance:
+    """Per-object state of a :class:`ControlStack` and its evaluation."""
+
+    __slots__ = ("stack", "_states")
+
+    def __init__(self, stack: ControlStack) -> None:
+        self.stack = stack
+        self._states = [_State(enabled=True, weight=c.weight) for c in stack.controls]
+
+    def _state(self, name: str) -> _State:
+        return self._states[self.stack.index(name)]
+
+    def set_target(
+        self,
+        name: str,
+        target: ArrayLike | None,
+        *,
+        pole: ArrayLike | None = None,
+        orientation: ArrayLike | None = None,
+    ) -> None:
+        """Skeleton-space target ``(3,)`` or ``(T, 3)``, optional pole point (IK) and end
+        orientation quaternion ``(4,)`` or ``(T, 4)`` (IK with ``orient_end``)."""
+        st = self._state(name)
+        st.target = _vector_input(target, 3, f"target of {name!r}")
+        st.pole = _vector_input(pole, 3, f"pole of {name!r}")
+        q = _vector_input(orientation, 4, f"orientation of {name!r}")
+        if q is not None:
+            q = quat_normalize(q)
+            q.setflags(write=False)
+        st.orientation = q
+
+    def set_enabled(self, name: str, enabled: bool) -> None:
+        """Disabling clears the control's runtime state (smoothing memory, warm start, report),
+        so re-enabling starts clean."""
+        st = self._state(name)
+        if not enabled:
+            st.clear_runtime()
+        st.enabled = bool(enabled)
+
+    def set_weight(self, name: str, weight: float) -> None:
+        if not (math.isfinite(weight) and 0.0 <= weight <= 1.0):
+            raise ValueError(f"weight of {name!r} must be in [0, 1], got {weight}")
+        self._state(name).weight = float(weight)
+
+    def reset(self) -> None:
+        """Forget all runtime state (a jump in time, a new clip)."""
+        for st in self._states:
+            st.clear_runtime()
+
+    def status(self, name: str) -> ControlStatus:
+        st = self._state(name)
+        mem = st.memory.get("target")
+        return ControlStatus(
+            enabled=st.enabled,
+            weight=st.weight,
+            smoothed_target=None if mem is None else mem.copy(),
+            has_warm_start=st.warm is not None,
+            report=st.report,
+        )
+
+    def evaluate(
+        self,
+        rotations: ArrayLike,
+        translations: ArrayLike | None = None,
+        scales: ArrayLike | None = None,
+        *,
+        coverage: ArrayLike | None = None,
+        dt: ArrayLike | None = None,
+    ) -> StackResult:
+        """Run the stack over ``T`` frames of a pose.
+
+        ``coverage`` ``(B,)`` or ``(T, B)`` is how much the animation drives each joint (default
+        0, so the result shows what the controls drove). ``dt`` (seconds, scalar or ``(T,)``) is
+        the time since the previous evaluation for the first frame and between frames after it;
+        ``None`` disables smoothing for this call. Warm starts are used for single-frame (live)
+        evaluation; a batch of frames starts every frame from its own animated pose, so a bake
+        does not depend on the order frames were visited.
+        """
+        sk = self.stack.skeleton
+        pose = PoseBuffers(sk, rotations, translations, scales)
+        frames = pose.frames
+        n = len(sk)
+        if coverage is None:
+            cov = np.zeros((frames, n))
+        else:
+            c = np.asarray(coverage, dtype=np.float64)
+            if c.shape == (n,):
+                cov = np.broadcast_to(c, (frames, n)).copy()
+            elif c.shape == (frames, n):
+                cov = c.copy()
+            else:
+                raise ValueError(f"coverage must have shape ({n},) or ({frames}, {n}), got {c.shape}")
+        dts: FloatArray | None = None
+        if dt is not None:
+            dts = np.broadcast_to(np.asarray(dt, dtype=np.float64), (frames,))
+        reports: dict[str, ControlReport] = {}
+        for group in self.stack.groups:
+            active: list[int] = []
+            for ci in group:
+                control, st = self.stack.controls[ci], self._states[ci]
+                if not st.enabled or st.weight <= 0.0 or st.target is None:
+                    reports[control.name] = _idle_report(control.name, frames)
+                else:
+                    active.append(ci)
+            if not active:
+                continue
+            first = self.stack.controls[active[0]]
+            if isinstance(first, IKControl):
+                results = self._run_ik(active, pose, dts)
+            else:
+                results = [self._run_look_at(first, self._states[active[0]], pose, dts)]
+            # Members of a group are independent (none writes what another reads), so their
+            # blends go in together: the same as running them one after the other.
+            columns: list[int] = []
+            candidates: list[FloatArray] = []
+            ok_columns: list[BoolArray] = []
+            weights: list[float] = []
+            oks: list[BoolArray | None] = []
+            for ci, (candidate, report) in zip(active, results, strict=True):
+                joints = self.stack.controls[ci].written
+                ok = ~report.skipped & np.isfinite(candidate).all(axis=(1, 2))
+                # None marks "every frame usable", the common case, so the report stands as is.
+                oks.append(None if ok.all() else ok)
+                columns.extend(joints)
+                candidates.append(candidate)
+                ok_columns.append(np.broadcast_to(ok[:, None], (frames, len(joints))))
+                weights.extend([self._states[ci].weight] * len(joints))
+            cand = candidates[0] if len(candidates) == 1 else np.concatenate(candidates, axis=1)
+            old = pose.rotations[:, columns]
+            changed = np.any(cand != old, axis=-1)
+            if any(o is not None for o in oks):
+                changed &= np.concatenate(ok_columns, axis=1)
+            if changed.any():
+                w = np.array(weights)
+                blended = cand
+                if (w < 1.0).any():
+                    blended = np.where((w >= 1.0)[:, None], cand, quat_slerp(old, cand, w))
+                pose.set_rotations(columns, np.where(changed[..., None], blended, old))
+                cov[:, columns] = np.where(changed, np.maximum(cov[:, columns], w), cov[:, columns])
+            for ci, (_, report), ok_or_none in zip(active, results, oks, strict=True):
+                if ok_or_none is not None:
+                    report = ControlReport(
+                        name=report.name,
+                        ran=ok_or_none & report.ran,
+                        skipped=~ok_or_none,
+                        residual=report.residual,
+                        iterations=report.iterations,
+                        converged=report.converged & ok_or_none,
+                        limited=report.limited & ok_or_none,
+                    )
+                self._states[ci].report = report
+                reports[report.name] = report
+        return StackResult(
+            rotations=pose.rotations,
+            translations=pose.translations,
+            scales=pose.scales,
+            coverage=cov,
+            reports=MappingProxyType({c.name: reports[c.name] for c in self.stack.controls}),
+        )
+
+    def _member_inputs(
+        self, control: Control, st: _State, key: str, value: FloatArray, frames: int, dts: FloatArray | None
+    ) -> FloatArray:
+        if value.ndim == 2 and value.shape[0] != frames:
+            raise ValueError(
+                f"{key} of {control.name!r} has {value.shape[0]} frames, the pose has {frames}"
+            )
+        if control.smooth_time <= 0.0:
+            return value
+        rows = np.broadcast_to(value, (frames, value.shape[-1]))
+        return _smooth(st.memory, key, rows, dts, control.smooth_time, rotation=key == "orientation")
+
+    def _run_ik(
+        self, members: list[int], pose: PoseBuffers, dts: FloatArray | None
+    ) -> list[tuple[FloatArray, ControlReport]]:
+        """Solve a group of IK controls in one batched call (a group of one is the usual case
+        for FABRIK and CCD; independent two-bone limbs share a call). Rows of the batched solve
+        are member-major: ``frames`` rows per member."""
+        sk = self.stack.skeleton
+        frames = pose.frames
+        ik = [c for c in (self.stack.controls[i] for i in members) if isinstance(c, IKControl)]
+        states = [self._states[i] for i in members]
+        count = len(ik)
+        lead = ik[0]
+        kin = PathKinematics(sk, [c.path for c in ik], pose)
+        targets = np.empty((count, frames, 3))
+        poles: FloatArray | None = None
+        has_pole = np.array([st.pole is not None for st in states])
+        if has_pole.any():
+            # Members without a pole get a non-finite one, which the solver treats as unusable
+            # (it keeps the existing bend).
+            poles = np.full((count, frames, 3), np.nan)
+        for m, (c, st) in enumerate(zip(ik, states, strict=True)):
+            assert st.target is not None
+            targets[m] = self._member_inputs(c, st, "target", st.target, frames, dts)
+            if st.pole is not None and poles is not None:
+                poles[m] = self._member_inputs(c, st, "pole", st.pole, frames, dts)
+        valid = np.isfinite(targets).all(axis=-1)
+        if poles is not None:
+            valid &= np.isfinite(poles).all(axis=-1) | ~has_pole[:, None]
+        valid_all = valid.reshape(-1)
+        target_all = targets.reshape(-1, 3)
+        safe_pole = None if poles is None else poles.reshape(-1, 3)
+        if not valid_all.all():
+            # A skipped frame still goes through the batched solve; aim it at its own end point
+            # so nothing non-finite enters the arithmetic, then discard it.
+            target_all = np.where(valid_all[:, None], target_all, kin.points()[:, -1])
+            if safe_pole is not None:
+                safe_pole = np.where(valid_all[:, None], safe_pole, np.nan)
+        use_warm = count == 1 and lead.warm_start and lead.solver == "fabrik" and frames == 1
+        initial = None
+        if use_warm and states[0].warm is not None:
+            # The warm start was stored in the path's parent frame, so it follows the character.
+            initial = np.einsum("tij,tkj->tki", kin.base[:, :3, :3], states[0].warm) + kin.base[:, None, :3, 3]
+        solve = solve_path_ik(
+            kin,
+            target_all,
+            solver=lead.solver,
+            pole=safe_pole,
+            limits=lead.limits,
+            initial=initial,
+            tolerance=lead.tolerance,
+            max_passes=lead.max_passes,
+            softness=lead.softness,
+        )
+        if use_warm and valid_all[0]:
+            rel = solve.points - kin.base[:, None, :3, 3]
+            states[0].warm = np.linalg.solve(kin.base[:, None, :3, :3], rel[..., None])[..., 0]
+        end_rot: dict[int, FloatArray] = {}
+        oriented = [m for m, (c, st) in enumerate(zip(ik, states, strict=True)) if c.orient_end and st.orientation is not None]
+        if oriented:
+            wanted = np.empty((len(oriented), frames, 4))
+            for row, m in enumerate(oriented):
+                q = states[m].orientation
+                assert q is not None
+                wanted[row] = self._member_inputs(ik[m], states[m], "orientation", q, frames, dts)
+            finite = np.isfinite(wanted).all(axis=-1)
+            valid[oriented] &= finite
+            wanted = np.where(finite[..., None], wanted, np.array([1.0, 0.0, 0.0, 0.0]))
+            tips = solve.tip.reshape(count, frames, 4, 4)[oriented].reshape(-1, 4, 4)
+            solved = end_rotations(sk, [ik[m].path.end_joint for m in oriented], tips, wanted.reshape(-1, 4))
+            for row, m in enumerate(oriented):
+                end_rot[m] = solved[row * frames : (row + 1) * frames]
+        out: list[tuple[FloatArray, ControlReport]] = []
+        for m, c in enumerate(ik):
+            rows = slice(m * frames, (m + 1) * frames)
+            candidate = solve.rotations[rows]
+            if c.orient_end:
+                # Without an orientation the end joint keeps its animated rotation.
+                end = end_rot.get(m, pose.rotations[:, c.path.end_joint])
+                candidate = np.concatenate([candidate, end[:, None]], axis=1)
+            ok = valid[m]
+            out.append(
+                (
+                    candidate,
+                    ControlReport(
+                        name=c.name,
+                        ran=ok & ~solve.kept[rows],
+                        skipped=~ok,
+                        residual=solve.residual[rows],
+                        iterations=solve.iterations[rows],
+                        converged=solve.converged[rows],
+                        limited=solve.limited[rows],
+                    ),
+                )
+            )
+        return out
+
+    def _run_look_at(
+        self, control: LookAtControl, st: _State, pose: PoseBuffers, dts: FloatArray | None
+    ) -> tuple[FloatArray, ControlReport]:
+        sk = self.stack.skeleton
+        assert st.target is not None
+        target = np.broadcast_to(self._member_inputs(control, st, "target", st.target, pose.frames, dts), (pose.frames, 3))
+        valid = np.isfinite(target).all(axis=1)
+        safe = np.where(valid[:, None], target, 0.0)
+        solve = look_at(sk, control.chain, pose, safe)
+        keep = [k for k, w in enumerate(control.chain.weights) if w > 0.0]
+        ok = valid & solve.valid
+        return solve.rotations[:, keep], ControlReport(
+            name=control.name,
+            ran=ok,
+            skipped=~ok,
+            residual=solve.aim_error,
+            iterations=np.ones(pose.frames, dtype=np.int64),
+            converged=solve.aim_error <= LOOK_AT_TOLERANCE,
+            limited=solve.limited,
+        )
+
+
+def _idle_report(name: str, frames: int) -> ControlReport:
+    no = np.zeros(frames, dtype=bool)
+    return ControlReport(name, no, no.copy(), np.zeros(frames), np.zeros(frames, dtype=np.int64), no.copy(), no.copy())

@@ -1,0 +1,338 @@
+"""Look-at: turn a chain (chest, neck, head) so its last joint faces a target, within limits.
+
+Conventions: skeleton-space positions and directions, frames first, float64, quaternions as in
+:mod:`core.rotations`. Angles are radians. A chain is a parent-to-child path
+(:class:`core.chains.JointPath`); its last joint carries a *facing axis* and an *up axis* (in that
+joint's placement frame, e.g. where the face points and where the top of the head points).
+
+Limits live in the rig's *root space*, the current placement of a chosen space joint (usually the
+hips or root bone; none means skeleton space). At build time the facing and up axes are taken, at
+rest, into that space; yaw is the turn about the rest up axis (positive toward ``up x facing``,
+i.e. counter-clockwise seen from above), pitch the elevation above the rest horizontal. Because
+both are measured in root space, turning the whole character does not change the allowed head
+turn (SPEC 7.3).
+
+Beyond the yaw range the allowed turn falls back linearly to the middle of the range as the
+target goes round behind the character, reaching it directly behind. That keeps the aim
+continuous when a target orbits the head: a hard clamp would snap from one yaw limit to the other
+as the target crosses the back. Likewise, above or below the pitch range the yaw fades to the
+middle of its range toward straight up or down, where yaw is undefined. ``behind_falloff=False``
+gives the hard clamp instead.
+
+The turn is distributed along the chain parent-first. Joint ``k`` takes the share
+``w_k / (w_k + ... + w_last)`` of the minimal rotation from the current facing to the desired one,
+recomputed after the joints above it have turned, so the shares of the whole turn follow the
+weights and the last joint with positive weight completes the aim.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from .chains import JointPath, PathKinematics, PoseBuffers
+from .errors import RigError
+from .rotation_kernels import cross, quat_between_unit, quat_mul, rotation_matrices
+from .rotations import FloatArray
+from .skeleton import Skeleton
+
+_EPS = 1e-12
+
+
+def _unit3(v: ArrayLike, what: str) -> FloatArray:
+    a = np.array(v, dtype=np.float64).reshape(-1)
+    if a.shape != (3,):
+        raise RigError(f"{what} must have shape (3,), got {a.shape}")
+    n = float(np.linalg.norm(a))
+    if not math.isfinite(n) or n < 1e-9:
+        raise RigError(f"{what} must be a finite non-zero vector, got {a.tolist()}")
+    return a / n
+
+
+def _readonly(a: FloatArray) -> FloatArray:
+    a.setflags(write=False)
+    return a
+
+
+@dataclass(frozen=True)
+class LookAtChain:
+    """Shared definition of a look-at chain; build it with :meth:`build`."""
+
+    path: JointPath
+    #: Share weight of every path joint ``(n,)``; joints between the chosen ones get 0.
+    weights: FloatArray
+    #: Per joint, the fraction of the remaining turn it takes ``(n,)``.
+    shares: FloatArray
+    facing_axis: FloatArray
+    up_axis: FloatArray
+    #: Joint whose placement is the root space, -1 for skeleton space.
+    space_joint: int
+    #: Root-first joints whose product places ``space_joint``.
+    space_path: tuple[int, ...]
+    #: Rest facing, up and side (``up x facing``) directions in root space ``(3, 3)`` rows.
+    rest_frame: FloatArray
+    yaw_limits: tuple[float, float]
+    pitch_limits: tuple[float, float]
+    behind_falloff: bool
+
+    @classmethod
+    def build(
+        cls,
+        skeleton: Skeleton,
+        joints: Sequence[int | str],
+        *,
+        weights: Sequence[float] | None = None,
+        facing_axis: ArrayLike,
+        up_axis: ArrayLike,
+        space_joint: int | str | None = None,
+        yaw_limits: tuple[float, float] = (-math.radians(80.0), math.radians(80.0)),
+        pitch_limits: tuple[float, float] = (-math.radians(50.0), math.radians(60.0)),
+        eye_offset: ArrayLike | None = None,
+        behind_falloff: bool = True,
+    ) -> LookAtChain:
+        """``joints`` parent-first (each an ancestor of the next; joints between them are part
+        of the path with weight 0); ``weights`` one per listed joint (default equal);
+        ``facing_axis`` / ``up_axis`` in the last joint's placement frame; ``eye_offset`` the
+        point that looks, in the same frame (default its pivot)."""
+        idx = [j if isinstance(j, int) else skeleton.index(j) for j in joints]
+        if not idx:
+            raise RigError("a look-at chain needs at least one joint")
+        offset = np.zeros(3) if eye_offset is None else np.asarray(eye_offset, dtype=np.float64)
+        path = JointPath.between(skeleton, idx[0], idx[-1], end_offset=offset)
+        w_listed = np.ones(len(idx)) if weights is None else np.asarray(weights, dtype=np.float64).reshape(-1)
+        if w_listed.shape != (len(idx),) or not np.all(np.isfinite(w_listed)) or np.any(w_listed < 0.0):
+            raise RigError(f"look-at weights must be {len(idx)} finite values >= 0, got {w_listed.tolist()}")
+        if w_listed[-1] <= 0.0:
+            raise RigError("the last look-at joint needs a positive weight, or the aim is never completed")
+        w = np.zeros(len(path))
+        for j, wj in zip(idx, w_listed, strict=True):
+            if j not in path.joints:
+                raise RigError(f"look-at joint {skeleton.names[j]!r} is not on the path to {skeleton.names[idx[-1]]!r}")
+            w[path.joints.index(j)] = wj
+        remaining = np.cumsum(w[::-1])[::-1]
+        shares = np.where(remaining > 0.0, w / np.where(remaining > 0.0, remaining, 1.0), 0.0)
+        for lo, hi, what in ((*yaw_limits, "yaw"), (*pitch_limits, "pitch")):
+            bound = math.pi if what == "yaw" else math.pi / 2
+            if not (-bound <= lo <= 0.0 <= hi <= bound):
+                raise RigError(f"{what} limits must satisfy -{bound:.4f} <= min <= 0 <= max <= {bound:.4f}, got ({lo}, {hi})")
+        facing = _unit3(facing_axis, "facing_axis")
+        up = _unit3(up_axis, "up_axis")
+        rest = skeleton.rest_placements()
+        head = rest[idx[-1], :3, :3]
+        if space_joint is None:
+            sj = -1
+            space_rot = np.eye(3)
+            space_path: tuple[int, ...] = ()
+        else:
+            sj = space_joint if isinstance(space_joint, int) else skeleton.index(space_joint)
+            # Root space must not turn with the chain, or the limits would chase the head.
+            if sj == path.joints[0] or sj in skeleton.descendants(path.joints[0]):
+                raise RigError(
+                    f"the look-at space joint {skeleton.names[sj]!r} must not be part of, or below, the turning chain"
+                )
+            space_rot = rest[sj, :3, :3]
+            space_path = tuple(_root_path(skeleton, sj))
+        to_space = np.linalg.solve(space_rot, head)
+        f = to_space @ facing
+        f = f / np.linalg.norm(f)
+        u = to_space @ up
+        u = u - np.dot(u, f) * f
+        if np.linalg.norm(u) < 1e-6:
+            raise RigError("look-at up_axis is parallel to facing_axis")
+        u = u / np.linalg.norm(u)
+        side = cross(u, f)
+        return cls(
+            path=path,
+            weights=_readonly(w),
+            shares=_readonly(shares),
+            facing_axis=_readonly(facing),
+            up_axis=_readonly(up),
+            space_joint=sj,
+            space_path=space_path,
+            rest_frame=_readonly(np.stack([f, u, side])),
+            yaw_limits=(float(yaw_limits[0]), float(yaw_limits[1])),
+            pitch_limits=(float(pitch_limits[0]), float(pitch_limits[1])),
+            behind_falloff=behind_falloff,
+        )
+
+
+def _root_path(skeleton: Skeleton, joint: int) -> list[int]:
+    out = [joint]
+    while int(skeleton.parents[out[-1]]) >= 0:
+        out.append(int(skeleton.parents[out[-1]]))
+    return out[::-1]
+
+
+def yaw_pitch(directions: ArrayLike, rest_frame: ArrayLike) -> tuple[FloatArray, FloatArray]:
+    """Yaw and pitch ``(...,)`` of root-space ``directions`` ``(..., 3)`` against the rest
+    ``(facing, up, side)`` rows."""
+    d = np.asarray(directions, dtype=np.float64)
+    fr = np.asarray(rest_frame, dtype=np.float64)
+    x = d @ fr[0]
+    z = d @ fr[1]
+    y = d @ fr[2]
+    yaw: FloatArray = np.arctan2(y, x)
+    pitch: FloatArray = np.arctan2(z, np.hypot(x, y))
+    return yaw, pitch
+
+
+def limit_direction(chain: LookAtChain, directions: FloatArray) -> tuple[FloatArray, NDArray[np.bool_]]:
+    """Root-space ``directions`` ``(T, 3)`` (unit) brought inside the yaw/pitch limits, and
+    whether each was changed. Directions inside come back unchanged, bit for bit."""
+    yaw, pitch = yaw_pitch(directions, chain.rest_frame)
+    ylo, yhi = chain.yaw_limits
+    plo, phi = chain.pitch_limits
+    changed = (yaw < ylo) | (yaw > yhi) | (pitch < plo) | (pitch > phi)
+    if not changed.any():
+        return directions, changed
+    if chain.behind_falloff:
+        mid = 0.5 * (ylo + yhi)
+        # Linear from the limit (at the limit) to the middle of the range (directly behind), on
+        # each side; both sides meet at +-pi, so the result is continuous all the way round.
+        over = mid + (yhi - mid) * (math.pi - yaw) / max(math.pi - yhi, _EPS) if yhi < math.pi else yaw
+        under = mid + (ylo - mid) * (math.pi + yaw) / max(math.pi + ylo, _EPS) if ylo > -math.pi else yaw
+        yaw_c = np.where(yaw > yhi, over, np.where(yaw < ylo, under, yaw))
+    else:
+        yaw_c = np.clip(yaw, ylo, yhi)
+    if chain.behind_falloff:
+        # Beyond the pitch range, the yaw fades to the middle of its range as the target nears
+        # straight up or down, where yaw is undefined: a target passing overhead, slightly to one
+        # side, would otherwise swing the held-up head from one yaw limit to the other.
+        mid = 0.5 * (ylo + yhi)
+        half = 0.5 * math.pi
+        fade = np.ones_like(pitch)
+        if phi < half:
+            fade = np.where(pitch > phi, (half - pitch) / (half - phi), fade)
+        if plo > -half:
+            fade = np.where(pitch < plo, (half + pitch) / (half + plo), fade)
+        yaw_c = mid + (yaw_c - mid) * np.clip(fade, 0.0, 1.0)
+    pitch_c = np.clip(pitch, plo, phi)
+    f, u, s = chain.rest_frame
+    cp = np.cos(pitch_c)[:, None]
+    rebuilt = cp * (np.cos(yaw_c)[:, None] * f + np.sin(yaw_c)[:, None] * s) + np.sin(pitch_c)[:, None] * u
+    out: FloatArray = np.where(changed[:, None], rebuilt, directions)
+    return out, changed
+
+
+@dataclass(frozen=True)
+class LookAtSolve:
+    """Per frame ``(T,)``: new rotations ``(T, n, 4)`` of the path joints, the remaining angle
+    between the facing and the (limited) desired direction, whether the limits changed the
+    direction, and whether the frame had a usable target (not at the eye, finite)."""
+
+    rotations: FloatArray
+    aim_error: FloatArray
+    limited: NDArray[np.bool_]
+    valid: NDArray[np.bool_]
+
+
+def _partial(q: FloatArray, fraction: float) -> FloatArray:
+    """``q`` raised to ``fraction`` (same axis, angle scaled), for unit ``q`` with ``w >= 0``."""
+    if fraction >= 1.0:
+        return q
+    s = np.sqrt(np.einsum("ti,ti->t", q[:, 1:], q[:, 1:]))
+    half = np.arctan2(s, q[:, 0]) * fraction
+    out = np.empty_like(q)
+    out[:, 0] = np.cos(half)
+    out[:, 1:] = q[:, 1:] * (np.sin(half) / np.maximum(s, _EPS))[:, None]
+    return out
+
+
+def _aim(
+    chain: LookAtChain, space: FloatArray | None, target: FloatArray, valid: NDArray[np.bool_], last: FloatArray
+) -> tuple[FloatArray, NDArray[np.bool_], NDArray[np.bool_]]:
+    """Limited desired direction ``(T, 3)`` (skeleton space) from the eye of the last joint at
+    placement ``last``, whether it is usable, and whether the limits changed it."""
+    offset = chain.path.end_offset
+    eye = last[:, :3, 3] if not offset.any() else last[:, :3, 3] + last[:, :3, :3] @ offset
+    desired = target - eye
+    dist = np.sqrt(np.einsum("ti,ti->t", desired, desired))
+    ok = valid & (dist > _EPS)
+    desired = desired / (dist if ok.all() else np.where(ok, dist, 1.0))[:, None]
+    in_space = desired if space is None else np.einsum("tji,tj->ti", space, desired)
+    clamped, changed = limit_direction(chain, in_space)
+    if changed.any():
+        desired = clamped if space is None else np.einsum("tij,tj->ti", space, clamped)
+    return desired, ok, changed & ok
+
+
+def look_at(
+    skeleton: Skeleton,
+    chain: LookAtChain,
+    pose: PoseBuffers,
+    target: ArrayLike,
+    *,
+    refine: int = 2,
+) -> LookAtSolve:
+    """Turn ``chain`` toward skeleton-space ``target`` ``(T, 3)`` at every frame of ``pose``.
+
+    ``refine`` extra passes on the last joint absorb the eye moving when it sits off that
+    joint's pivot (none are needed when it is on it)."""
+    kin = PathKinematics(skeleton, chain.path, pose)
+    t = np.asarray(target, dtype=np.float64)
+    frames = kin.frames
+    if t.shape != (frames, 3):
+        raise ValueError(f"target must have shape ({frames}, 3), got {t.shape}")
+    space: FloatArray | None = None
+    if chain.space_joint >= 0:
+        space = pose.placement_of(chain.space_path)[:, :3, :3]
+        # Root space is a rotation: strip any (uniform) scale of the space joint.
+        space = space / np.sqrt(np.einsum("tij,tij->tj", space, space))[:, None, :]
+    rot = kin.rotations.copy()
+    n = rot.shape[1]
+    post = kin.post
+    mats = rotation_matrices(rot)
+    # tail[k]: from joint k's rotation-output frame to the last joint's placement, with the
+    # rotations as they are before this solve (joints below k have not turned yet when k turns).
+    tails = np.zeros((frames, n, 4, 4))
+    tails[:, :, :3, :3] = mats
+    tails[:, :, 3, 3] = 1.0
+    if post is not None:
+        tails = tails @ post
+    for k in range(n - 2, -1, -1):
+        tails[:, k] = tails[:, k] @ kin.pre[:, k + 1] @ tails[:, k + 1]
+    frame = kin.base @ kin.pre[:, 0]
+    valid = np.isfinite(t).all(axis=1)
+    extra = refine if chain.path.end_offset.any() else 0
+    identity = np.array([1.0, 0.0, 0.0, 0.0])
+    last_turning = int(np.flatnonzero(chain.shares > 0.0)[-1])
+    # The joints above the last turning one share the turn toward the direction seen from where
+    # the eye is now; the last one re-aims from where their turns put the eye (parallax), so the
+    # aim is exact whatever the distance of the target.
+    desired, ok, limited = _aim(chain, space, t, valid, frame @ tails[:, 0])
+    aim_error = np.zeros(frames)
+    for k in range(n):
+        share = float(chain.shares[k])
+        turned = mats[:, k]
+        passes = 0 if share <= 0.0 else 1 + (extra if k == last_turning else 0)
+        for _ in range(passes):
+            last = frame @ tails[:, k]
+            if k == last_turning:
+                desired, ok, changed = _aim(chain, space, t, valid, last)
+                limited = limited | changed
+            facing = last[:, :3, :3] @ chain.facing_axis
+            # Both directions into joint k's rotation-output space, through its current frame.
+            local = np.linalg.solve(frame[:, :3, :3], np.stack([facing, desired], axis=-1))
+            turn = _partial(quat_between_unit(local[..., 0], local[..., 1]), share)
+            if not ok.all():
+                turn = np.where(ok[:, None], turn, identity)
+            rot[:, k] = quat_mul(turn, rot[:, k])
+            turn_m = rotation_matrices(turn, unit=True)
+            tails[:, k, :3, :] = turn_m @ tails[:, k, :3, :]
+            turned = turn_m @ turned
+            if k == last_turning:
+                after = turn_m @ local[..., 0, None]
+                sine = np.linalg.norm(cross(after[..., 0], local[..., 1]), axis=-1)
+                aim_error = np.where(ok, np.arctan2(sine, np.einsum("ti,ti->t", after[..., 0], local[..., 1])), 0.0)
+        if k + 1 < n:
+            # The placement of joint k is its frame times its own (possibly turned) rotation.
+            m = frame.copy()
+            m[:, :3, :3] = frame[:, :3, :3] @ turned
+            if post is not None:
+                m = m @ post[:, k]
+            frame = m @ kin.pre[:, k + 1]
+    return LookAtSolve(rotations=rot, aim_error=aim_error, limited=limited, valid=ok)

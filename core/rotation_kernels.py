@@ -1,0 +1,186 @@
+"""Lean rotation kernels for the solvers' inner loops.
+
+Same convention as :mod:`core.rotations` (w-first Hamilton quaternions, active, column vectors,
+``quat_mul(a, b)`` applies ``b`` first) and the same results to rounding; these only trade the
+general helpers' flexibility for fewer numpy calls. A control stack evaluates a few hundred tiny
+``(1, 4)`` operations per frame, where numpy's per-call overhead, not arithmetic, sets the cost:
+each kernel here is an outer product and one matrix product against a constant table.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .rotations import FloatArray
+
+_EPS = 1e-12
+
+
+def _quat_mul_table() -> FloatArray:
+    # out_k = sum_ij a_i b_j T[i*4 + j, k] for the Hamilton product, w first.
+    t = np.zeros((16, 4))
+    rows = {
+        0: [(0, 0, 1), (1, 1, -1), (2, 2, -1), (3, 3, -1)],
+        1: [(0, 1, 1), (1, 0, 1), (2, 3, 1), (3, 2, -1)],
+        2: [(0, 2, 1), (1, 3, -1), (2, 0, 1), (3, 1, 1)],
+        3: [(0, 3, 1), (1, 2, 1), (2, 1, -1), (3, 0, 1)],
+    }
+    for k, terms in rows.items():
+        for i, j, s in terms:
+            t[i * 4 + j, k] = s
+    return t
+
+
+def _matrix_table() -> FloatArray:
+    # Entries of the rotation matrix as quadratic forms in (w, x, y, z); exact for unit q and
+    # scaled by |q|^2 otherwise (divided out by the caller).
+    t = np.zeros((16, 9))
+
+    def add(r: int, c: int, i: int, j: int, s: float) -> None:
+        t[i * 4 + j, r * 3 + c] += s
+
+    w, x, y, z = 0, 1, 2, 3
+    for i, s in ((w, 1), (x, 1), (y, -1), (z, -1)):
+        add(0, 0, i, i, s)
+    for i, s in ((w, 1), (x, -1), (y, 1), (z, -1)):
+        add(1, 1, i, i, s)
+    for i, s in ((w, 1), (x, -1), (y, -1), (z, 1)):
+        add(2, 2, i, i, s)
+    for r, c, i, j, s in (
+        (0, 1, x, y, 2), (0, 1, w, z, -2), (1, 0, x, y, 2), (1, 0, w, z, 2),
+        (0, 2, x, z, 2), (0, 2, w, y, 2), (2, 0, x, z, 2), (2, 0, w, y, -2),
+        (1, 2, y, z, 2), (1, 2, w, x, -2), (2, 1, y, z, 2), (2, 1, w, x, 2),
+    ):
+        add(r, c, i, j, s)
+    return t
+
+
+def _cross_table() -> FloatArray:
+    t = np.zeros((9, 3))
+    for i, j, k in ((1, 2, 0), (2, 0, 1), (0, 1, 2)):
+        t[i * 3 + j, k] = 1.0
+        t[j * 3 + i, k] = -1.0
+    return t
+
+
+_QUAT_MUL = _quat_mul_table()
+_MATRIX = _matrix_table()
+_CROSS = _cross_table()
+_CONJ = np.array([1.0, -1.0, -1.0, -1.0])
+
+
+def quat_mul(a: FloatArray, b: FloatArray) -> FloatArray:
+    """Hamilton product ``a * b`` of ``(..., 4)`` quaternions (broadcast)."""
+    outer = a[..., :, None] * b[..., None, :]
+    out: FloatArray = outer.reshape(outer.shape[:-2] + (16,)) @ _QUAT_MUL
+    return out
+
+
+def quat_conj(q: FloatArray) -> FloatArray:
+    out: FloatArray = q * _CONJ
+    return out
+
+
+def rotation_matrices(q: FloatArray, unit: bool = False) -> FloatArray:
+    """``(..., 3, 3)`` rotation matrices of quaternions ``(..., 4)``; pass ``unit=True`` only
+    for quaternions already of unit length (it skips the normalisation)."""
+    outer = q[..., :, None] * q[..., None, :]
+    m = outer.reshape(outer.shape[:-2] + (16,)) @ _MATRIX
+    if not unit:
+        norm2 = np.einsum("...i,...i->...", q, q)
+        m = m / np.where(norm2 > _EPS, norm2, 1.0)[..., None]
+    out: FloatArray = m.reshape(m.shape[:-1] + (3, 3))
+    return out
+
+
+def unit_quats(q: FloatArray) -> FloatArray:
+    """``q`` scaled to unit length (identity for a zero quaternion)."""
+    n = np.sqrt(np.einsum("...i,...i->...", q, q))[..., None]
+    out: FloatArray = np.where(n > _EPS, q / np.where(n > _EPS, n, 1.0), [1.0, 0.0, 0.0, 0.0])
+    return out
+
+
+def cross(a: FloatArray, b: FloatArray) -> FloatArray:
+    """Cross product of ``(..., 3)`` vectors (broadcast)."""
+    outer = a[..., :, None] * b[..., None, :]
+    out: FloatArray = outer.reshape(outer.shape[:-2] + (9,)) @ _CROSS
+    return out
+
+
+def rotate(q: FloatArray, v: FloatArray) -> FloatArray:
+    """Rotate ``(..., 3)`` vectors by ``(..., 4)`` quaternions."""
+    out: FloatArray = (rotation_matrices(q) @ v[..., None])[..., 0]
+    return out
+
+
+def quat_between_unit(a: FloatArray, b: FloatArray) -> FloatArray:
+    """Minimal rotation from direction ``a`` to direction ``b`` (``(..., 3)``, any length).
+
+    Same conventions and degenerate cases as :func:`core.rotations.quat_between_vectors`:
+    opposite directions turn 180 degrees about an axis perpendicular to ``a``, a zero-length
+    input gives the identity. The result has ``w >= 0``.
+    """
+    scale = np.sqrt(np.einsum("...i,...i->...", a, a) * np.einsum("...i,...i->...", b, b))
+    q = np.empty(np.broadcast_shapes(a.shape, b.shape)[:-1] + (4,))
+    q[..., 0] = scale + np.einsum("...i,...i->...", a, b)
+    q[..., 1:] = cross(a, b)
+    n = np.sqrt(np.einsum("...i,...i->...", q, q))
+    # Zero for opposite directions (and for a zero-length input, where scale is 0 as well).
+    good = n > 1e-10 * scale
+    if good.all():
+        out: FloatArray = q / n[..., None]
+        return out
+    na = np.sqrt(np.einsum("...i,...i->...", a, a))
+    nb = np.sqrt(np.einsum("...i,...i->...", b, b))
+    # Opposite (or zero) directions: 180 degrees about the axis least aligned with a.
+    helper = np.where((np.abs(a[..., 0]) < 0.9 * np.maximum(na, _EPS))[..., None], [1.0, 0.0, 0.0], [0.0, 1.0, 0.0])
+    perp = cross(np.broadcast_to(a, q.shape[:-1] + (3,)), helper)
+    perp = perp / np.maximum(np.linalg.norm(perp, axis=-1, keepdims=True), _EPS)
+    flip = np.concatenate([np.zeros(perp.shape[:-1] + (1,)), perp], axis=-1)
+    identity = np.zeros(q.shape)
+    identity[..., 0] = 1.0
+    zero = (na <= _EPS) | (nb <= _EPS)
+    fallback = np.where(zero[..., None], identity, flip)
+    out = np.where(good[..., None], q / np.where(good, n, 1.0)[..., None], fallback)
+    return out
+
+
+def _from_matrix_table() -> tuple[FloatArray, FloatArray]:
+    # Rows of the four Shepperd candidates (each proportional to the quaternion), as linear
+    # forms in the nine matrix entries m[r, c] (index 3 r + c) plus a constant.
+    lin = np.zeros((9, 16))
+    const = np.zeros(16)
+
+    def put(row: int, comp: int, terms: tuple[tuple[int, int, float], ...], one: float = 0.0) -> None:
+        for r, c, s in terms:
+            lin[3 * r + c, 4 * row + comp] += s
+        const[4 * row + comp] = one
+
+    diag_signs = ((1, 1, 1), (1, -1, -1), (-1, 1, -1), (-1, -1, 1))
+    for row, signs in enumerate(diag_signs):
+        put(row, row, tuple((i, i, float(s)) for i, s in enumerate(signs)), 1.0)
+    skew = {1: ((2, 1, 1.0), (1, 2, -1.0)), 2: ((0, 2, 1.0), (2, 0, -1.0)), 3: ((1, 0, 1.0), (0, 1, -1.0))}
+    sym = {(1, 2): ((0, 1, 1.0), (1, 0, 1.0)), (1, 3): ((0, 2, 1.0), (2, 0, 1.0)), (2, 3): ((1, 2, 1.0), (2, 1, 1.0))}
+    for k, terms in skew.items():
+        put(0, k, terms)
+        put(k, 0, terms)
+    for (a, b), terms in sym.items():
+        put(a, b, terms)
+        put(b, a, terms)
+    return lin, const
+
+
+_FROM_MATRIX, _FROM_MATRIX_CONST = _from_matrix_table()
+
+
+def quat_from_rotation_matrix(m: FloatArray) -> FloatArray:
+    """Unit quaternions (``w >= 0``) of rotation matrices ``(..., 3, 3)``; the largest-diagonal
+    (Shepperd) candidate is used for each, so it stays accurate near 180 degrees."""
+    flat = m.reshape(m.shape[:-2] + (9,))
+    cand = (flat @ _FROM_MATRIX + _FROM_MATRIX_CONST).reshape(m.shape[:-2] + (4, 4))
+    diag = np.einsum("...ii->...i", cand)
+    pick = np.argmax(diag, axis=-1)
+    q = np.take_along_axis(cand, pick[..., None, None], axis=-2)[..., 0, :]
+    q = q / np.sqrt(np.einsum("...i,...i->...", q, q))[..., None]
+    out: FloatArray = np.where(q[..., :1] < 0.0, -q, q)
+    return out
