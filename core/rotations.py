@@ -192,12 +192,8 @@ def matrix_from_quat(q: ArrayLike) -> FloatArray:
     return out
 
 
-def quat_between_vectors(a: ArrayLike, b: ArrayLike) -> FloatArray:
-    """Minimal rotation taking direction ``a`` onto direction ``b``.
-
-    For opposite directions the rotation is 180 degrees about an axis perpendicular to ``a``
-    (chosen deterministically); a zero-length input gives the identity.
-    """
+def _unit_pair(a: ArrayLike, b: ArrayLike) -> tuple[FloatArray, FloatArray, NDArray[np.bool_]]:
+    """Two broadcast direction arrays made unit length, and where both had a length at all."""
     a = _as_float(a)
     b = _as_float(b)
     _check_last(a, 3, "vector a")
@@ -206,8 +202,16 @@ def quat_between_vectors(a: ArrayLike, b: ArrayLike) -> FloatArray:
     na = np.linalg.norm(a, axis=-1, keepdims=True)
     nb = np.linalg.norm(b, axis=-1, keepdims=True)
     valid = (na[..., 0] > _EPS) & (nb[..., 0] > _EPS)
-    ua = a / np.where(na > _EPS, na, 1.0)
-    ub = b / np.where(nb > _EPS, nb, 1.0)
+    return a / np.where(na > _EPS, na, 1.0), b / np.where(nb > _EPS, nb, 1.0), valid
+
+
+def quat_between_vectors(a: ArrayLike, b: ArrayLike) -> FloatArray:
+    """Minimal rotation taking direction ``a`` onto direction ``b``.
+
+    For opposite directions the rotation is 180 degrees about an axis perpendicular to ``a``
+    (chosen deterministically); a zero-length input gives the identity.
+    """
+    ua, ub, valid = _unit_pair(a, b)
     d = np.sum(ua * ub, axis=-1)
     w = 1.0 + d
     xyz = np.cross(ua, ub)
@@ -230,15 +234,7 @@ def matrix_between_vectors(a: ArrayLike, b: ArrayLike) -> FloatArray:
     Rodrigues' formula directly (no quaternion round trip); nearly opposite directions take the
     quaternion path of :func:`quat_between_vectors`, zero-length inputs give the identity.
     """
-    a = _as_float(a)
-    b = _as_float(b)
-    _check_last(a, 3, "vector a")
-    _check_last(b, 3, "vector b")
-    a, b = np.broadcast_arrays(a, b)
-    na = np.linalg.norm(a, axis=-1, keepdims=True)
-    nb = np.linalg.norm(b, axis=-1, keepdims=True)
-    ua = a / np.where(na > _EPS, na, 1.0)
-    ub = b / np.where(nb > _EPS, nb, 1.0)
+    ua, ub, valid = _unit_pair(a, b)
     v = np.cross(ua, ub)
     c = np.sum(ua * ub, axis=-1)
     near_opposite = c < -1.0 + 1e-6
@@ -256,7 +252,7 @@ def matrix_between_vectors(a: ArrayLike, b: ArrayLike) -> FloatArray:
     out[..., 2, 0] = hz * vx - vy
     out[..., 2, 1] = hz * vy + vx
     out[..., 2, 2] = c + hz * vz
-    degenerate = (na[..., 0] <= _EPS) | (nb[..., 0] <= _EPS)
+    degenerate = ~valid
     if np.any(degenerate):
         out[degenerate] = np.eye(3)
     if np.any(near_opposite & ~degenerate):

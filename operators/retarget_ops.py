@@ -71,10 +71,7 @@ class MARIONETTE_OT_auto_map(bpy.types.Operator):
     def execute(self, context: Any) -> set[str]:
         s = _settings(context)
         try:
-            maps = []
-            for obj in (s.source, s.target):
-                _, tails = rest_heads_tails(obj)
-                maps.append(auto_map_skeleton(skeleton_from_armature(obj), tails))
+            maps = [_auto_map(s.source), _auto_map(s.target)]
         except MarionetteError as exc:
             self.report({"ERROR"}, str(exc))
             return {"CANCELLED"}
@@ -141,7 +138,10 @@ def _side(settings: Any, side: str) -> BoneMapping:
     rows = mapping_from_rows(settings, side)
     if rows is not None:
         return rows
-    obj = settings.source if side == "SOURCE" else settings.target
+    return _auto_map(settings.source if side == "SOURCE" else settings.target)
+
+
+def _auto_map(obj: Any) -> BoneMapping:
     return auto_map_skeleton(skeleton_from_armature(obj), rest_heads_tails(obj)[1])
 
 
