@@ -178,3 +178,15 @@ def test_a_bone_given_to_two_slots_is_refused_with_both_named(pair):
     with pytest.raises(RuntimeError, match=r"hand\.L.*forearm\.L|forearm\.L.*hand\.L"):
         bpy.ops.marionette.retarget_clip()
     assert len(bpy.data.actions) == n_actions
+
+
+def test_bones_coloured_by_their_error(pair):
+    bpy, source, target, action = pair
+    s = bpy.context.scene.marionette
+    s.color_bones = True
+    assert bpy.ops.marionette.retarget_clip() == {"FINISHED"}
+    coloured = {pb.name: tuple(pb.color.custom.normal) for pb in target.pose.bones if pb.color.palette == "CUSTOM"}
+    assert {"upper_arm.L", "thigh.R", "spine"} <= set(coloured)
+    # Exact retarget: every measured bone is green (red share ~ error / 5 degrees).
+    assert all(r < 0.05 and g > 0.95 for r, g, _ in coloured.values())
+    assert target.pose.bones["heel.02.L"].color.palette != "CUSTOM"  # not measured, left alone
