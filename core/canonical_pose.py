@@ -28,9 +28,9 @@ from numpy.typing import ArrayLike, NDArray
 
 from .errors import RigError
 from .facing import Facing, Leg, facing_from_axes, infer_facing
-from .frames import CANONICAL_AXES, SEGMENT_END, canonical_axes, geometric_frames_from_positions
+from .frames import CANONICAL_AXES, SEGMENT_END, canonical_axes, canonical_turn, geometric_frames_from_positions
 from .humanoid import FINGERS, SIDES, SLOT_PARENT, SLOTS, finger_slot, sided
-from .rotations import FloatArray, matrix_from_quat, quat_between_vectors, quat_from_axis_angle
+from .rotations import FloatArray, matrix_from_quat, quat_from_axis_angle
 from .skeleton import Skeleton
 
 Point = tuple[tuple[int, FloatArray], ...]
@@ -293,9 +293,10 @@ def canonical_pose(anatomy: RigAnatomy, facing: Facing) -> CanonicalPose:
             below[i] = below[p]
             below[i, p] = True
     frames: dict[str, FloatArray] = {}
-    for slot in SLOTS:
-        if slot not in anatomy.segment_start:
-            continue
+    # Parents before children in the rig's own anatomy (a thumb may hang below a palm bone that
+    # is itself a finger slot), so no slot moves after it was put in place.
+    rank = {bone: k for k, bone in enumerate(anatomy.order)}
+    for slot in sorted((s for s in SLOTS if s in anatomy.segment_start), key=lambda s: rank[anatomy.slots[s]]):
         b = anatomy.slots[slot]
         x_c, y_c = canonical_axes(slot, body)
         start = evaluate_point(anatomy.segment_start[slot], w)
@@ -306,7 +307,8 @@ def canonical_pose(anatomy: RigAnatomy, facing: Facing) -> CanonicalPose:
                 f"bone {anatomy.skeleton.names[b]!r} ({slot}) has no length and nothing below it to aim at; "
                 "its direction cannot be measured"
             )
-        rot = matrix_from_quat(quat_between_vectors(seg, x_c))
+        carried = w[b, :3, :3] @ anatomy.rest[b, :3, :3].T  # what the slots above turned it by
+        rot = canonical_turn(seg, slot, body, carried)
         if slot.startswith("hand."):
             rot = _palm_down(anatomy, slot, w, rot, x_c, body[:, 0]) @ rot
         pivot = w[b, :3, 3].copy()

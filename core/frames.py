@@ -22,7 +22,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from .humanoid import FINGERS, SIDES, finger_slot, sided
-from .rotations import FloatArray
+from .rotations import FloatArray, matrix_between_vectors, matrix_from_quat, quat_from_axis_angle
 
 # Body-axis coordinates: (forward, left, up).
 _F = np.array([1.0, 0.0, 0.0])
@@ -53,6 +53,14 @@ for _side, _sign in zip(SIDES, (1.0, -1.0), strict=True):
         for _k in (1, 2, 3):
             CANONICAL_AXES[finger_slot(_finger, _k, _side)] = (x, _U)
 
+#: The body axis rests differ about, per framed slot (body coordinates): arms are raised or lowered
+#: about the forward axis (T-, A- and arms-down rests), legs spread about it too, the spine and
+#: neck lean and the feet pitch about the lateral axis. Canonicalisation first turns a segment
+#: about this axis, then the rest of the way: undoing exactly the turn a rest was made with.
+TURN_AXIS: dict[str, FloatArray] = {s: (_L if s in ("hips", "spine", "chest", "upper_chest", "neck", "head") else _F) for s in CANONICAL_AXES}
+for _side in SIDES:
+    TURN_AXIS[sided("foot", _side)] = _L
+
 #: Where each framed slot's segment ends: the head of the first of these slots that is mapped
 #: (and lies below it); otherwise the bone's own end point.
 SEGMENT_END: dict[str, tuple[str, ...]] = {
@@ -82,6 +90,29 @@ def canonical_axes(slot: str, body: ArrayLike) -> tuple[FloatArray, FloatArray]:
     b = np.asarray(body, dtype=np.float64)
     x, y = CANONICAL_AXES[slot]
     return b @ x, b @ y
+
+
+def canonical_turn(segment: ArrayLike, slot: str, body: ArrayLike, carried: ArrayLike | None = None) -> FloatArray:
+    """The rotation (3x3) taking ``segment`` onto the slot's canonical X in two steps: about the
+    slot's turn axis until the segment leaves the plane it is raised in, then the least rotation
+    the rest of the way. A rest made by turning a limb about that axis (an A-pose from a T-pose)
+    is undone exactly, twist included, which a single least rotation would not do once the limb
+    also points a little forward.
+
+    ``carried`` is the rotation the slot's bone has already received from the slots above it: a
+    rest turn made about a body axis at rest is about that axis carried along."""
+    b = np.asarray(body, dtype=np.float64)
+    x_c, _ = canonical_axes(slot, b)
+    p = b @ TURN_AXIS[slot]
+    if carried is not None:
+        p = np.asarray(carried, dtype=np.float64) @ p
+    seg = np.asarray(segment, dtype=np.float64)
+    flat = seg - np.dot(seg, p) * p
+    first = np.eye(3)
+    if np.linalg.norm(flat) > 1e-9 * max(float(np.linalg.norm(seg)), 1e-300):
+        angle = np.arctan2(np.dot(np.cross(flat, x_c), p), np.dot(flat, x_c))
+        first = matrix_from_quat(quat_from_axis_angle(p, angle))
+    return np.asarray(matrix_between_vectors(first @ seg, x_c) @ first, dtype=np.float64)
 
 
 def geometric_frames_from_positions(x_dirs: ArrayLike, y_refs: ArrayLike) -> tuple[FloatArray, FloatArray]:

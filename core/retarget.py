@@ -487,7 +487,7 @@ def retarget(binding: Binding, clip: Clip) -> RetargetResult:
                 a = int(tgt.anatomical_parents[i])
                 pos = w_r[:, a] @ rest_rel[i, :3, 3] + w_p[:, a]
             else:
-                pos = a_p - q @ (c1_r[i].T @ c1_t[i])  # follows its parent: no local translation
+                pos = a_p - q @ c1_t[i]  # follows its parent: no local translation
             loc_t[:, i] = np.einsum("tji,tj->ti", a_r, q @ c1_t[i] + pos - a_p)
             w_p[:, i] = pos
         else:

@@ -314,3 +314,37 @@ def test_cancelled_cues_fall_back_and_say_so():
     assert b.target_facing.source.startswith("fallback")
     assert any("could not be inferred" in w for w in b.warnings)
     assert np.allclose(b.target_facing.forward, [0, -1, 0], atol=1e-9)
+
+
+def arms_turned(rig: SampleRig, axis, degrees: float) -> SampleRig:
+    """The rig with both arm chains (upper arm down) turned about ``axis`` at the shoulder joint,
+    mirrored for the right side, applied as the new rest."""
+    sk = rig.skeleton
+    rest = sk.rest_placements()
+    tails = rig.tails.copy()
+    for side, mirror in (("L", [1.0, 1.0, 1.0]), ("R", [1.0, -1.0, -1.0])):
+        # Mirroring a rotation through the body's midplane (x -> -x) flips the axis's y and z.
+        turn = R.matrix_from_quat(R.quat_from_axis_angle(np.asarray(axis, dtype=float) * mirror, np.radians(degrees)))
+        top = sk.index(f"UpperArm.{side}")
+        pivot = rest[top, :3, 3].copy()
+        for i in [top, *sk.descendants(top)]:
+            rest[i, :3, :3] = turn @ rest[i, :3, :3]
+            rest[i, :3, 3] = turn @ (rest[i, :3, 3] - pivot) + pivot
+            tails[i] = turn @ (tails[i] - pivot) + pivot
+    parents = [None if p < 0 else sk.names[p] for p in sk.parents]
+    return SampleRig(Skeleton.from_rest_matrices(sk.names, parents, rest), rig.slots, tails)
+
+
+@pytest.mark.parametrize("lowered", [45.0, 80.0])
+def test_lowering_arms_that_point_forward_keeps_every_orientation(lowered):
+    # Arms a little forward of the T-pose (as many rigs are): a single least rotation back to the
+    # T-pose would leave a twist on the arm; turning about the lowering axis first leaves none.
+    forward_t = arms_turned(sample_humanoid(), [0.0, 0.0, 1.0], -8.0)
+    lowered_rig = arms_turned(forward_t, [0.0, 1.0, 0.0], lowered)
+    _, _, _, w1 = run(forward_t)
+    _, _, _, w2 = run(lowered_rig)
+    assert np.abs(w1[..., :3, 3] - w2[..., :3, 3]).max() < 1e-9
+    # Both rests canonicalise to the same pose, so every bone ends with the same world orientation
+    # (twist about its own axis included).
+    played = R.quat_from_matrix(np.swapaxes(w1[..., :3, :3], -1, -2) @ w2[..., :3, :3])
+    assert np.degrees(R.quat_angle(played)).max() < 0.01
