@@ -17,7 +17,7 @@ import numpy as np
 
 from .canonical_pose import evaluate_point
 from .humanoid import SIDES, sided
-from .retarget import Binding, SegmentTable, _ground_points, _heights, _orientation
+from .retarget import Binding, SegmentTable, ground_points, heights_along, orientations
 from .rotations import FloatArray, euler_from_matrix, matrix_between_vectors
 
 
@@ -49,8 +49,8 @@ def frames_in_motion(binding: Binding, placements: FloatArray, side: str) -> dic
     canonical = binding.source_canonical if side == "source" else binding.target_canonical
     table = binding.tables.source_segments if side == "source" else binding.tables.target_segments
     bones = [anatomy.slots[s] for s in binding.framed]
-    local = np.stack([_orientation(canonical.placements[b]).T @ canonical.frames[s] for s, b in zip(binding.framed, bones, strict=True)])
-    carried = _orientation(placements[:, bones]) @ local
+    local = np.stack([orientations(canonical.placements[b]).T @ canonical.frames[s] for s, b in zip(binding.framed, bones, strict=True)])
+    carried = orientations(placements[:, bones]) @ local
     aim = matrix_between_vectors(carried[..., :, 0], table.segments(placements))
     frames = aim @ carried
     return {s: frames[:, k] for k, s in enumerate(binding.framed)}
@@ -75,7 +75,7 @@ def expected_hips(binding: Binding, source: FloatArray) -> FloatArray:
     up_s = binding.source_canonical.body[:, 2]
     up_t = binding.target_canonical.body[:, 2]
     hips_s = source[:, src.slots["hips"], :3, 3]
-    ground_s = float(np.percentile(_heights(_ground_points(src), source, up_s).min(axis=-1), 5))
+    ground_s = float(np.percentile(heights_along(ground_points(src), source, up_s).min(axis=-1), 5))
     travel = hips_s - src.rest[src.slots["hips"], :3, 3]
     travel = travel - np.outer(travel @ up_s, up_s)
     rest_t = tgt.rest[tgt.slots["hips"], :3, 3]
@@ -171,8 +171,8 @@ def foot_skating(binding: Binding, source: FloatArray, target: FloatArray) -> di
     src, tgt = binding.source, binding.target
     up_s = binding.source_canonical.body[:, 2]
     up_t = binding.target_canonical.body[:, 2]
-    ground_pts = _ground_points(src)
-    ground = float(np.percentile(_heights(ground_pts, source, up_s).min(axis=-1), 5))
+    ground_pts = ground_points(src)
+    ground = float(np.percentile(heights_along(ground_pts, source, up_s).min(axis=-1), 5))
     for side in SIDES:
         foot = sided("foot", side)
         if foot not in src.slots or foot not in tgt.slots or source.shape[0] < 2:

@@ -132,13 +132,13 @@ class RetargetResult:
     binding: Binding
 
 
-def _orientation(m: FloatArray) -> FloatArray:
+def orientations(m: FloatArray) -> FloatArray:
     """Rotation part of placements that may carry scale (columns normalised)."""
     r = m[..., :3, :3]
     return np.asarray(r / np.linalg.norm(r, axis=-2, keepdims=True), dtype=np.float64)
 
 
-def _ground_points(anatomy: RigAnatomy) -> list[tuple[int, FloatArray]]:
+def ground_points(anatomy: RigAnatomy) -> list[tuple[int, FloatArray]]:
     """Points on the feet used to find the ground: ankle and toe heads and their ends."""
     pts: list[tuple[int, FloatArray]] = []
     inv = np.linalg.inv(anatomy.rest)
@@ -152,7 +152,7 @@ def _ground_points(anatomy: RigAnatomy) -> list[tuple[int, FloatArray]]:
     return pts
 
 
-def _heights(points: list[tuple[int, FloatArray]], placements: FloatArray, up: FloatArray) -> FloatArray:
+def heights_along(points: list[tuple[int, FloatArray]], placements: FloatArray, up: FloatArray) -> FloatArray:
     """Height along ``up`` of each ground point, ``(..., P)``."""
     return np.stack([evaluate_point(((b, off),), placements) @ up for b, off in points], axis=-1)
 
@@ -188,7 +188,7 @@ def bind(source: RigInput, target: RigInput, options: RetargetOptions | None = N
     align = tgt_can.body @ src_can.body.T
 
     framed = tuple(s for s in src.segment_start if s in tgt.segment_start)
-    carried = {s: _orientation(src_can.placements[src.slots[s]]).T @ src_can.frames[s] for s in framed}
+    carried = {s: orientations(src_can.placements[src.slots[s]]).T @ src_can.frames[s] for s in framed}
     tgt_inv = {s: tgt_can.frames[s].T for s in framed}
 
     # Bones the retarget drives: framed slot bones, bones on the path between two of them, toes.
@@ -214,8 +214,8 @@ def bind(source: RigInput, target: RigInput, options: RetargetOptions | None = N
 
     # Heights from the ground (the lowest foot point at rest), never from the rest origin.
     up_s, up_t = src_can.body[:, 2], tgt_can.body[:, 2]
-    src_h = float(src.rest[src.slots["hips"], :3, 3] @ up_s - _heights(_ground_points(src), src.rest, up_s).min())
-    tgt_ground = float(_heights(_ground_points(tgt), tgt.rest, up_t).min())
+    src_h = float(src.rest[src.slots["hips"], :3, 3] @ up_s - heights_along(ground_points(src), src.rest, up_s).min())
+    tgt_ground = float(heights_along(ground_points(tgt), tgt.rest, up_t).min())
     tgt_h = float(tgt.rest[tgt.slots["hips"], :3, 3] @ up_t - tgt_ground)
     auto = tgt_h / src_h if src_h > 0 else float("nan")
 
@@ -244,7 +244,7 @@ def bind(source: RigInput, target: RigInput, options: RetargetOptions | None = N
         framed=framed,
         carried=carried,
         target_frames_inv=tgt_inv,
-        target_canonical_rot=_orientation(tgt_can.placements),
+        target_canonical_rot=orientations(tgt_can.placements),
         driven=driven,
         horizontal_scale=pick(opts.horizontal_scale),
         vertical_scale=pick(opts.vertical_scale),
@@ -428,7 +428,7 @@ def retarget(binding: Binding, clip: Clip) -> RetargetResult:
     clip.validate()
     tables = binding.tables
     ws = source_placements(binding, clip)
-    qs = _orientation(ws) if clip.scales is not None else ws[..., :3, :3]
+    qs = orientations(ws) if clip.scales is not None else ws[..., :3, :3]
     src, tgt = binding.source, binding.target
     t = clip.frame_count
 
@@ -443,7 +443,7 @@ def retarget(binding: Binding, clip: Clip) -> RetargetResult:
     up_s = binding.source_canonical.body[:, 2]
     up_t = binding.target_canonical.body[:, 2]
     hips_s = ws[:, src.slots["hips"], :3, 3]
-    ground_s = float(np.percentile(_heights(_ground_points(src), ws, up_s).min(axis=-1), 5))
+    ground_s = float(np.percentile(heights_along(ground_points(src), ws, up_s).min(axis=-1), 5))
     rest_hips_s = src.rest[src.slots["hips"], :3, 3]
     travel_s = hips_s - rest_hips_s
     travel_s = travel_s - np.outer(travel_s @ up_s, up_s)

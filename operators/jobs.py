@@ -8,18 +8,25 @@ anything, and never modifies the source armature or its Actions.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from ..core.binding_cache import BindingCache
 from ..core.errors import MappingError, RigError
 from ..core.mapping import BoneMapping, check_humanoid_skeleton
 from ..core.measure import measure
-from ..core.retarget import Binding, RetargetOptions, RigInput, bind, retarget, source_placements
+from ..core.retarget import Binding, RetargetOptions, RigInput, bind, source_placements
+from ..core.retarget_methods import retarget_with_methods
 from . import compat
 from .armature_io import clip_from_action, rest_heads_tails, skeleton_from_armature, write_action
+
+#: Bindings of the rig pairs retargeted in this session: the clips of a pack bind their pair once;
+#: an edited mapping or rest gets a new binding (the key holds both).
+BINDINGS = BindingCache()
 
 
 @dataclass
@@ -60,19 +67,23 @@ def retarget_action(
     name: str | None = None,
     replace_existing: bool = False,
     measure_frames: int = 120,
+    methods: Mapping[str, str] | None = None,
+    match_rest: bool = False,
 ) -> RetargetOutcome:
     """Retarget ``action`` (played by ``source``) onto ``target`` as a new Action.
 
     The clip keeps its own timing on the scene's frame rate unless ``keep_frames`` keeps the
-    source's frame numbers. Everything that can fail is checked before the Action is created.
+    source's frame numbers. ``methods`` chooses the retarget method per slot (geometric frames
+    where it says nothing); a clip already on the target's layout is bound natively, its keys
+    unchanged. Everything that can fail is checked before the Action is created.
     """
     src_in, src_map = rig_input(source, source_mapping)
     tgt_in, tgt_map = rig_input(target, target_mapping)
     clip = clip_from_action(source, action)
     if not keep_frames:
         clip = clip.resample(scene_fps)
-    binding = bind(src_in, tgt_in, options)
-    result = retarget(binding, clip)
+    run = retarget_with_methods(BINDINGS, src_in, tgt_in, clip, methods, options, match_rest=match_rest)
+    result, binding = run.result, run.result.binding
     rate = clip.fps if keep_frames else scene_fps
     frames = clip.frame_numbers(rate)
     opts = options or RetargetOptions()
@@ -101,6 +112,7 @@ def retarget_action(
         "last_frame": float(frames[-1]),
     }
     report["mapping"] = {"source": json.loads(src_map.to_json()), "target": json.loads(tgt_map.to_json())}
+    report["method"] = {"native": run.native, "table": run.methods, "match_rest": match_rest, "warnings": list(run.warnings)}
     return RetargetOutcome(new_action, binding, report, src_map, tgt_map)
 
 
@@ -248,6 +260,8 @@ def retarget_files(
     mapping: str | None = None,
     keep_frames: bool = False,
     options: RetargetOptions | None = None,
+    methods: Mapping[str, str] | None = None,
+    match_rest: bool = False,
 ) -> RetargetOutcome:
     """The command line's retarget: both files into a fresh scene, one clip retargeted, the target
     (with its meshes and the new Action) saved to ``output``. Nothing is written on failure."""
@@ -272,6 +286,8 @@ def retarget_files(
         options=options,
         target_mapping=target_map,
         name=name,
+        methods=methods,
+        match_rest=match_rest,
     )
     # The result file holds the target, not the source that was only read.
     for obj in source_file.objects:

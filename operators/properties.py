@@ -30,6 +30,13 @@ ROOT_MOTION_ITEMS = [
 ]
 
 
+METHOD_ITEMS = [
+    ("GEOMETRIC", "Geometric Frames", "Rebuild the bone's frame from joint positions: right for any two rigs"),
+    ("REST_SPACE", "Rest Space", "Carry the bone's turn from its rest: rigs of one family (same joint axes)"),
+    ("LOCAL_CURL", "Local Curl", "Fingers only: keep each segment's curl relative to the segment above it"),
+]
+
+
 def _is_armature(_self: Any, obj: bpy.types.Object) -> bool:
     return obj.type == "ARMATURE"
 
@@ -42,6 +49,7 @@ class MarionetteMappingRow(bpy.types.PropertyGroup):
     target_confidence: FloatProperty(name="Target Confidence", min=0.0, max=1.0)  # type: ignore[valid-type]
     reason: StringProperty(name="Reason")  # type: ignore[valid-type]
     conflict: StringProperty(name="Conflict")  # type: ignore[valid-type]
+    method: EnumProperty(name="Method", items=METHOD_ITEMS, default="GEOMETRIC")  # type: ignore[valid-type]
 
 
 class MarionetteSettings(bpy.types.PropertyGroup):
@@ -68,6 +76,11 @@ class MarionetteSettings(bpy.types.PropertyGroup):
         description="Key the source's frame numbers as they are instead of keeping its timing at the scene's frame rate",
     )
     fingers: BoolProperty(name="Fingers", default=True, description="Retarget fingers when both rigs have them")  # type: ignore[valid-type]
+    match_rest: BoolProperty(  # type: ignore[valid-type]
+        name="Match Rest Poses",
+        default=False,
+        description="Rest-space rows: turn the target's rest onto the source's bone directions (an A-pose clip onto a T-pose rig of one family)",
+    )
     replace_action: BoolProperty(  # type: ignore[valid-type]
         name="Replace Existing Action",
         default=False,
@@ -93,7 +106,9 @@ def pair_key(settings: MarionetteSettings) -> str:
 
 
 def fill_rows(settings: MarionetteSettings, source: BoneMapping, target: BoneMapping) -> None:
-    """Rows for every slot either rig fills, conflicts attached to the rows they name."""
+    """Rows for every slot either rig fills, conflicts attached to the rows they name; a slot keeps
+    the method chosen for it before."""
+    methods = {row.slot: row.method for row in settings.mapping}
     settings.mapping.clear()
     conflicts = [("source", c) for c in source.conflicts] + [("target", c) for c in target.conflicts]
     for slot in [s for s in source.slots] + [s for s in target.slots if s not in source.slots]:
@@ -106,6 +121,7 @@ def fill_rows(settings: MarionetteSettings, source: BoneMapping, target: BoneMap
         row.target_confidence = tm.confidence if tm else 0.0
         row.reason = " | ".join(x for x in (sm.reason if sm else "", tm.reason if tm else "") if x)
         row.conflict = "; ".join(f"{side}: {c}" for side, c in conflicts if slot in c)
+        row.method = methods.get(slot, "GEOMETRIC")
     settings.mapping_conflicts = "\n".join(
         f"{side}: {c}" for side, c in conflicts if not any(row.slot in c for row in settings.mapping)
     )
@@ -132,6 +148,11 @@ def mappings_from_rows(settings: MarionetteSettings) -> tuple[BoneMapping, BoneM
     src = mapping_from_rows(settings, "SOURCE")
     tgt = mapping_from_rows(settings, "TARGET")
     return None if src is None or tgt is None else (src, tgt)
+
+
+def methods_from_rows(settings: MarionetteSettings) -> dict[str, str]:
+    """Slot -> retarget method for the rows that do not use geometric frames."""
+    return {row.slot: row.method for row in settings.mapping if row.method != "GEOMETRIC"}
 
 
 classes = (MarionetteMappingRow, MarionetteSettings)

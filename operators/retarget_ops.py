@@ -18,7 +18,7 @@ from ..core.retarget import RetargetOptions
 from . import jobs
 from .armature_io import rest_heads_tails, skeleton_from_armature
 from .file_import import scene_fps
-from .properties import fill_rows, mapping_from_rows, mappings_from_rows, pair_key
+from .properties import fill_rows, mapping_from_rows, mappings_from_rows, methods_from_rows, pair_key
 
 SIDE_ITEMS = [("SOURCE", "Source", "The source armature's mapping"), ("TARGET", "Target", "The target armature's mapping")]
 
@@ -115,6 +115,8 @@ class MARIONETTE_OT_retarget_clip(bpy.types.Operator):
                 source_mapping=rows[0] if rows else None,
                 target_mapping=rows[1] if rows else None,
                 replace_existing=s.replace_action,
+                methods=methods_from_rows(s),
+                match_rest=s.match_rest,
             )
         except MarionetteError as exc:
             self.report({"ERROR"}, str(exc))
