@@ -177,7 +177,9 @@ def sample_walk(rig: SampleRig, frames: int = 48, fps: float = 24.0, speed: floa
         elif slot.startswith("thigh"):
             q = turn(x, 0.45 * np.sin(ph))
         elif slot.startswith("shin"):
-            q = turn(x, -0.5 * (1 + np.sin(ph + 1.6)) * 0.6 - 0.05)
+            # Knees bend (the shin swings back, +X turns a hanging bone toward +Y) while the thigh
+            # swings forward, that is while its angle falls (cos < 0).
+            q = turn(x, 0.35 * (1.0 - np.cos(ph)) + 0.05)
         elif slot.startswith("foot"):
             q = turn(x, 0.2 * np.sin(ph + 0.5))
         elif slot.startswith("upper_arm"):
@@ -214,15 +216,25 @@ def sample_walk(rig: SampleRig, frames: int = 48, fps: float = 24.0, speed: floa
     trans = np.zeros((frames, n, 3))
     hips = sk.index(rig.slots["hips"])
     hips_rest = rest[hips, :3, :3]
-    travel = np.stack([0.02 * np.sin(phase), -speed * t, 0.025 * np.cos(2 * phase) - 0.02], -1)
+    # The body travels the way a walk does: the foot on the ground stays where it is. With the
+    # hips held still, the travel is the opposite of the planted foot's slide, frame by frame;
+    # height plants the lowest foot point on the rest's ground.
+    travel = np.stack([0.02 * np.sin(phase), np.zeros(frames), np.zeros(frames)], -1)
     trans[:, hips] = travel @ hips_rest  # world offset expressed in the hips' rest axes
-    # Plant the lowest foot on the rest's ground every frame, as a real walk does.
-    feet = [sk.index(rig.slots[s]) for s in ("foot.L", "foot.R", "toes.L", "toes.R")]
+    sides = {side: [sk.index(rig.slots[f"{part}.{side}"]) for part in ("foot", "toes")] for side in ("L", "R")}
+    feet = sides["L"] + sides["R"]
     tails_local = np.einsum("bij,bj->bi", np.linalg.inv(rest[feet]), np.c_[rig.tails[feet], np.ones(len(feet))])[:, :3]
     placed = sk.forward_kinematics(local, trans)[:, feet]
-    lowest = np.minimum(placed[..., 2, 3], np.einsum("tbj,bj->tb", placed[..., 2, :3], tails_local) + placed[..., 2, 3])
+    heights = np.minimum(placed[..., 2, 3], np.einsum("tbj,bj->tb", placed[..., 2, :3], tails_local) + placed[..., 2, 3])
     ground = min(rest[feet, 2, 3].min(), rig.tails[feet, 2].min())
-    travel[:, 2] -= lowest.min(axis=1) - ground
+    low = np.stack([heights[:, :2].min(axis=1), heights[:, 2:].min(axis=1)], -1)  # (T, 2): left, right
+    ankles = placed[:, [0, 2]][..., :2, 3]  # (T, 2, 2): horizontal ankle positions, hips held still
+    stance = np.argmin(low, axis=1)
+    for f in range(1, frames):
+        k = stance[f]
+        travel[f, :2] = travel[f - 1, :2] - (ankles[f, k] - ankles[f - 1, k])
+    travel[:, 0] += 0.02 * np.sin(phase)
+    travel[:, 2] = ground - low.min(axis=1)
     trans[:, hips] = travel @ hips_rest
     return Clip.from_frames(sk.names, local, trans, fps=fps, first_frame=1, name=name)
 
