@@ -45,6 +45,17 @@ def _retarget_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--mapping", help="JSON bone mapping for the target (default: auto-mapping)")
     p.add_argument("--keep-frames", action="store_true", help="keep the source's frame numbers instead of its timing")
     p.add_argument("--root-motion", choices=["HIPS", "ROOT_BONE", "OBJECT", "IN_PLACE"], default="HIPS")
+    p.add_argument(
+        "--method",
+        default="geometric",
+        help="retarget method: geometric (default), rest-space, or per slot or group, later items winning, "
+        "e.g. 'geometric,fingers=local-curl' (groups: all, trunk, arms, legs, fingers, twists, face)",
+    )
+    p.add_argument(
+        "--match-rest",
+        action="store_true",
+        help="rest-space: turn the target's rest onto the source's bone directions (an A-pose clip onto a T-pose rig of one family)",
+    )
     p.add_argument("--report", help="write the JSON report here (measurements, mapping, facing cues)")
     p.add_argument("--report-png", help="write a picture of the report here (per-bone error over time, key frames)")
 
@@ -52,8 +63,10 @@ def _retarget_arguments(p: argparse.ArgumentParser) -> None:
 @command("retarget", "retarget one clip from SOURCE onto the armature in TARGET and save OUT.blend", _retarget_arguments)
 def retarget(args: argparse.Namespace) -> int:
     from .core.retarget import RetargetOptions
+    from .core.retarget_methods import parse_method_table
     from .operators.jobs import format_summary, retarget_files
 
+    methods = parse_method_table(args.method)  # a bad table is refused before any file is read
     with job_output_to_stderr():
         outcome = retarget_files(
             args.source,
@@ -64,6 +77,8 @@ def retarget(args: argparse.Namespace) -> int:
             mapping=args.mapping,
             keep_frames=args.keep_frames,
             options=RetargetOptions(root_motion=args.root_motion),
+            methods=methods,
+            match_rest=args.match_rest,
         )
     print(f"wrote {Path(args.output).resolve()} (action {outcome.action.name!r})")
     print(format_summary(outcome.report))
@@ -96,3 +111,54 @@ def measure(args: argparse.Namespace) -> int:
 
         write_report_png(report, args.report_png)
     return 0
+
+
+def _bake_pack_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("pack", nargs="+", metavar="PACK_DIR_OR_FILES", help="clip files (.bvh, .fbx, .glb/.gltf, .blend) and folders searched for them")
+    p.add_argument("target", help="character file holding the armature to bake onto")
+    p.add_argument("-o", "--output", required=True, help="result .blend: the character with one new Action per clip")
+    p.add_argument("--jobs", type=int, default=None, help="worker processes (default: one per core; 1 reads BVH in this process)")
+    p.add_argument("--report", help="write the JSON report here (per file: baked, failed with the reason, lost)")
+    p.add_argument("--target-armature", help="name of the armature to bake onto when the target file holds several")
+    p.add_argument("--mapping", help="JSON bone mapping for the target (default: auto-mapping)")
+    p.add_argument("--resume", action="store_true", help="keep the clips already in OUT.blend (or left by an interrupted run) and bake the rest")
+    p.add_argument("--keep-frames", action="store_true", help="keep each clip's frame numbers instead of its timing")
+    p.add_argument("--root-motion", choices=["HIPS", "ROOT_BONE", "OBJECT", "IN_PLACE"], default="HIPS")
+
+
+@command(
+    "bake-pack",
+    "bake every clip of an animation pack onto the armature in TARGET, in parallel, and save OUT.blend "
+    "(exit status 0 only when every file baked)",
+    _bake_pack_arguments,
+)
+def bake_pack(args: argparse.Namespace) -> int:
+    import sys
+
+    from .core.retarget import RetargetOptions
+    from .operators.batch_bake import bake_pack as run_bake_pack
+
+    if args.jobs is not None and args.jobs < 1:
+        print("marionette: error: --jobs must be at least 1", file=sys.stderr)
+        return 2
+    with job_output_to_stderr():  # progress, one line per file, goes there too
+        report = run_bake_pack(
+            args.pack,
+            args.target,
+            args.output,
+            jobs=args.jobs,
+            report_path=args.report,
+            target_armature=args.target_armature,
+            mapping=args.mapping,
+            resume=args.resume,
+            keep_frames=args.keep_frames,
+            options=RetargetOptions(root_motion=args.root_motion),
+            progress=lambda line: print(line, flush=True),
+        )
+    lines = report.summary_lines()
+    print(f"wrote {report.info['output']}: {lines[0]}")
+    for line in lines[1:]:
+        print(line)
+    if report.interrupted:
+        return 130
+    return 0 if report.ok else 1

@@ -6,14 +6,16 @@ from __future__ import annotations
 
 
 def register() -> None:
-    from . import properties, retarget_ops
+    from . import batch_bake, properties, retarget_ops
 
     properties.register()
     retarget_ops.register()
+    batch_bake.register()
 
 
 def unregister() -> None:
-    from . import properties, retarget_ops
+    from . import batch_bake, properties, retarget_ops
 
+    batch_bake.unregister()
     retarget_ops.unregister()
     properties.unregister()

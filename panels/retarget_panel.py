@@ -31,6 +31,7 @@ class MARIONETTE_UL_mapping(bpy.types.UIList):
             row.prop_search(item, "source_bone", s.source.data, "bones", text="")
         if s.target is not None:
             row.prop_search(item, "target_bone", s.target.data, "bones", text="")
+        row.prop(item, "method", text="")
         conf = min(item.source_confidence, item.target_confidence)
         row.label(text=f"{100 * conf:.0f}%")
 
@@ -107,6 +108,7 @@ class VIEW3D_PT_marionette_options(MarionettePanel, bpy.types.Panel):
         sub.prop(s, "vertical_scale")
         col.prop(s, "keep_frames")
         col.prop(s, "fingers")
+        col.prop(s, "match_rest")
         col.prop(s, "replace_action")
         col.prop(s, "color_bones")
 
@@ -136,4 +138,33 @@ classes = (
     VIEW3D_PT_marionette_options,
     VIEW3D_PT_marionette_quality,
 )
+register, unregister = bpy.utils.register_classes_factory(classes)
+
+
+class VIEW3D_PT_marionette_batch(MarionettePanel, bpy.types.Panel):
+    """Batch Bake: a whole pack onto the target; the last run's per-file outcome."""
+
+    bl_label = "Batch Bake"
+    bl_parent_id = "VIEW3D_PT_marionette_retarget"
+    bl_options = {"DEFAULT_CLOSED"}
+
+    def draw(self, context: Any) -> None:
+        col = self.layout.column()
+        col.operator("marionette.batch_bake", text="Batch Bake…", icon="FILE_FOLDER")
+        raw = context.scene.get("marionette_batch_report")
+        if not isinstance(raw, str):
+            return
+        r = json.loads(raw)
+        clips = r.get("clips_by_status", {})
+        baked = sum(clips.get(s, 0) for s in ("baked", "recovered", "already baked"))
+        box = col.box()
+        box.label(text=f"Last run: {baked} clips, {len(r['files'])} files", icon="CHECKMARK" if r.get("ok") else "ERROR")
+        for f in r["files"][:40]:
+            if f["status"] != "baked":
+                row = box.row()
+                row.alert = True
+                row.label(text=f"{f['label']}: {f['status']} — {f.get('reason', '')}")
+
+
+classes = (*classes, VIEW3D_PT_marionette_batch)
 register, unregister = bpy.utils.register_classes_factory(classes)

@@ -1,0 +1,455 @@
+"""Batch Bake on real Blender: a pack built from ../shared/data plus broken files, baked through the
+command line (real worker processes, real signals, real exit statuses) and through the operator.
+
+Every test measures: clips counted in the saved file, keys compared byte for byte, bad files named
+with their reason, lost and cancelled clips named in the report.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import shared_file
+
+pytestmark = [pytest.mark.bpy, pytest.mark.data]
+
+TARGET = "gltf/male_base_mesh_apose.glb"  # 56 bones, A-pose, Rigify-style names
+CMU = "bvh/cmu/12_03_motionbuilder.bvh"
+DAZ = "bvh/cmu/02_02_daz.bvh"
+
+
+def _bake_command(*args: str) -> list[str]:
+    return [sys.executable, "-m", "marionette", "bake-pack", *args]
+
+
+def _bake(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(_bake_command(*args), capture_output=True, text=True, timeout=timeout)
+
+
+def _report(path: Path) -> dict:
+    return json.loads(path.read_text())
+
+
+def _statuses(report: dict) -> dict[str, str]:
+    return {f["label"]: f["status"] for f in report["files"]}
+
+
+def _read_output(bpy, path: Path) -> dict[str, tuple[str, str, dict]]:
+    """Action name -> (source file, clip id, {(slot, data path, index): key bytes}) of every
+    Action a batch bake wrote into ``path``."""
+    from marionette.operators import compat
+
+    bpy.ops.wm.open_mainfile(filepath=str(path), load_ui=False)
+    out = {}
+    for a in bpy.data.actions:
+        src = a.get("marionette_batch_source")
+        if src is None:
+            continue
+        curves = {}
+        for slot in a.slots:
+            for fc in compat.action_fcurves(a, slot):
+                buf = np.empty(2 * len(fc.keyframe_points), dtype=np.float32)
+                fc.keyframe_points.foreach_get("co", buf)
+                curves[(slot.identifier, fc.data_path, fc.array_index)] = buf.tobytes()
+        out[a.name] = (src, a["marionette_batch_clip"], curves)
+    return out
+
+
+def _journal(parts: Path) -> list[dict]:
+    try:
+        text = (parts / "journal.jsonl").read_text()
+    except OSError:
+        return []
+    return [json.loads(ln) for ln in text.splitlines() if ln.endswith("}")]
+
+
+def _wait_for(predicate, timeout: float = 120.0, what: str = "") -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.01)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _big_bvh(path: Path, repeat: int = 40) -> None:
+    """A long clip (the CMU walk 40 times over: 22640 frames) that keeps a worker busy for about a second."""
+    text = shared_file(CMU).read_text()
+    i = text.index("Frames:")
+    lines = text[i:].splitlines()
+    frames = [ln for ln in lines[2:] if ln.strip()]
+    path.write_text(text[:i] + f"Frames: {len(frames) * repeat}\n{lines[1]}\n" + "\n".join(frames * repeat) + "\n")
+
+
+# --- the shared-data pack ------------------------------------------------------------------
+
+EXPECTED_FAILURES = {
+    "extra/truncated": r"truncated\.bvh, line 264: truncated",
+    "extra/no_frames": r"no frames of motion",
+    "shared/fbx/quaternius_dog_quadruped": r"not a humanoid rig: its spine runs",
+    "shared/fbx/assimp_huesitos_with_light": r"not a humanoid rig",
+    "shared/gltf/kenney_character_no_armature": r"the file has no armature",
+    "shared/gltf/khronos_fox_quadruped": r"not a humanoid rig: its spine runs",
+    "shared/gltf/khronos_simple_skin": r"not a humanoid rig",
+    "shared/gltf/male_base_mesh_apose": r"no animation",
+    "shared/blend/vrm_addon_apose_rest": r"no animation",
+}
+EXPECTED_CLIPS = {  # label -> clips baked
+    "shared/bvh/cmu/02_02_daz": 1,
+    "shared/bvh/cmu/12_03_motionbuilder": 1,
+    "shared/bvh/makehuman/tpose_zup": 1,
+    "shared/bvh/makehuman/walk1_zup": 1,
+    "shared/fbx/quaternius_male_casual": 11,
+    "shared/gltf/khronos_cesium_man": 1,
+    "shared/gltf/khronos_rigged_figure": 1,
+}
+
+
+@pytest.fixture(scope="module")
+def shared_pack(tmp_path_factory) -> Path:
+    """../shared/data as it is, plus a truncated BVH and a BVH without frames."""
+    root = tmp_path_factory.mktemp("pack")
+    shutil.copytree(shared_file("README.md").parent, root / "shared")
+    (root / "extra").mkdir()
+    raw = shared_file(CMU).read_bytes()
+    (root / "extra" / "truncated.bvh").write_bytes(raw[:60000])
+    text = raw.decode()
+    (root / "extra" / "no_frames.bvh").write_text(text[: text.index("Frames:")] + "Frames: 0\nFrame Time: 0.008333\n")
+    return root
+
+
+@pytest.fixture(scope="module")
+def baked_pack(shared_pack, tmp_path_factory) -> dict[int, tuple[subprocess.CompletedProcess[str], Path, dict]]:
+    """The pack baked with --jobs 2 and with --jobs 1: process, output, report."""
+    out = tmp_path_factory.mktemp("out")
+    target = str(shared_file(TARGET))
+    runs = {}
+    for jobs in (2, 1):
+        blend, report = out / f"jobs{jobs}.blend", out / f"jobs{jobs}.json"
+        t0 = time.perf_counter()
+        proc = _bake(str(shared_pack), target, "-o", str(blend), "--jobs", str(jobs), "--report", str(report))
+        print(f"--jobs {jobs}: {time.perf_counter() - t0:.2f} s")
+        runs[jobs] = (proc, blend, _report(report))
+    return runs
+
+
+def test_pack_bakes_every_good_clip_and_names_every_bad_file(blender, baked_pack) -> None:
+    proc, blend, report = baked_pack[2]
+    assert proc.returncode == 1, proc.stderr[-2000:]  # some files did not bake
+    assert not report["ok"] and report["interrupted"] is None
+    statuses = _statuses(report)
+    assert {k: v for k, v in statuses.items() if v == "baked"} == dict.fromkeys(EXPECTED_CLIPS, "baked")
+    assert {k: v for k, v in statuses.items() if v != "baked"} == dict.fromkeys(EXPECTED_FAILURES, "failed")
+    by_label = {f["label"]: f for f in report["files"]}
+    for label, pattern in EXPECTED_FAILURES.items():
+        import re
+
+        assert re.search(pattern, by_label[label]["reason"]), (label, by_label[label]["reason"])
+    assert {k: len(by_label[k]["clips"]) for k in EXPECTED_CLIPS} == EXPECTED_CLIPS
+    assert report["clips_by_status"] == {"baked": 17, "failed": 1}  # the BVH without frames
+    ignored = sorted(os.path.basename(i["path"]) for i in report["ignored"])
+    assert ignored == ["CMU_README.txt", "README.md", "bone_flag_test.pmx", "bone_hierarchy_test.pmx", "constraint_test.pmx"]
+    # Every clip is in the saved file, under the name the report gives, with its frames.
+    assert not Path(str(blend) + ".parts").exists()
+    saved = _read_output(blender, blend)
+    assert len(saved) == 17
+    for f in report["files"]:
+        for c in f["clips"]:
+            if c["status"] == "baked":
+                src, clip, curves = saved[c["action"]]
+                assert (src, clip) == (f["path"], c["clip"])
+                assert curves and all(len(b) == 8 * c["frames"] for b in curves.values())
+    men = sorted(n for n in saved if n.startswith("shared/fbx/quaternius_male_casual|"))
+    assert [n.split("|")[1] for n in men] == sorted(
+        ["Man_Clapping", "Man_Death", "Man_Idle", "Man_Jump", "Man_Punch", "Man_Run", "Man_RunningJump", "Man_Sitting", "Man_Standing", "Man_SwordSlash", "Man_Walk"]
+    )
+    # 120 fps CMU keeps its timing on the 24 fps scene: 566 frames -> 114.
+    cmu = next(c for f in report["files"] if f["label"].endswith("12_03_motionbuilder") for c in f["clips"])
+    assert (cmu["source_frames"], cmu["source_fps"], cmu["frames"]) == (566, 120.0, 114)
+    # The target still plays: the first baked clip is assigned, through its slot.
+    target = blender.data.objects[report["target"]["armature"]]
+    assert target.animation_data.action.name in saved and target.animation_data.action_slot is not None
+
+
+def test_jobs_1_and_jobs_2_write_the_same_keys(blender, baked_pack) -> None:
+    (p2, blend2, r2), (p1, blend1, r1) = baked_pack[2], baked_pack[1]
+    assert p1.returncode == p2.returncode == 1
+    assert _statuses(r1) == _statuses(r2)
+    a2 = _read_output(blender, blend2)
+    a1 = _read_output(blender, blend1)
+    assert sorted(a1) == sorted(a2) and len(a1) == 17
+    for name in a1:
+        assert a1[name][:2] == a2[name][:2]
+        assert a1[name][2].keys() == a2[name][2].keys()
+        assert a1[name][2] == a2[name][2], name  # byte-identical keys
+
+
+def test_bvh_read_without_blender_agrees_with_blenders_importer(blender, baked_pack) -> None:
+    """The numpy BVH path (tails, mapping, retarget) against the single retarget of the same file
+    imported by Blender, onto the same target."""
+    from marionette.core.batch import bvh_rest_tails
+    from marionette.core.bvh import detect_up_axis, read_bvh
+    from marionette.core.mapping import auto_map_skeleton
+    from marionette.operators import armature_io as aio
+    from marionette.operators import compat, jobs
+    from marionette.operators.file_import import load_file
+
+    _, blend, _ = baked_pack[2]
+    batch = {src: curves for src, _clip, curves in _read_output(blender, blend).values()}
+    blender.ops.wm.read_factory_settings(use_empty=True)
+    target = load_file(shared_file(TARGET)).armatures[0]
+    y_up_to_z_up = np.array([[1.0, 0, 0], [0, 0, -1], [0, 1, 0]])
+    for rel in (CMU, DAZ, "bvh/makehuman/walk1_zup.bvh", "bvh/makehuman/tpose_zup.bvh"):
+        path = shared_file(rel)
+        bvh = read_bvh(path)
+        obj = load_file(path).armatures[0]
+        skeleton = aio.skeleton_from_armature(obj)
+        _, tails = aio.rest_heads_tails(obj, skeleton)
+        order = [bvh.names.index(n) for n in skeleton.names]
+        mine = bvh_rest_tails(bvh)[order]
+        if detect_up_axis(bvh) == "Y":  # Blender's importer turns Y-up files to Z-up
+            mine = mine @ y_up_to_z_up.T
+        height = float(np.ptp(tails, axis=0).max())
+        assert np.abs(mine - tails).max() <= 1e-5 * height, rel
+        assert auto_map_skeleton(bvh.skeleton(), bvh_rest_tails(bvh)).bones() == auto_map_skeleton(skeleton, tails).bones(), rel
+        if rel.endswith("tpose_zup.bvh"):
+            # Its one frame puts thigh and shin heads on the same point (the file's position
+            # channels): the measured segment has no direction, so neither path means anything there.
+            continue
+        outcome = jobs.retarget_action(obj, obj.animation_data.action, target, scene_fps=24.0)
+        mine_keys = next(c for src, c in batch.items() if src.endswith(os.sep + os.path.basename(rel)))
+        theirs = {}
+        for fc in compat.action_fcurves(outcome.action, outcome.action.slots[0]):
+            buf = np.empty(2 * len(fc.keyframe_points), dtype=np.float32)
+            fc.keyframe_points.foreach_get("co", buf)
+            theirs[(fc.data_path, fc.array_index)] = buf
+        mine_arr = {(k[1], k[2]): np.frombuffer(b, np.float32) for k, b in mine_keys.items()}
+        # The same rotation curves; location curves may differ in number only where they are
+        # all zero (write_action keys a zero location when the target's pose holds float noise
+        # there, as the glTF importer leaves it, and the two processes' poses differ).
+        assert {k for k in mine_arr if "location" not in k[0]} == {k for k in theirs if "location" not in k[0]}, rel
+        for k in set(mine_arr) ^ set(theirs):
+            assert np.all((mine_arr.get(k, theirs.get(k)))[1::2] == 0.0), (rel, k)
+        worst = max(float(np.abs(mine_arr[k] - theirs[k]).max()) for k in set(mine_arr) & set(theirs))
+        assert worst <= 1e-5, (rel, worst)
+
+
+# --- losing nothing ------------------------------------------------------------------------
+
+
+@pytest.fixture
+def small_pack(tmp_path) -> Path:
+    """Ten short clips and one long one (``m_big.bvh``, in the middle of the order)."""
+    pack = tmp_path / "pack"
+    pack.mkdir()
+    for k in range(5):
+        shutil.copy(shared_file(CMU), pack / f"a{k}.bvh")
+        shutil.copy(shared_file(DAZ), pack / f"z{k}.bvh")
+    _big_bvh(pack / "m_big.bvh")
+    return pack
+
+
+def _clean_run(pack: Path, tmp_path: Path) -> Path:
+    out = tmp_path / "clean.blend"
+    proc = _bake(str(pack), str(shared_file(TARGET)), "-o", str(out), "--jobs", "1")
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    return out
+
+
+def test_a_killed_worker_loses_one_named_clip_and_resume_completes(blender, small_pack, tmp_path) -> None:
+    out, report = tmp_path / "out.blend", tmp_path / "report.json"
+    parts = Path(str(out) + ".parts")
+    target = str(shared_file(TARGET))
+    proc = subprocess.Popen(_bake_command(str(small_pack), target, "-o", str(out), "--jobs", "2", "--report", str(report)), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+    def big_started():
+        return [e for e in _journal(parts) if e.get("event") == "start" and e["file"].endswith("m_big.bvh")]
+
+    _wait_for(big_started, what="a worker to start on the long clip")
+    victim = big_started()[0]["pid"]
+    os.kill(victim, signal.SIGKILL)
+    output, _ = proc.communicate(timeout=600)
+    assert proc.returncode == 1, output[-3000:]
+    r = _report(report)
+    statuses = _statuses(r)
+    assert statuses.pop("m_big") == "lost"
+    assert set(statuses.values()) == {"baked"} and len(statuses) == 10
+    big = next(f for f in r["files"] if f["label"] == "m_big")
+    assert big["clips"] == [{"clip": "m_big", "status": "lost", "reason": big["clips"][0]["reason"]}]
+    assert f"pid {victim}" in big["reason"] and "SIGKILL" in big["reason"] and "'m_big'" in big["reason"]
+    assert r["counters"]["workers_lost"] == 1
+    saved = _read_output(blender, out)
+    assert len(saved) == 10 and "m_big" not in saved
+
+    # --resume bakes only what is missing.
+    proc = _bake(str(small_pack), target, "-o", str(out), "--jobs", "2", "--resume", "--report", str(report))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    r = _report(report)
+    assert r["ok"] and r["clips_by_status"] == {"already baked": 10, "baked": 1}
+    resumed = _read_output(blender, out)
+    clean = _read_output(blender, _clean_run(small_pack, tmp_path))
+    assert sorted(resumed) == sorted(clean) and len(clean) == 11
+    for n in clean:
+        assert resumed[n][:2] == clean[n][:2]
+        assert resumed[n][2].keys() == clean[n][2].keys(), (n, set(resumed[n][2]) ^ set(clean[n][2]))
+        assert resumed[n][2] == clean[n][2], n  # same keys as a run that was never interrupted
+
+    # Resuming a complete output reads nothing and changes nothing.
+    proc = _bake(str(small_pack), target, "-o", str(out), "--resume", "--report", str(report))
+    assert proc.returncode == 0
+    r = _report(report)
+    assert r["clips_by_status"] == {"already baked": 11} and "read" not in r["timings"]
+    assert _read_output(blender, out) == clean
+
+
+def test_ctrl_c_saves_every_finished_clip_and_resume_completes(blender, small_pack, tmp_path) -> None:
+    out, report = tmp_path / "out.blend", tmp_path / "report.json"
+    parts = Path(str(out) + ".parts")
+    target = str(shared_file(TARGET))
+    proc = subprocess.Popen(_bake_command(str(small_pack), target, "-o", str(out), "--jobs", "2", "--report", str(report)), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    _wait_for(lambda: any(e.get("event") == "start" and e["file"].endswith("m_big.bvh") for e in _journal(parts)), what="the long clip")
+    proc.send_signal(signal.SIGINT)
+    output, _ = proc.communicate(timeout=600)
+    assert proc.returncode == 130, output[-3000:]
+    r = _report(report)
+    assert r["interrupted"] == "interrupted by the user (Ctrl-C)"
+    statuses = _statuses(r)
+    assert statuses["m_big"] == "cancelled"
+    baked = sorted(k for k, v in statuses.items() if v == "baked")
+    assert set(statuses.values()) <= {"baked", "cancelled"} and len(baked) >= 3  # a0..a4 come first
+    saved = _read_output(blender, out)
+    assert sorted(saved) == baked  # exactly what the report says was baked is in the file
+    assert not parts.exists()
+
+    proc = _bake(str(small_pack), target, "-o", str(out), "--jobs", "2", "--resume", "--report", str(report))
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    r = _report(report)
+    assert r["clips_by_status"] == {"already baked": len(baked), "baked": 11 - len(baked)}
+    clean = _read_output(blender, _clean_run(small_pack, tmp_path))
+    assert _read_output(blender, out) == clean
+
+
+def test_resume_after_the_main_process_died_writes_its_parts(blender, small_pack, tmp_path) -> None:
+    out, report = tmp_path / "out.blend", tmp_path / "report.json"
+    parts = Path(str(out) + ".parts")
+    target = str(shared_file(TARGET))
+    proc = subprocess.Popen(_bake_command(str(small_pack), target, "-o", str(out), "--jobs", "2"), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _wait_for(lambda: sum(e.get("event") == "file" for e in _journal(parts)) >= 4, what="four files")
+    proc.kill()  # no chance to save anything
+    proc.wait()
+    workers = [e["pid"] for e in _journal(parts) if e.get("event") == "worker"]
+    _wait_for(lambda: not any(_pid_alive(p) for p in workers), what="workers to notice")
+    assert not out.exists()
+    computed = len([p for p in os.listdir(parts) if p.endswith(".npz") and not p.endswith(".partial.npz")])
+    assert computed >= 4
+
+    proc2 = _bake(str(small_pack), target, "-o", str(out), "--jobs", "2", "--resume", "--report", str(report))
+    assert proc2.returncode == 0, proc2.stdout[-3000:] + proc2.stderr[-2000:]
+    r = _report(report)
+    clips = r["clips_by_status"]
+    assert clips.get("recovered") == computed and clips.get("baked", 0) == 11 - computed
+    clean = _read_output(blender, _clean_run(small_pack, tmp_path))
+    assert _read_output(blender, out) == clean
+
+
+def test_resume_never_continues_an_older_unrelated_output(blender, small_pack, tmp_path) -> None:
+    """OUT.blend from an earlier bake, then a fresh run onto the same path dies: the resume starts
+    from the target and the parts, not from the old file."""
+    out = tmp_path / "out.blend"
+    parts = Path(str(out) + ".parts")
+    target = str(shared_file(TARGET))
+    old = tmp_path / "old"
+    old.mkdir()
+    shutil.copy(shared_file(DAZ), old / "old_clip.bvh")
+    assert _bake(str(old), target, "-o", str(out)).returncode == 0
+    proc = subprocess.Popen(_bake_command(str(small_pack), target, "-o", str(out), "--jobs", "2"), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _wait_for(lambda: sum(e.get("event") == "file" for e in _journal(parts)) >= 2, what="two files")
+    proc.kill()
+    proc.wait()
+    workers = [e["pid"] for e in _journal(parts) if e.get("event") == "worker"]
+    _wait_for(lambda: not any(_pid_alive(p) for p in workers), what="workers to notice")
+    assert _bake(str(small_pack), target, "-o", str(out), "--resume").returncode == 0
+    saved = _read_output(blender, out)
+    assert "old_clip" not in saved and len(saved) == 11
+
+
+def test_an_empty_pack_is_an_error_and_writes_nothing(tmp_path) -> None:
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "notes.txt").write_text("no clips here")
+    out = tmp_path / "out.blend"
+    proc = _bake(str(tmp_path / "empty"), str(shared_file(TARGET)), "-o", str(out))
+    assert proc.returncode == 1 and "no clip files" in proc.stderr
+    assert not out.exists()
+
+
+# --- inside Blender ------------------------------------------------------------------------
+
+
+@pytest.fixture
+def scene_with_target(blender):
+    import marionette
+    from marionette.operators.file_import import load_file
+
+    marionette.register()
+    target = load_file(shared_file(TARGET)).armatures[0]
+    blender.context.scene.marionette.target = target
+    yield blender, target
+    marionette.unregister()
+
+
+def test_operator_bakes_a_folder_and_saves_its_report(scene_with_target, tmp_path) -> None:
+    bpy, target = scene_with_target
+    pack = tmp_path / "pack"
+    pack.mkdir()
+    for k in range(3):
+        shutil.copy(shared_file(DAZ), pack / f"clip{k}.bvh")
+    (pack / "broken.bvh").write_text("HIERARCHY\nROOT Hips\n{\n")
+    report = tmp_path / "ui_report.json"
+    before = len(bpy.data.actions)
+    result = bpy.ops.marionette.batch_bake(directory=str(pack), jobs=2, report_path=str(report))
+    assert result == {"FINISHED"}
+    new = [a for a in bpy.data.actions if a.get("marionette_batch_source")]
+    assert len(bpy.data.actions) == before + 3 and sorted(a.name for a in new) == ["clip0", "clip1", "clip2"]
+    assert all(a.use_fake_user for a in new)
+    r = _report(report)
+    assert _statuses(r) == {"broken": "failed", "clip0": "baked", "clip1": "baked", "clip2": "baked"}
+    assert "truncated" in next(f["reason"] for f in r["files"] if f["label"] == "broken")
+    assert json.loads(bpy.context.scene["marionette_batch_report"])["files_by_status"] == {"baked": 3, "failed": 1}
+
+
+def test_cancel_keeps_what_is_already_baked(scene_with_target, tmp_path) -> None:
+    from marionette.core.batch import plan_pack
+    from marionette.core.retarget import RetargetOptions
+    from marionette.operators.batch_bake import BatchBake, bake_settings
+
+    bpy, target = scene_with_target
+    pack = tmp_path / "pack"
+    pack.mkdir()
+    for k in range(4):
+        shutil.copy(shared_file(DAZ), pack / f"clip{k}.bvh")
+    runner = BatchBake(target, bake_settings(target, None, RetargetOptions()), plan_pack([pack]), jobs=1)
+    runner.start()
+    assert runner.step() and runner.clips_baked == 1
+    runner.cancel("cancelled by the user (Esc)")
+    report = runner.finish()
+    assert [f.status for f in report.files] == ["baked", "cancelled", "cancelled", "cancelled"]
+    assert report.files[1].reason == "not started (cancelled by the user (Esc))"
+    kept = [a for a in bpy.data.actions if a.get("marionette_batch_source")]
+    assert [a.name for a in kept] == ["clip0"] and kept[0].use_fake_user
+    assert target.animation_data.action == kept[0]

@@ -1,0 +1,296 @@
+"""Batch bake, the parts without Blender: planning a pack, naming, BVH bone tails, the mapping and
+binding cache, baked-clip messages, parts on disk and the per-file report."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+
+import numpy as np
+import pytest
+from conftest import shared_file
+
+from marionette.core import batch as cb
+from marionette.core.bvh import parse_bvh, read_bvh
+from marionette.core.errors import FileFormatError, MappingError
+from marionette.core.mapping import auto_map_skeleton
+from marionette.core.retarget import RetargetOptions, RigInput, bind, retarget
+from marionette.core.samples import sample_humanoid
+
+CMU = "bvh/cmu/12_03_motionbuilder.bvh"
+DAZ = "bvh/cmu/02_02_daz.bvh"
+
+
+def _settings(scene_fps: float = 24.0, keep_frames: bool = False) -> cb.BakeSettings:
+    target = sample_humanoid(arms_down_angle=0.6, proportions=0.9)
+    rig = RigInput(target.skeleton, target.slots, target.tails)
+    return cb.BakeSettings(rig, cb.mapping_key(rig.slots), scene_fps, keep_frames, RetargetOptions())
+
+
+# --- planning ------------------------------------------------------------------------------
+
+
+def test_plan_lists_clip_files_in_stable_order_with_labels(tmp_path) -> None:
+    (tmp_path / "walks").mkdir()
+    (tmp_path / "walks" / "b.bvh").write_text("x")
+    (tmp_path / "walks" / "a.bvh").write_text("x")
+    (tmp_path / "run.FBX").write_text("x")
+    (tmp_path / "README.txt").write_text("x")
+    (tmp_path / ".hidden.bvh").write_text("x")
+    (tmp_path / "out.blend").write_text("x")  # the output, inside the pack folder
+    (tmp_path / "out.blend.parts").mkdir()
+    (tmp_path / "out.blend.parts" / "p.blend").write_text("x")
+    single = tmp_path / "elsewhere.glb"
+    single.write_text("x")
+    plan = cb.plan_pack(
+        [tmp_path, single, tmp_path / "walks" / "a.bvh", tmp_path / "missing.bvh", tmp_path / "README.txt"],
+        exclude=[tmp_path / "out.blend", tmp_path / "out.blend.parts"],
+    )
+    assert [os.path.relpath(f.path, tmp_path) for f in plan.files] == [
+        "elsewhere.glb",
+        "run.FBX",
+        os.path.join("walks", "a.bvh"),
+        os.path.join("walks", "b.bvh"),
+    ]
+    assert [f.label for f in plan.files] == ["elsewhere", "run", "walks/a", "walks/b"]
+    assert [f.is_bvh for f in plan.files] == [False, False, True, True]
+    assert plan.needs_blender
+    refused = {os.path.basename(p): r for p, r in plan.refused}
+    assert refused == {"missing.bvh": "no such file or folder", "README.txt": refused["README.txt"]}
+    assert "unsupported file type '.txt'" in refused["README.txt"]
+    assert [os.path.basename(p) for p, _ in plan.ignored] == ["README.txt"]
+
+
+# --- naming --------------------------------------------------------------------------------
+
+
+def test_final_names_do_not_depend_on_baking_order() -> None:
+    wanted = {"/a/x.bvh::x": "x", "/b/x.bvh::x": "x", "/c/x.bvh::x": "x", "/d/run.fbx::A|Run": "run|Run"}
+    taken = {"run|Run", "Other"}
+    results = {
+        json.dumps(cb.final_action_names(dict(perm), taken), sort_keys=True)
+        for perm in itertools.permutations(wanted.items())
+    }
+    assert len(results) == 1
+    names = json.loads(results.pop())
+    assert names["/a/x.bvh::x"] == "x"  # the smallest key keeps the base
+    assert names["/b/x.bvh::x"].startswith("x~") and names["/c/x.bvh::x"].startswith("x~")
+    assert names["/d/run.fbx::A|Run"].startswith("run|Run~")  # a name already in the file stays
+    assert len(set(names.values())) == 4
+
+
+def test_final_names_fit_the_id_limit_without_splitting_characters() -> None:
+    base = "é" * 70  # 140 bytes
+    names = cb.final_action_names({"k1": base, "k2": base}, set(), limit=63)
+    for n in names.values():
+        assert len(n.encode("utf-8")) <= 63
+        n.encode("utf-8").decode("utf-8")
+    assert len(set(names.values())) == 2
+
+
+def test_action_base_names() -> None:
+    bvh = cb.PackFile("/p/walks/a.bvh", "walks/a")
+    fbx = cb.PackFile("/p/men.fbx", "men")
+    assert cb.action_base_name(bvh, "a") == "walks/a"
+    assert cb.action_base_name(fbx, "HumanArmature|HumanArmature|Man_Walk") == "men|Man_Walk"
+
+
+# --- BVH tails -----------------------------------------------------------------------------
+
+_SMALL = """HIERARCHY
+ROOT Hips
+{
+  OFFSET 0 0 0
+  CHANNELS 6 Xposition Yposition Zposition Zrotation Xrotation Yrotation
+  JOINT Zero
+  {
+    OFFSET 0 0 0
+    CHANNELS 3 Zrotation Xrotation Yrotation
+    JOINT Leg
+    {
+      OFFSET 1 -4 0
+      CHANNELS 3 Zrotation Xrotation Yrotation
+      End Site
+      {
+        OFFSET 0 -3 1
+      }
+    }
+  }
+  JOINT Spine
+  {
+    OFFSET 0 5 0
+    CHANNELS 3 Zrotation Xrotation Yrotation
+    JOINT Alone
+    {
+      OFFSET 0 2 0
+      CHANNELS 3 Zrotation Xrotation Yrotation
+    }
+  }
+}
+MOTION
+Frames: 0
+Frame Time: 0.0333333
+"""
+
+
+def test_bvh_tails_follow_blenders_importer_rules() -> None:
+    bvh = parse_bvh(_SMALL)
+    tails = cb.bvh_rest_tails(bvh)
+    heads = bvh.rest_positions()
+    names = list(bvh.names)
+    # Several children: the mean of their heads.
+    np.testing.assert_allclose(tails[names.index("Hips")], (heads[names.index("Zero")] + heads[names.index("Spine")]) / 2)
+    # A zero-length joint whose only child starts at its head keeps the child's head ...
+    np.testing.assert_allclose(tails[names.index("Zero")], heads[names.index("Leg")])
+    # ... an End Site is the tail ...
+    np.testing.assert_allclose(tails[names.index("Leg")], heads[names.index("Leg")] + [0, -3, 1])
+    # ... a joint with neither would have zero length: moved up 0.1 along the file's Y.
+    np.testing.assert_allclose(tails[names.index("Alone")], heads[names.index("Alone")] + [0, 0.1, 0])
+
+
+def test_a_file_without_frames_gives_a_failed_clip_not_a_crash() -> None:
+    bvh = parse_bvh(_SMALL, "empty.bvh")
+    assert bvh.frame_count == 0
+    with pytest.raises(FileFormatError, match="no frames"):
+        bvh.clip()
+
+
+# --- cache, messages -----------------------------------------------------------------------
+
+
+def test_one_layout_maps_and_binds_once() -> None:
+    path = str(shared_file(CMU))
+    cache = cb.PackCache(_settings())
+    for _ in range(5):
+        msgs = list(cb.bvh_file_events(path, cache))
+        assert [m["op"] for m in msgs] == ["clips", "clip"]
+    s = cache.stats
+    assert (s.mapping_misses, s.mapping_hits) == (1, 4)
+    assert (s.binding_misses, s.binding_hits) == (1, 4)
+    assert msgs[1]["cached_binding"] is True  # the fifth clip of the layout
+    other = str(shared_file(DAZ))
+    list(cb.bvh_file_events(other, cache))
+    assert cache.stats.mapping_misses == 2 and cache.stats.binding_misses == 2
+
+
+def test_a_refused_rig_is_remembered_and_refused_again(tmp_path) -> None:
+    # Two legs and no arms: not a humanoid.
+    text = _SMALL.replace("Frames: 0", "Frames: 1") + "0 " * 18 + "\n"
+    path = tmp_path / "legs.bvh"
+    path.write_text(text)
+    cache = cb.PackCache(_settings())
+    for _ in range(3):
+        events = cb.bvh_file_events(str(path), cache)
+        assert next(events)["op"] == "clips"
+        with pytest.raises(MappingError):
+            next(events)
+    assert cache.stats.mapping_misses == 1 and cache.stats.mapping_hits == 2
+
+
+def test_baked_clip_equals_a_direct_retarget_on_scene_time() -> None:
+    path = str(shared_file(CMU))
+    settings = _settings(scene_fps=24.0)
+    (clips, msg) = list(cb.bvh_file_events(path, cb.PackCache(settings)))
+    assert clips["clips"] == ["12_03_motionbuilder"] and msg["clip"] == "12_03_motionbuilder"
+    # The same retarget, by hand.
+    bvh = read_bvh(path)
+    tails = cb.bvh_rest_tails(bvh)
+    mapping = auto_map_skeleton(bvh.skeleton(), tails)
+    src = RigInput(bvh.skeleton(), mapping.bones(), tails)
+    binding = bind(src, settings.target, settings.options)
+    clip = bvh.clip().resample(24.0)
+    want = retarget(binding, clip).clip
+    driven = [want.names.index(n) for n in msg["names"]]
+    assert set(msg["names"]) == {want.names[i] for i in np.flatnonzero(want.coverage > 0)}
+    assert np.array_equal(msg["rotations"], want.rotations[:, driven])
+    assert np.array_equal(msg["translations"], want.translations[:, driven])
+    # 566 frames at 120 fps last 4.7 s: 114 frames at 24 fps, numbered from 1.
+    assert msg["source_frames"] == 566 and msg["source_fps"] == 120.0
+    assert msg["fps"] == 24.0 and len(msg["frames"]) == 114
+    np.testing.assert_allclose(msg["frames"], np.arange(1, 115), rtol=0, atol=1e-9)
+    back = cb.clip_from_message(msg, "x")
+    np.testing.assert_allclose(back.frame_numbers(24.0), msg["frames"])
+
+
+def test_keep_frames_keeps_the_files_frame_numbers_and_skip_skips() -> None:
+    path = str(shared_file(CMU))
+    cache = cb.PackCache(_settings(keep_frames=True))
+    msg = list(cb.bvh_file_events(path, cache))[1]
+    assert msg["fps"] == 120.0
+    np.testing.assert_allclose(msg["frames"], np.arange(1, 567), rtol=0, atol=1e-9)
+    assert [m["op"] for m in cb.bvh_file_events(path, cache, skip=["12_03_motionbuilder"])] == ["clips"]
+
+
+def test_a_truncated_file_fails_naming_the_line(tmp_path) -> None:
+    raw = shared_file(CMU).read_bytes()
+    bad = tmp_path / "cut.bvh"
+    bad.write_bytes(raw[: len(raw) // 3])
+    with pytest.raises(FileFormatError, match=r"cut.bvh, line \d+: truncated"):
+        list(cb.bvh_file_events(str(bad), cb.PackCache(_settings())))
+
+
+def test_settings_cross_processes_as_plain_data() -> None:
+    import pickle
+
+    s = _settings()
+    s = cb.BakeSettings(s.target, s.target_mapping, 30.0, True, RetargetOptions(root_motion="IN_PLACE", source_forward=(0.0, -1.0, 0.0)))
+    m = s.to_message()
+    # Nothing from this package inside: a worker loads it under another name.
+    text = pickle.dumps(m)
+    assert b"marionette" not in text
+    back = cb.BakeSettings.from_message(pickle.loads(text))
+    assert back.target.skeleton.signature() == s.target.skeleton.signature()
+    assert back.target.slots == s.target.slots and back.options == s.options
+    assert (back.scene_fps, back.keep_frames) == (30.0, True)
+
+
+# --- parts ---------------------------------------------------------------------------------
+
+
+def test_parts_round_trip_and_a_cut_part_is_ignored(tmp_path) -> None:
+    path = str(shared_file(CMU))
+    msg = list(cb.bvh_file_events(path, cb.PackCache(_settings())))[1]
+    msg.update(path=path, file=3, file_clips=["12_03_motionbuilder"])
+    written = cb.write_part(str(tmp_path), msg)
+    assert os.path.basename(written) == cb.part_file_name(cb.clip_key(path, "12_03_motionbuilder"))
+    # A part cut short (the process died while writing it) is skipped.
+    (tmp_path / "dead.npz").write_bytes(open(written, "rb").read()[:1000])
+    (back,) = cb.read_parts(str(tmp_path))
+    for k in ("rotations", "translations", "frames", "root_motion"):
+        assert np.array_equal(back[k], msg[k])
+    assert back["names"] == msg["names"] and back["clip"] == msg["clip"] and back["file_clips"] == ["12_03_motionbuilder"]
+
+
+# --- report --------------------------------------------------------------------------------
+
+
+def test_report_statuses_and_ok() -> None:
+    plan = cb.PackPlan(
+        tuple(cb.PackFile(f"/p/{n}", n) for n in ("good.bvh", "bad.bvh", "half.fbx", "lost.fbx", "stopped.bvh", "todo.bvh")),
+        refused=(("/p/x.txt", "unsupported"),),
+    )
+    r = cb.BatchReport(plan)
+    good, bad, half, lost, stopped, todo, refused = r.files
+    good.clips.append(cb.ClipOutcome("good", cb.CLIP_BAKED, action="good", frames=10))
+    good.finished = True
+    bad.reason, bad.finished = "truncated", True
+    half.clips += [cb.ClipOutcome("a", cb.CLIP_BAKED), cb.ClipOutcome("b", cb.CLIP_FAILED, reason="no keys")]
+    half.finished = True
+    lost.clips += [cb.ClipOutcome("a", cb.CLIP_BAKED), cb.ClipOutcome("b", cb.CLIP_LOST, reason="in progress")]
+    lost.lost, lost.finished = True, True
+    stopped.cancelled, stopped.finished = True, True
+    assert [f.status for f in r.files] == ["baked", "failed", "partial", "lost", "cancelled", "pending", "failed"]
+    assert not r.ok
+    d = json.loads(json.dumps(r.to_dict()))
+    assert d["files_by_status"] == {"baked": 1, "failed": 2, "partial": 1, "lost": 1, "cancelled": 1, "pending": 1}
+    assert d["clips_by_status"] == {"baked": 3, "failed": 1, "lost": 1}
+    assert "clip 'b': no keys" in d["files"][2]["reason"]
+    lines = r.summary_lines()
+    assert lines[0].startswith("3 clips baked from 1 of 7 files")
+    only = cb.BatchReport(cb.PackPlan((cb.PackFile("/p/good.bvh", "good"),)))
+    only.files[0].clips.append(cb.ClipOutcome("good", cb.CLIP_ALREADY))
+    only.files[0].finished = True
+    assert only.ok
+    only.interrupted = "Ctrl-C"
+    assert not only.ok
