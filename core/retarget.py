@@ -290,6 +290,7 @@ class _Tables:
     carried_to_target: FloatArray  # (K, 3, 3) carried @ target_inv, folded once
     source_segments: SegmentTable
     target_segments: SegmentTable
+    source_rest_lengths: FloatArray  # (K,) each source segment's length at rest
     driven: NDArray[np.int64]  # (D,) driven target bones
     driven_owner: NDArray[np.int64]  # (D,) index into the K slots of each driven bone's owner
     walk: tuple[int, ...]  # target bones whose placement must be walked, in order
@@ -364,6 +365,7 @@ def _tables(binding: Binding) -> _Tables:
         target_inv=np.stack([binding.target_frames_inv[s] for s in binding.framed]),
         carried_to_target=np.stack([binding.carried[s] @ binding.target_frames_inv[s] for s in binding.framed]),
         source_segments=source_segments,
+        source_rest_lengths=np.linalg.norm(source_segments.segments(src.rest[None])[0], axis=-1),
         target_segments=segment_table(tgt, binding.framed),
         driven=driven,
         driven_owner=owner,
@@ -436,7 +438,12 @@ def retarget(binding: Binding, clip: Clip) -> RetargetResult:
     #    measured segment, aligned to the target body and expressed against the target's frame.
     q_slots = qs[:, tables.slot_bones]  # (T, K, 3, 3)
     x_axis = (q_slots @ tables.carried[:, :, :1])[..., 0]  # the carried frame's X only
-    aim = matrix_between_vectors(x_axis, tables.source_segments.segments(ws))
+    seg = tables.source_segments.segments(ws)
+    # A clip that collapses a segment (translation keys pulling a joint onto its parent) leaves
+    # its direction to float noise: there the bone's own rotation decides.
+    collapsed = np.linalg.norm(seg, axis=-1) < 0.05 * tables.source_rest_lengths
+    seg = np.where(collapsed[..., None], x_axis, seg)
+    aim = matrix_between_vectors(x_axis, seg)
     motion = (binding.align @ aim) @ (q_slots @ tables.carried_to_target)  # (T, K, 3, 3)
 
     # 2. Root travel, measured from the ground and scaled.

@@ -348,3 +348,25 @@ def test_lowering_arms_that_point_forward_keeps_every_orientation(lowered):
     # (twist about its own axis included).
     played = R.quat_from_matrix(np.swapaxes(w1[..., :3, :3], -1, -2) @ w2[..., :3, :3])
     assert np.degrees(R.quat_angle(played)).max() < 0.01
+
+
+def test_a_clip_collapsing_a_segment_falls_back_to_the_bones_rotation():
+    # Translation keys that pull the forearm onto the upper arm's head leave the upper arm's
+    # segment without a direction; its frame then follows the bone's rotation, as it would
+    # without the collapse, instead of aiming along float noise.
+    sk = SOURCE.skeleton
+    upper, fore = sk.index("UpperArm.L"), sk.index("Forearm.L")
+    offset = sk.rest_placements()[fore, :3, 3] - sk.rest_placements()[upper, :3, 3]
+    tr = CLIP.translations.copy()
+    # In the forearm's parent-relative rest frame the offset to cancel is its rest head offset.
+    tr[:, fore] = -(np.linalg.inv(sk.parent_frames[fore][:3, :3]) @ sk.parent_frames[fore][:3, 3])
+    tr[:, fore] += np.random.default_rng(9).normal(scale=1e-7, size=tr[:, fore].shape)  # float noise
+    collapsed = CLIP.__class__.from_frames(CLIP.names, CLIP.rotations, tr, fps=CLIP.fps)
+    ws = sk.forward_kinematics(collapsed.rotations, collapsed.translations)
+    assert np.linalg.norm(ws[:, fore, :3, 3] - ws[:, upper, :3, 3], axis=-1).max() < 1e-5 * np.linalg.norm(offset)
+    target = sample_humanoid(proportions=0.9)
+    _, _, _, plain = run(target)
+    _, _, _, from_collapsed = run(target, clip=collapsed)
+    i = target.skeleton.index("UpperArm.L")
+    angle = R.quat_angle_between(R.quat_from_matrix(plain[:, i, :3, :3]), R.quat_from_matrix(from_collapsed[:, i, :3, :3]))
+    assert np.degrees(angle).max() < 1e-6
