@@ -36,10 +36,18 @@ def segment_vectors(binding: Binding, placements: FloatArray, side: str) -> dict
 
 
 def bone_direction_errors(binding: Binding, source: FloatArray, target: FloatArray) -> dict[str, FloatArray]:
-    """Angle per framed slot and frame between the source segment (aligned) and the target's."""
+    """Angle per framed slot and frame between the source segment (aligned) and the target's.
+
+    Frames where the clip collapses the source segment (under 5 % of its rest length: it has no
+    direction to compare with) are NaN, as the retarget follows the bone's rotation there."""
     src = segment_vectors(binding, source, "source")
     tgt = segment_vectors(binding, target, "target")
-    return {s: _angle(src[s] @ binding.align.T, tgt[s]) for s in binding.framed}
+    rest = binding.tables.source_rest_lengths
+    out = {}
+    for k, s in enumerate(binding.framed):
+        angle = _angle(src[s] @ binding.align.T, tgt[s])
+        out[s] = np.where(np.linalg.norm(src[s], axis=-1) < 0.05 * rest[k], np.nan, angle)
+    return out
 
 
 def frames_in_motion(binding: Binding, placements: FloatArray, side: str) -> dict[str, FloatArray]:
@@ -116,7 +124,14 @@ def limb_plane_errors(binding: Binding, source: FloatArray, target: FloatArray, 
             normals.append((np.cross(pb - pa, pc - pb) @ align.T, _angle(pb - pa, pc - pb)))
         (ns, bend), (nt, _) = normals
         err = _angle(ns, nt)
-        out[limb] = np.where(bend >= min_bend, err, np.nan)
+        # A collapsed source segment (translation keys) has no direction, hence no plane.
+        rest = binding.source.rest
+        pa, pb, pc = (source[:, binding.source.slots[s], :3, 3] for s in (a, b, c))
+        ra, rb, rc = (rest[binding.source.slots[s], :3, 3] for s in (a, b, c))
+        whole = (np.linalg.norm(pb - pa, axis=-1) >= 0.05 * np.linalg.norm(rb - ra)) & (
+            np.linalg.norm(pc - pb, axis=-1) >= 0.05 * np.linalg.norm(rc - rb)
+        )
+        out[limb] = np.where((bend >= min_bend) & whole, err, np.nan)
     return out
 
 
@@ -284,6 +299,9 @@ def measure(binding: Binding, source: FloatArray, target: FloatArray) -> dict[st
     limbs = [s for s in dirs if s.split(".")[0] in ("upper_arm", "forearm", "thigh", "shin")]
     all_dir = np.concatenate([v for v in dirs.values()]) if dirs else np.zeros(1)
     limb_dir = np.concatenate([dirs[s] for s in limbs]) if limbs else np.zeros(1)
+    # Collapsed source segments carry no direction (NaN); with none left the figure is 0.
+    all_dir = all_dir[np.isfinite(all_dir)] if np.isfinite(all_dir).any() else np.zeros(1)
+    limb_dir = limb_dir[np.isfinite(limb_dir)] if np.isfinite(limb_dir).any() else np.zeros(1)
     plane_vals = [v[np.isfinite(v)] for v in planes.values()]
     plane_max = float(max((v.max() for v in plane_vals if v.size), default=0.0))
     sil = silhouette_overlap(binding, source, target)
@@ -299,8 +317,10 @@ def measure(binding: Binding, source: FloatArray, target: FloatArray) -> dict[st
     return {
         "summary": summary.__dict__,
         "frames": int(source.shape[0]),
-        "direction_error_deg": {s: {"mean": float(v.mean()), "max": float(v.max())} for s, v in dirs.items()},
-        "direction_error_over_time_deg": {s: [round(float(x), 4) for x in v] for s, v in dirs.items()},
+        "direction_error_deg": {
+            s: {"mean": float(np.nanmean(v)), "max": float(np.nanmax(v))} for s, v in dirs.items() if np.isfinite(v).any()
+        },
+        "direction_error_over_time_deg": {s: [None if x != x else round(float(x), 4) for x in v] for s, v in dirs.items()},
         "rotation_delta_deg": {
             s: {"twist_max": float(np.abs(v[:, 0]).max()), "swing_max": float(np.abs(v[:, 1:]).max())}
             for s, v in deltas.items()
