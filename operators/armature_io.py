@@ -989,7 +989,10 @@ def write_action(
     connected = np.array([arm_bones[n].use_connect for n in names])
     # Blender ignores a connected bone's location (its head sits on the parent's tail); a
     # location that is zero now and in every frame, or a scale that is one, needs no curve.
-    want_loc = ~connected & ~(np.all(np.abs(loc) < 1e-9, axis=(0, 2)) & np.all(cur_loc == 0.0, axis=1))
+    # "Zero" is judged against the rig's size: importers leave pose noise (~1e-7) behind.
+    heads = skeleton.rest_placements()[:, :3, 3]
+    tiny = 1e-7 * max(float(np.ptp(heads, axis=0).max()), 1e-12)
+    want_loc = ~connected & ~(np.all(np.abs(loc) < tiny, axis=(0, 2)) & np.all(np.abs(cur_loc) < tiny, axis=1))
     want_scale = np.zeros(len(names), dtype=bool)
     if sca is not None:
         want_scale = ~(np.all(np.abs(sca - 1.0) < 1e-9, axis=(0, 2)) & np.all(cur_scale == 1.0, axis=1))
