@@ -17,7 +17,7 @@ import numpy as np
 
 from .canonical_pose import evaluate_point
 from .humanoid import SIDES, sided
-from .retarget import Binding, SegmentTable, ground_points, heights_along, orientations
+from .retarget import Binding, SegmentTable, ground_points, heights_along, hips_path, orientations
 from .rotations import FloatArray, euler_from_matrix, matrix_between_vectors
 
 
@@ -79,17 +79,11 @@ def rotation_deltas(binding: Binding, source: FloatArray, target: FloatArray) ->
 def expected_hips(binding: Binding, source: FloatArray) -> FloatArray:
     """Where the target hips should be ``(T, 3)``: the source's height above its ground and its
     travel, aligned and scaled (root motion kept on the hips)."""
-    src, tgt = binding.source, binding.target
-    up_s = binding.source_canonical.body[:, 2]
-    up_t = binding.target_canonical.body[:, 2]
-    hips_s = source[:, src.slots["hips"], :3, 3]
-    ground_s = float(np.percentile(heights_along(ground_points(src), source, up_s).min(axis=-1), 5))
-    travel = hips_s - src.rest[src.slots["hips"], :3, 3]
-    travel = travel - np.outer(travel @ up_s, up_s)
-    rest_t = tgt.rest[tgt.slots["hips"], :3, 3]
-    base = rest_t - (rest_t @ up_t) * up_t
-    height = binding.target_ground + binding.vertical_scale * (hips_s @ up_s - ground_s)
-    return np.asarray(base + np.outer(height, up_t) + (travel @ binding.align.T) * binding.horizontal_scale)
+    travel, grounded = hips_path(
+        binding.source, binding.target, source, binding.source_canonical.body[:, 2], binding.target_canonical.body[:, 2],
+        binding.align, binding.horizontal_scale, binding.vertical_scale, binding.target_ground,
+    )
+    return np.asarray(grounded + travel)
 
 
 def root_displacement(binding: Binding, source: FloatArray, target: FloatArray) -> dict[str, FloatArray]:

@@ -55,7 +55,7 @@ from .clip import Clip
 from .errors import MappingError, RigError
 from .facing import Facing
 from .humanoid import FINGER_SLOTS, MINIMUM_SLOTS, SLOT_PARENT, SLOTS
-from .retarget import RetargetOptions, RigInput, ground_points, heights_along, orientations
+from .retarget import RetargetOptions, RigInput, hips_path, orientations, travel_scales
 from .rotations import (
     FloatArray,
     make_quat_continuous,
@@ -265,20 +265,7 @@ def bind_rest_space(
     match = rest_match(src, tgt, slots, align) if match_rest else np.broadcast_to(np.eye(3), (len(slots), 3, 3)).copy()
     carry = np.swapaxes(rs, -1, -2) @ align.T @ np.swapaxes(match, -1, -2) @ rt
 
-    # Heights from the ground (the lowest foot point at rest), never from the rest origin (SPEC 4.8).
-    up_s, up_t = body_s[:, 2], body_t[:, 2]
-    src_h = float(src.rest[src.slots["hips"], :3, 3] @ up_s - heights_along(ground_points(src), src.rest, up_s).min())
-    tgt_ground = float(heights_along(ground_points(tgt), tgt.rest, up_t).min())
-    tgt_h = float(tgt.rest[tgt.slots["hips"], :3, 3] @ up_t - tgt_ground)
-    auto = tgt_h / src_h if src_h > 0 else float("nan")
-
-    def pick(value: float | None) -> float:
-        v = opts.scale if value is None else value
-        v = auto if v is None else float(v)
-        if not np.isfinite(v) or v <= 0.0:
-            warnings.append(f"travel scale {v!r} is unusable; used 1")
-            return 1.0
-        return v
+    scales = travel_scales(src, tgt, body_s[:, 2], body_t[:, 2], opts, warnings)
 
     hips_t = tgt.slots["hips"]
     parent = int(target.skeleton.parents[hips_t])
@@ -299,11 +286,11 @@ def bind_rest_space(
         rest_match=match,
         match_rest=match_rest,
         translate=translate,
-        horizontal_scale=pick(opts.horizontal_scale),
-        vertical_scale=pick(opts.vertical_scale),
-        source_hip_height=src_h,
-        target_hip_height=tgt_h,
-        target_ground=tgt_ground,
+        horizontal_scale=scales.horizontal,
+        vertical_scale=scales.vertical,
+        source_hip_height=scales.source_hip_height,
+        target_hip_height=scales.target_hip_height,
+        target_ground=scales.target_ground,
         root_bone=root_bone,
         options=opts,
         warnings=tuple(warnings),
@@ -350,20 +337,14 @@ def retarget_rest_space(binding: RestSpaceBinding, clip: Clip) -> RestSpaceResul
     opts = binding.options
     body_s, body_t = binding.source_facing.basis(), binding.target_facing.basis()
     up_s, up_t = body_s[:, 2], body_t[:, 2]
-    hips_s = ws[:, src.slots["hips"], :3, 3]
-    travel_s = hips_s - src.rest[src.slots["hips"], :3, 3]
-    travel_s = travel_s - np.outer(travel_s @ up_s, up_s)
-    travel_t = (travel_s @ binding.align.T) * binding.horizontal_scale
+    travel_t, grounded = hips_path(
+        src, tgt, ws, up_s, up_t, binding.align, binding.horizontal_scale, binding.vertical_scale, binding.target_ground
+    )
     if not binding.translate:
         travel_t = np.zeros_like(travel_t)
-    ground_s = float(np.percentile(heights_along(ground_points(src), ws, up_s).min(axis=-1), 5))
-    height_t = binding.target_ground + binding.vertical_scale * (hips_s @ up_s - ground_s)
-    rest_hips_t = tgt.rest[tgt.slots["hips"], :3, 3]
-    base_t = rest_hips_t - (rest_hips_t @ up_t) * up_t
     mode = opts.root_motion
     root_travel = mode == "ROOT_BONE" and binding.root_bone >= 0
-    on_hips = mode == "HIPS" or mode == "ROOT_BONE"
-    hips_pos = base_t + np.outer(height_t, up_t) + (travel_t if on_hips else 0.0)
+    hips_pos = grounded + (travel_t if mode in ("HIPS", "ROOT_BONE") else 0.0)
 
     # 3. One walk over the target, parents (skeleton and anatomical) first: each mapped joint's
     #    orientation is known; its local rotation needs its parent's *current* placement.

@@ -157,6 +157,66 @@ def heights_along(points: list[tuple[int, FloatArray]], placements: FloatArray, 
     return np.stack([evaluate_point(((b, off),), placements) @ up for b, off in points], axis=-1)
 
 
+@dataclass(frozen=True)
+class TravelScales:
+    """How the hips' travel is scaled from one rig to the other, and the heights behind it."""
+
+    horizontal: float
+    vertical: float
+    source_hip_height: float
+    target_hip_height: float
+    target_ground: float
+
+
+def travel_scales(
+    src: RigAnatomy, tgt: RigAnatomy, up_s: FloatArray, up_t: FloatArray, opts: RetargetOptions, warnings: list[str]
+) -> TravelScales:
+    """Hip heights measured from the ground (the lowest foot point at rest), never from the rest
+    origin (SPEC 4.6, 4.8); the scales default to their ratio, and an unusable scale is 1."""
+    src_h = float(src.rest[src.slots["hips"], :3, 3] @ up_s - heights_along(ground_points(src), src.rest, up_s).min())
+    tgt_ground = float(heights_along(ground_points(tgt), tgt.rest, up_t).min())
+    tgt_h = float(tgt.rest[tgt.slots["hips"], :3, 3] @ up_t - tgt_ground)
+    auto = tgt_h / src_h if src_h > 0 else float("nan")
+
+    def pick(value: float | None) -> float:
+        v = opts.scale if value is None else value
+        v = auto if v is None else float(v)
+        if not np.isfinite(v) or v <= 0.0:
+            warnings.append(f"travel scale {v!r} is unusable; used 1")
+            return 1.0
+        return v
+
+    return TravelScales(pick(opts.horizontal_scale), pick(opts.vertical_scale), src_h, tgt_h, tgt_ground)
+
+
+def hips_path(
+    src: RigAnatomy,
+    tgt: RigAnatomy,
+    source: FloatArray,
+    up_s: FloatArray,
+    up_t: FloatArray,
+    align: FloatArray,
+    horizontal_scale: float,
+    vertical_scale: float,
+    target_ground: float,
+) -> tuple[FloatArray, FloatArray]:
+    """The target hips' path for source placements ``(T, Bs, 4, 4)``: ``(travel, grounded)``,
+    both ``(T, 3)`` in target skeleton space. ``grounded`` is the hips at the source's height above
+    its ground (a low percentile of the feet over the clip, so a jump stays a jump), scaled, over
+    the target's rest spot; ``travel`` is the source's horizontal travel from its rest, aligned
+    and scaled. The hips play ``grounded + travel`` when travel stays on them."""
+    hips_s = source[:, src.slots["hips"], :3, 3]
+    ground_s = float(np.percentile(heights_along(ground_points(src), source, up_s).min(axis=-1), 5))
+    travel_s = hips_s - src.rest[src.slots["hips"], :3, 3]
+    travel_s = travel_s - np.outer(travel_s @ up_s, up_s)
+    rest_t = tgt.rest[tgt.slots["hips"], :3, 3]
+    base = rest_t - (rest_t @ up_t) * up_t
+    height = target_ground + vertical_scale * (hips_s @ up_s - ground_s)
+    travel = np.asarray((travel_s @ align.T) * horizontal_scale, dtype=np.float64)
+    grounded = np.asarray(base + np.outer(height, up_t), dtype=np.float64)
+    return travel, grounded
+
+
 def bind(source: RigInput, target: RigInput, options: RetargetOptions | None = None) -> Binding:
     """Precompute the retarget of ``source`` clips onto ``target`` (see module doc)."""
     opts = options or RetargetOptions()
@@ -212,20 +272,7 @@ def bind(source: RigInput, target: RigInput, options: RetargetOptions | None = N
         if owner[i] < 0:
             driven[i] = False
 
-    # Heights from the ground (the lowest foot point at rest), never from the rest origin.
-    up_s, up_t = src_can.body[:, 2], tgt_can.body[:, 2]
-    src_h = float(src.rest[src.slots["hips"], :3, 3] @ up_s - heights_along(ground_points(src), src.rest, up_s).min())
-    tgt_ground = float(heights_along(ground_points(tgt), tgt.rest, up_t).min())
-    tgt_h = float(tgt.rest[tgt.slots["hips"], :3, 3] @ up_t - tgt_ground)
-    auto = tgt_h / src_h if src_h > 0 else float("nan")
-
-    def pick(value: float | None) -> float:
-        v = opts.scale if value is None else value
-        v = auto if v is None else float(v)
-        if not np.isfinite(v) or v <= 0.0:
-            warnings.append(f"travel scale {v!r} is unusable; used 1")
-            return 1.0
-        return v
+    scales = travel_scales(src, tgt, src_can.body[:, 2], tgt_can.body[:, 2], opts, warnings)
 
     hips_t = tgt.slots["hips"]
     parent = int(target.skeleton.parents[hips_t])
@@ -246,11 +293,11 @@ def bind(source: RigInput, target: RigInput, options: RetargetOptions | None = N
         target_frames_inv=tgt_inv,
         target_canonical_rot=orientations(tgt_can.placements),
         driven=driven,
-        horizontal_scale=pick(opts.horizontal_scale),
-        vertical_scale=pick(opts.vertical_scale),
-        source_hip_height=src_h,
-        target_hip_height=tgt_h,
-        target_ground=tgt_ground,
+        horizontal_scale=scales.horizontal,
+        vertical_scale=scales.vertical,
+        source_hip_height=scales.source_hip_height,
+        target_hip_height=scales.target_hip_height,
+        target_ground=scales.target_ground,
         root_bone=root_bone,
         options=opts,
         warnings=tuple(warnings),
@@ -447,20 +494,12 @@ def retarget(binding: Binding, clip: Clip) -> RetargetResult:
     motion = (binding.align @ aim) @ (q_slots @ tables.carried_to_target)  # (T, K, 3, 3)
 
     # 2. Root travel, measured from the ground and scaled.
-    up_s = binding.source_canonical.body[:, 2]
-    up_t = binding.target_canonical.body[:, 2]
-    hips_s = ws[:, src.slots["hips"], :3, 3]
-    ground_s = float(np.percentile(heights_along(ground_points(src), ws, up_s).min(axis=-1), 5))
-    rest_hips_s = src.rest[src.slots["hips"], :3, 3]
-    travel_s = hips_s - rest_hips_s
-    travel_s = travel_s - np.outer(travel_s @ up_s, up_s)
-    travel_t = (travel_s @ binding.align.T) * binding.horizontal_scale
-    rest_hips_t = tgt.rest[tgt.slots["hips"], :3, 3]
-    height_t = binding.target_ground + binding.vertical_scale * (hips_s @ up_s - ground_s)
-    base_t = rest_hips_t - (rest_hips_t @ up_t) * up_t
+    travel_t, grounded = hips_path(
+        src, tgt, ws, binding.source_canonical.body[:, 2], binding.target_canonical.body[:, 2], binding.align,
+        binding.horizontal_scale, binding.vertical_scale, binding.target_ground,
+    )
     mode = binding.options.root_motion
-    on_hips = mode == "HIPS" or (mode == "ROOT_BONE" and binding.root_bone < 0)
-    hips_pos = base_t + np.outer(height_t, up_t) + (travel_t if on_hips or mode == "ROOT_BONE" else 0.0)
+    hips_pos = grounded + (travel_t if mode in ("HIPS", "ROOT_BONE") else 0.0)
 
     # 3. Target world orientations of driven bones come straight from their owner's motion; local
     #    rotations then need only each parent's *current* orientation, so all driven bones convert
