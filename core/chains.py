@@ -148,6 +148,13 @@ class PoseBuffers:
         self.attached[:, idx] = self._attached(idx)
         self._world.clear()
 
+    def set_translations(self, joints: Sequence[int], translations: FloatArray) -> None:
+        """Write ``(T, len(joints), 3)`` translations and refresh those joints' attached transforms."""
+        idx = list(joints)
+        self.translations[:, idx] = translations
+        self.attached[:, idx] = self._attached(idx)
+        self._world.clear()
+
     def world(self, joint: int) -> FloatArray:
         """Skeleton-space placement ``(T, 4, 4)`` of ``joint`` (cached until the next write)."""
         cached = self._world.get(joint)

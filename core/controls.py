@@ -23,25 +23,45 @@ frame starts from is the animation's.
 
 Consecutive two-bone controls that neither write what another reads (four limbs) are solved in
 one batched call; the result is the same as running them one after the other.
+
+Control kinds: IK chains and look-at (SPEC 7.2-7.3), ground adaptation (7.4, :mod:`core.ground`),
+spring chains (7.5, :mod:`core.springs`), bone inheritance and fixed axes (7.6,
+:mod:`core.inheritance`) and diamond closures (7.7, :mod:`core.closure`). A control may change
+rotations (``written``) and translations (``moved``); translations blend linearly by the weight.
+Run order is ascending priority with one exception that keeps inheritance well defined: an
+inheritance control runs after every control that writes one of its sources (so the source is
+read with its IK or other corrections applied), whatever their priorities; a cycle is refused.
+
+Time: ``evaluate`` takes ``dt`` (seconds since the previous evaluation, then between frames) or
+``time`` (the scene time of each frame, seconds). Springs need a time to integrate over; with
+``time`` they also recompute a revisited frame from a cached state (scrubbing). ``placement``
+is the armature object's world matrix (``(4, 4)`` or ``(T, 4, 4)``; default the skeleton's):
+ground probes and springs work in world space, per object.
 """
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from .chains import JointPath, PathKinematics, PoseBuffers, end_rotations
+from .closure import STOP_REASONS, DiamondClosure, solve_closure
 from .errors import RigError
+from .ground import GroundMemory, GroundRig, RayCast, adapt_to_ground
 from .ik import DEFAULT_MAX_PASSES, DEFAULT_TOLERANCE, SOLVERS, solve_path_ik
+from .inheritance import FixedAxes, Inheritance, inherit, twist_about
 from .joint_limits import JointLimit
 from .look_at import LookAtChain, look_at
 from .rotations import FloatArray, quat_normalize, quat_slerp
 from .skeleton import Skeleton
+from .springs import SpringChain, SpringSnapshot, SpringState, advance
 
 BoolArray = NDArray[np.bool_]
 
@@ -98,8 +118,18 @@ class IKControl:
 
     @property
     def written(self) -> tuple[int, ...]:
-        """Joints this control may change."""
+        """Joints whose rotation this control may change."""
         return self.path.joints + ((self.path.end_joint,) if self.orient_end else ())
+
+    @property
+    def moved(self) -> tuple[int, ...]:
+        """Joints whose translation this control may change."""
+        return ()
+
+    @property
+    def sources(self) -> tuple[int, ...]:
+        """Joints whose current local values this control copies (it runs after their writers)."""
+        return ()
 
 
 @dataclass(frozen=True)
@@ -119,8 +149,186 @@ class LookAtControl:
     def written(self) -> tuple[int, ...]:
         return tuple(j for j, w in zip(self.chain.path.joints, self.chain.weights, strict=True) if w > 0.0)
 
+    @property
+    def moved(self) -> tuple[int, ...]:
+        return ()
 
-Control = IKControl | LookAtControl
+    @property
+    def sources(self) -> tuple[int, ...]:
+        return ()
+
+
+@dataclass(frozen=True)
+class GroundControl:
+    """Ground-adapted feet and pelvis (SPEC 7.4). The instance supplies the ray cast
+    (:meth:`ControlInstance.set_ground`). ``smooth_time`` smooths the ground plane under each
+    foot (hence its lift and tilt), ``pelvis_smooth_time`` the pelvis offset."""
+
+    name: str
+    rig: GroundRig
+    priority: int = 0
+    weight: float = 1.0
+    smooth_time: float = 0.08
+    pelvis_smooth_time: float = 0.15
+
+    def __post_init__(self) -> None:
+        _check_common(self.name, self.priority, self.weight, self.smooth_time)
+        if not (math.isfinite(self.pelvis_smooth_time) and self.pelvis_smooth_time >= 0.0):
+            raise RigError(f"control {self.name!r}: pelvis_smooth_time must be >= 0 seconds, got {self.pelvis_smooth_time}")
+
+    @property
+    def written(self) -> tuple[int, ...]:
+        return self.rig.written
+
+    @property
+    def moved(self) -> tuple[int, ...]:
+        return self.rig.moved
+
+    @property
+    def sources(self) -> tuple[int, ...]:
+        return ()
+
+
+@dataclass(frozen=True)
+class SpringControl:
+    """A spring chain (SPEC 7.5); its state lives in each instance."""
+
+    name: str
+    chain: SpringChain
+    priority: int = 0
+    weight: float = 1.0
+
+    def __post_init__(self) -> None:
+        _check_common(self.name, self.priority, self.weight, 0.0)
+
+    @property
+    def written(self) -> tuple[int, ...]:
+        return self.chain.path.joints
+
+    @property
+    def moved(self) -> tuple[int, ...]:
+        return ()
+
+    @property
+    def sources(self) -> tuple[int, ...]:
+        return ()
+
+
+@dataclass(frozen=True)
+class InheritControl:
+    """Bone inheritance, "append"/"grant" (SPEC 7.6): runs after every control that writes one
+    of its sources."""
+
+    name: str
+    inheritance: Inheritance
+    priority: int = 0
+    weight: float = 1.0
+
+    def __post_init__(self) -> None:
+        _check_common(self.name, self.priority, self.weight, 0.0)
+
+    @property
+    def written(self) -> tuple[int, ...]:
+        return self.inheritance.rotated
+
+    @property
+    def moved(self) -> tuple[int, ...]:
+        return self.inheritance.moved
+
+    @property
+    def sources(self) -> tuple[int, ...]:
+        return self.inheritance.sources
+
+
+@dataclass(frozen=True)
+class FixedAxisControl:
+    """Fixed axes (SPEC 7.6): each joint keeps only the twist about its axis."""
+
+    name: str
+    axes: FixedAxes
+    priority: int = 0
+    weight: float = 1.0
+
+    def __post_init__(self) -> None:
+        _check_common(self.name, self.priority, self.weight, 0.0)
+
+    @property
+    def written(self) -> tuple[int, ...]:
+        return self.axes.joints
+
+    @property
+    def moved(self) -> tuple[int, ...]:
+        return ()
+
+    @property
+    def sources(self) -> tuple[int, ...]:
+        return ()
+
+
+@dataclass(frozen=True)
+class ClosureControl:
+    """A diamond closure (SPEC 7.7); the instance gives the two controller targets
+    (:meth:`ControlInstance.set_closure_targets`), smoothed like IK targets."""
+
+    name: str
+    closure: DiamondClosure
+    priority: int = 0
+    weight: float = 1.0
+    smooth_time: float = 0.0
+    tolerance: float = DEFAULT_TOLERANCE
+    max_iterations: int = 16
+    max_passes: int = DEFAULT_MAX_PASSES
+
+    def __post_init__(self) -> None:
+        _check_common(self.name, self.priority, self.weight, self.smooth_time)
+        if not (math.isfinite(self.tolerance) and self.tolerance > 0.0) or self.max_iterations < 1 or self.max_passes < 1:
+            raise RigError(f"control {self.name!r}: tolerance must be > 0, max_iterations and max_passes >= 1")
+
+    @property
+    def written(self) -> tuple[int, ...]:
+        return self.closure.written
+
+    @property
+    def moved(self) -> tuple[int, ...]:
+        return ()
+
+    @property
+    def sources(self) -> tuple[int, ...]:
+        return ()
+
+
+Control = IKControl | LookAtControl | GroundControl | SpringControl | InheritControl | FixedAxisControl | ClosureControl
+
+
+def _run_order(controls: Sequence[Control]) -> list[int]:
+    """Ascending (priority, definition index), except that a control copying a source joint
+    runs after every control that writes it; a cycle is refused naming the controls."""
+    n = len(controls)
+    before: list[set[int]] = [set() for _ in range(n)]
+    for i, c in enumerate(controls):
+        for s in c.sources:
+            for j, w in enumerate(controls):
+                if j != i and (s in w.written or s in w.moved):
+                    before[i].add(j)
+    waiting = [len(b) for b in before]
+    unlocks: list[list[int]] = [[] for _ in range(n)]
+    for i, b in enumerate(before):
+        for j in b:
+            unlocks[j].append(i)
+    ready = [(controls[i].priority, i) for i in range(n) if waiting[i] == 0]
+    heapq.heapify(ready)
+    order: list[int] = []
+    while ready:
+        _, i = heapq.heappop(ready)
+        order.append(i)
+        for k in unlocks[i]:
+            waiting[k] -= 1
+            if waiting[k] == 0:
+                heapq.heappush(ready, (controls[k].priority, k))
+    if len(order) != n:
+        stuck = sorted(controls[i].name for i in range(n) if i not in set(order))
+        raise RigError(f"controls {stuck} copy joints from each other in a cycle; no run order satisfies them")
+    return order
 
 
 def _reads(c: IKControl) -> set[int]:
@@ -158,7 +366,7 @@ class ControlStack:
     """Shared, immutable definition: a skeleton, its controls in run order and the prebuilt
     joint -> controls table. Build a new stack to change it; instances keep the one they got."""
 
-    __slots__ = ("skeleton", "controls", "_index", "groups", "joint_controls", "_sealed")
+    __slots__ = ("skeleton", "controls", "_index", "groups", "joint_controls", "needs_time", "needs_placement", "_sealed")
 
     def __init__(self, skeleton: Skeleton, controls: Sequence[Control]) -> None:
         seen: set[str] = set()
@@ -166,10 +374,10 @@ class ControlStack:
             if c.name in seen:
                 raise RigError(f"two controls are both called {c.name!r}")
             seen.add(c.name)
-            for j in c.written:
+            for j in (*c.written, *c.moved, *c.sources):
                 if not 0 <= j < len(skeleton):
                     raise RigError(f"control {c.name!r} drives joint {j}, which is not in the skeleton")
-        order = sorted(range(len(controls)), key=lambda i: (controls[i].priority, i))
+        order = _run_order(controls)
         self.skeleton = skeleton
         #: Controls in the order they run.
         self.controls: tuple[Control, ...] = tuple(controls[i] for i in order)
@@ -178,11 +386,15 @@ class ControlStack:
         self.groups: tuple[tuple[int, ...], ...] = _batch_groups(self.controls)
         table: dict[int, list[str]] = {}
         for c in self.controls:
-            for j in c.written:
+            for j in dict.fromkeys((*c.written, *c.moved)):
                 table.setdefault(j, []).append(c.name)
         #: Joint index -> names of the controls that drive it, in run order (prebuilt so the
         #: Blender layer never scans every chain to find a bone's controls).
         self.joint_controls: Mapping[int, tuple[str, ...]] = MappingProxyType({j: tuple(v) for j, v in table.items()})
+        #: Whether any control integrates over scene time (springs) or works in world space
+        #: (springs, ground); evaluation skips that bookkeeping otherwise.
+        self.needs_time: bool = any(isinstance(c, SpringControl) for c in self.controls)
+        self.needs_placement: bool = any(isinstance(c, SpringControl | GroundControl) for c in self.controls)
         self._sealed = True
 
     def __setattr__(self, key: str, value: object) -> None:
@@ -225,6 +437,9 @@ class ControlReport:
     iterations: NDArray[np.int64]
     converged: BoolArray
     limited: BoolArray
+    #: Kind-specific diagnostics per frame (ground: lifts, hits, tilts, pelvis offset; springs:
+    #: reset reasons; closure: gaps, satisfied, stop reasons), arrays with frames first.
+    details: Mapping[str, NDArray[Any]] = field(default_factory=lambda: MappingProxyType({}))
 
 
 @dataclass(frozen=True)
@@ -246,14 +461,20 @@ class _State:
     target: FloatArray | None = None
     pole: FloatArray | None = None
     orientation: FloatArray | None = None
+    #: The second controller target of a closure (``target`` is the first).
+    second: FloatArray | None = None
+    ray_cast: RayCast | None = None
     memory: dict[str, FloatArray] = field(default_factory=dict)
     warm: FloatArray | None = None
     report: ControlReport | None = None
+    #: Simulation or smoothing state of a ground or spring control.
+    runtime: GroundMemory | SpringState | None = None
 
     def clear_runtime(self) -> None:
         self.memory = {}
         self.warm = None
         self.report = None
+        self.runtime = None
 
 
 @dataclass(frozen=True)
@@ -313,14 +534,37 @@ def _smooth(
     return out
 
 
+@dataclass
+class _Output:
+    """One control's candidate: rotations of its ``written`` joints ``(T, w, 4)`` and
+    translations of its ``moved`` joints ``(T, m, 3)`` (``None`` when it moves none)."""
+
+    rotations: FloatArray
+    translations: FloatArray | None
+    report: ControlReport
+
+
+def _placements(value: ArrayLike | None, default: FloatArray, frames: int) -> FloatArray:
+    if value is None:
+        return np.broadcast_to(default, (frames, 4, 4))
+    a = np.asarray(value, dtype=np.float64)
+    if a.shape == (4, 4):
+        return np.broadcast_to(a, (frames, 4, 4))
+    if a.shape != (frames, 4, 4):
+        raise ValueError(f"placement must have shape (4, 4) or ({frames}, 4, 4), got {a.shape}")
+    return a
+
+
 class ControlInstance:
     """Per-object state of a :class:`ControlStack` and its evaluation."""
 
-    __slots__ = ("stack", "_states")
+    __slots__ = ("stack", "_states", "_clock")
 
     def __init__(self, stack: ControlStack) -> None:
         self.stack = stack
         self._states = [_State(enabled=True, weight=c.weight) for c in stack.controls]
+        #: Scene time of the last evaluated frame, when known.
+        self._clock: float | None = None
 
     def _state(self, name: str) -> _State:
         return self._states[self.stack.index(name)]
@@ -335,6 +579,9 @@ class ControlInstance:
     ) -> None:
         """Skeleton-space target ``(3,)`` or ``(T, 3)``, optional pole point (IK) and end
         orientation quaternion ``(4,)`` or ``(T, 4)`` (IK with ``orient_end``)."""
+        control = self.stack.control(name)
+        if not isinstance(control, IKControl | LookAtControl):
+            raise RigError(f"control {name!r} ({type(control).__name__}) takes no target through set_target")
         st = self._state(name)
         st.target = _vector_input(target, 3, f"target of {name!r}")
         st.pole = _vector_input(pole, 3, f"pole of {name!r}")
@@ -344,9 +591,26 @@ class ControlInstance:
             q.setflags(write=False)
         st.orientation = q
 
+    def set_closure_targets(self, name: str, first: ArrayLike | None, second: ArrayLike | None) -> None:
+        """The two controller targets of a closure, skeleton space, ``(3,)`` or ``(T, 3)`` each
+        (``None`` idles the closure)."""
+        if not isinstance(self.stack.control(name), ClosureControl):
+            raise RigError(f"control {name!r} is not a closure")
+        st = self._state(name)
+        st.target = _vector_input(first, 3, f"first target of {name!r}")
+        st.second = _vector_input(second, 3, f"second target of {name!r}")
+
+    def set_ground(self, name: str, ray_cast: RayCast | None) -> None:
+        """The ground query of a ground control (see :mod:`core.ground`; ``None`` idles it)."""
+        if not isinstance(self.stack.control(name), GroundControl):
+            raise RigError(f"control {name!r} is not a ground control")
+        if ray_cast is not None and not callable(ray_cast):
+            raise ValueError(f"the ray cast of {name!r} must be callable")
+        self._state(name).ray_cast = ray_cast
+
     def set_enabled(self, name: str, enabled: bool) -> None:
-        """Disabling clears the control's runtime state (smoothing memory, warm start, report),
-        so re-enabling starts clean."""
+        """Disabling clears the control's runtime state (smoothing memory, warm start, spring
+        and ground state, report), so re-enabling starts clean."""
         st = self._state(name)
         if not enabled:
             st.clear_runtime()
@@ -358,9 +622,11 @@ class ControlInstance:
         self._state(name).weight = float(weight)
 
     def reset(self) -> None:
-        """Forget all runtime state (a jump in time, a new clip)."""
+        """Forget all runtime state (a new clip): smoothing, warm starts, springs and their
+        cached frames, the clock."""
         for st in self._states:
             st.clear_runtime()
+        self._clock = None
 
     def status(self, name: str) -> ControlStatus:
         st = self._state(name)
@@ -373,6 +639,59 @@ class ControlInstance:
             report=st.report,
         )
 
+    def spring_state(self, name: str) -> SpringSnapshot | None:
+        """The state a spring control holds after its last frame (``None`` before any)."""
+        if not isinstance(self.stack.control(name), SpringControl):
+            raise RigError(f"control {name!r} is not a spring")
+        rt = self._state(name).runtime
+        return rt.current if isinstance(rt, SpringState) else None
+
+    def _ready(self, control: Control, st: _State) -> bool:
+        if not st.enabled or st.weight <= 0.0:
+            return False
+        if isinstance(control, IKControl | LookAtControl):
+            return st.target is not None
+        if isinstance(control, ClosureControl):
+            return st.target is not None and st.second is not None
+        if isinstance(control, GroundControl):
+            return st.ray_cast is not None
+        return True
+
+    def _timing(
+        self, frames: int, dt: ArrayLike | None, time: ArrayLike | None
+    ) -> tuple[FloatArray | None, FloatArray | None]:
+        """Per-frame ``dt`` (for smoothing) and scene times (for springs; NaN = unknown)."""
+        if time is not None:
+            times = np.array(np.broadcast_to(np.asarray(time, dtype=np.float64), (frames,)))
+            previous = np.nan if self._clock is None else self._clock
+            dts = np.diff(np.concatenate([[previous], times]))
+        elif dt is not None:
+            dts = np.broadcast_to(np.asarray(dt, dtype=np.float64), (frames,))
+            if not self.stack.needs_time:
+                # Only the clock is kept (for a later call that gives scene times).
+                total = float(np.sum(dts[1:])) + (float(dts[0]) if self._clock is not None else 0.0)
+                end = (self._clock or 0.0) + total
+                self._clock = end if math.isfinite(end) else None
+                return dts, None
+            times = np.empty(frames)
+            clock = self._clock
+            for t in range(frames):
+                step = float(dts[t])
+                if clock is None:
+                    # Nothing before this frame: it starts a timeline of its own at 0.
+                    clock = 0.0
+                elif math.isfinite(clock) and math.isfinite(step):
+                    clock = clock + step
+                else:
+                    clock = math.nan
+                times[t] = clock
+        else:
+            self._clock = None
+            return None, None
+        last = float(times[-1]) if frames else math.nan
+        self._clock = last if math.isfinite(last) else None
+        return dts, times
+
     def evaluate(
         self,
         rotations: ArrayLike,
@@ -381,15 +700,21 @@ class ControlInstance:
         *,
         coverage: ArrayLike | None = None,
         dt: ArrayLike | None = None,
+        time: ArrayLike | None = None,
+        placement: ArrayLike | None = None,
     ) -> StackResult:
         """Run the stack over ``T`` frames of a pose.
 
         ``coverage`` ``(B,)`` or ``(T, B)`` is how much the animation drives each joint (default
         0, so the result shows what the controls drove). ``dt`` (seconds, scalar or ``(T,)``) is
         the time since the previous evaluation for the first frame and between frames after it;
-        ``None`` disables smoothing for this call. Warm starts are used for single-frame (live)
-        evaluation; a batch of frames starts every frame from its own animated pose, so a bake
-        does not depend on the order frames were visited.
+        ``time`` (scalar or ``(T,)``) gives each frame's scene time instead (then ``dt`` is
+        ignored and a frame evaluated again, or revisited by scrubbing, recomputes springs from
+        the cached state before it). Neither disables smoothing and springs for this call.
+        ``placement`` is the object's world matrix ``(4, 4)`` or ``(T, 4, 4)``. Warm starts are
+        used for single-frame (live) evaluation; a batch of frames starts every frame from its
+        own animated pose, so a bake does not depend on the order frames were visited (springs
+        and smoothing, which carry state by nature, run through the frames in order).
         """
         sk = self.stack.skeleton
         pose = PoseBuffers(sk, rotations, translations, scales)
@@ -405,66 +730,40 @@ class ControlInstance:
                 cov = c.copy()
             else:
                 raise ValueError(f"coverage must have shape ({n},) or ({frames}, {n}), got {c.shape}")
-        dts: FloatArray | None = None
-        if dt is not None:
-            dts = np.broadcast_to(np.asarray(dt, dtype=np.float64), (frames,))
+        places = _placements(placement, sk.placement, frames) if self.stack.needs_placement else sk.placement[None]
+        dts, times = self._timing(frames, dt, time)
         reports: dict[str, ControlReport] = {}
         for group in self.stack.groups:
             active: list[int] = []
             for ci in group:
                 control, st = self.stack.controls[ci], self._states[ci]
-                if not st.enabled or st.weight <= 0.0 or st.target is None:
+                if not self._ready(control, st):
                     reports[control.name] = _idle_report(control.name, frames)
                 else:
                     active.append(ci)
             if not active:
                 continue
             first = self.stack.controls[active[0]]
+            st0 = self._states[active[0]]
+            outputs: list[_Output]
             if isinstance(first, IKControl):
-                results = self._run_ik(active, pose, dts)
+                outputs = [_Output(c, None, r) for c, r in self._run_ik(active, pose, dts)]
+            elif isinstance(first, LookAtControl):
+                look_rot, look_report = self._run_look_at(first, st0, pose, dts)
+                outputs = [_Output(look_rot, None, look_report)]
+            elif isinstance(first, GroundControl):
+                outputs = [self._run_ground(first, st0, pose, dts, places)]
+            elif isinstance(first, SpringControl):
+                outputs = [self._run_spring(first, st0, pose, times, places)]
+            elif isinstance(first, InheritControl):
+                outputs = [_run_inherit(first, pose)]
+            elif isinstance(first, FixedAxisControl):
+                outputs = [_run_fixed_axis(first, pose)]
             else:
-                results = [self._run_look_at(first, self._states[active[0]], pose, dts)]
-            # Members of a group are independent (none writes what another reads), so their
-            # blends go in together: the same as running them one after the other.
-            columns: list[int] = []
-            candidates: list[FloatArray] = []
-            ok_columns: list[BoolArray] = []
-            weights: list[float] = []
-            oks: list[BoolArray | None] = []
-            for ci, (candidate, report) in zip(active, results, strict=True):
-                joints = self.stack.controls[ci].written
-                ok = ~report.skipped & np.isfinite(candidate).all(axis=(1, 2))
-                # None marks "every frame usable", the common case, so the report stands as is.
-                oks.append(None if ok.all() else ok)
-                columns.extend(joints)
-                candidates.append(candidate)
-                ok_columns.append(np.broadcast_to(ok[:, None], (frames, len(joints))))
-                weights.extend([self._states[ci].weight] * len(joints))
-            cand = candidates[0] if len(candidates) == 1 else np.concatenate(candidates, axis=1)
-            old = pose.rotations[:, columns]
-            changed = np.any(cand != old, axis=-1)
-            if any(o is not None for o in oks):
-                changed &= np.concatenate(ok_columns, axis=1)
-            if changed.any():
-                w = np.array(weights)
-                blended = cand
-                if (w < 1.0).any():
-                    blended = np.where((w >= 1.0)[:, None], cand, quat_slerp(old, cand, w))
-                pose.set_rotations(columns, np.where(changed[..., None], blended, old))
-                cov[:, columns] = np.where(changed, np.maximum(cov[:, columns], w), cov[:, columns])
-            for ci, (_, report), ok_or_none in zip(active, results, oks, strict=True):
-                if ok_or_none is not None:
-                    report = ControlReport(
-                        name=report.name,
-                        ran=ok_or_none & report.ran,
-                        skipped=~ok_or_none,
-                        residual=report.residual,
-                        iterations=report.iterations,
-                        converged=report.converged & ok_or_none,
-                        limited=report.limited & ok_or_none,
-                    )
-                self._states[ci].report = report
-                reports[report.name] = report
+                outputs = [self._run_closure(first, st0, pose, dts)]
+            for ci, out in zip(active, self._apply(active, outputs, pose, cov), strict=True):
+                self._states[ci].report = out
+                reports[out.name] = out
         return StackResult(
             rotations=pose.rotations,
             translations=pose.translations,
@@ -473,8 +772,90 @@ class ControlInstance:
             reports=MappingProxyType({c.name: reports[c.name] for c in self.stack.controls}),
         )
 
+    def _apply(self, active: list[int], outputs: list[_Output], pose: PoseBuffers, cov: FloatArray) -> list[ControlReport]:
+        """Blend the candidates of one group into the pose by their weights; returns the
+        reports with frames whose candidate was not finite marked skipped.
+
+        Members of a group are independent (none writes what another reads), so their blends
+        go in together: the same as running them one after the other."""
+        frames = pose.frames
+        rot_cols: list[int] = []
+        rot_cands: list[FloatArray] = []
+        rot_ok: list[BoolArray] = []
+        rot_w: list[float] = []
+        tr_cols: list[int] = []
+        tr_cands: list[FloatArray] = []
+        tr_ok: list[BoolArray] = []
+        tr_w: list[float] = []
+        oks: list[BoolArray | None] = []
+        for ci, out in zip(active, outputs, strict=True):
+            control = self.stack.controls[ci]
+            weight = self._states[ci].weight
+            ok = ~out.report.skipped & np.isfinite(out.rotations).all(axis=(1, 2))
+            if out.translations is not None:
+                ok &= np.isfinite(out.translations).all(axis=(1, 2))
+            # None marks "every frame usable", the common case, so the report stands as is.
+            oks.append(None if ok.all() else ok)
+            if control.written:
+                rot_cols.extend(control.written)
+                rot_cands.append(out.rotations)
+                rot_ok.append(np.broadcast_to(ok[:, None], (frames, len(control.written))))
+                rot_w.extend([weight] * len(control.written))
+            if control.moved and out.translations is not None:
+                tr_cols.extend(control.moved)
+                tr_cands.append(out.translations)
+                tr_ok.append(np.broadcast_to(ok[:, None], (frames, len(control.moved))))
+                tr_w.extend([weight] * len(control.moved))
+        partial = any(o is not None for o in oks)
+        if rot_cols:
+            cand = rot_cands[0] if len(rot_cands) == 1 else np.concatenate(rot_cands, axis=1)
+            old = pose.rotations[:, rot_cols]
+            changed = np.any(cand != old, axis=-1)
+            if partial:
+                changed &= np.concatenate(rot_ok, axis=1)
+            if changed.any():
+                w = np.array(rot_w)
+                blended = cand
+                if (w < 1.0).any():
+                    blended = np.where((w >= 1.0)[:, None], cand, quat_slerp(old, cand, w))
+                pose.set_rotations(rot_cols, np.where(changed[..., None], blended, old))
+                cov[:, rot_cols] = np.where(changed, np.maximum(cov[:, rot_cols], w), cov[:, rot_cols])
+        if tr_cols:
+            cand = tr_cands[0] if len(tr_cands) == 1 else np.concatenate(tr_cands, axis=1)
+            old = pose.translations[:, tr_cols]
+            changed = np.any(cand != old, axis=-1)
+            if partial:
+                changed &= np.concatenate(tr_ok, axis=1)
+            if changed.any():
+                w = np.array(tr_w)
+                blended = np.where((w >= 1.0)[:, None], cand, old + w[:, None] * (cand - old))
+                pose.set_translations(tr_cols, np.where(changed[..., None], blended, old))
+                cov[:, tr_cols] = np.where(changed, np.maximum(cov[:, tr_cols], w), cov[:, tr_cols])
+        result: list[ControlReport] = []
+        for out, ok_or_none in zip(outputs, oks, strict=True):
+            report = out.report
+            if ok_or_none is not None:
+                report = ControlReport(
+                    name=report.name,
+                    ran=ok_or_none & report.ran,
+                    skipped=~ok_or_none,
+                    residual=report.residual,
+                    iterations=report.iterations,
+                    converged=report.converged & ok_or_none,
+                    limited=report.limited & ok_or_none,
+                    details=report.details,
+                )
+            result.append(report)
+        return result
+
     def _member_inputs(
-        self, control: Control, st: _State, key: str, value: FloatArray, frames: int, dts: FloatArray | None
+        self,
+        control: IKControl | LookAtControl | ClosureControl,
+        st: _State,
+        key: str,
+        value: FloatArray,
+        frames: int,
+        dts: FloatArray | None,
     ) -> FloatArray:
         if value.ndim == 2 and value.shape[0] != frames:
             raise ValueError(
@@ -601,6 +982,147 @@ class ControlInstance:
             converged=solve.aim_error <= LOOK_AT_TOLERANCE,
             limited=solve.limited,
         )
+
+    def _run_ground(
+        self, control: GroundControl, st: _State, pose: PoseBuffers, dts: FloatArray | None, places: FloatArray
+    ) -> _Output:
+        assert st.ray_cast is not None
+        memory = st.runtime if isinstance(st.runtime, GroundMemory) else GroundMemory()
+        st.runtime = memory
+        solve = adapt_to_ground(
+            self.stack.skeleton, control.rig, pose, places, st.ray_cast, memory, dts,
+            control.smooth_time, control.pelvis_smooth_time,
+        )
+        frames = pose.frames
+        residual = solve.residual.max(axis=1)
+        ok = np.isfinite(residual)
+        report = ControlReport(
+            name=control.name,
+            ran=ok,
+            skipped=~ok,
+            residual=residual,
+            iterations=np.ones(frames, dtype=np.int64),
+            converged=residual <= 1e-6,
+            limited=solve.capped.any(axis=1),
+            details=MappingProxyType(
+                {
+                    "hit": solve.hit,
+                    "lift": solve.lift,
+                    "raw_lift": solve.raw_lift,
+                    "tilt": solve.tilt,
+                    "capped": solve.capped,
+                    "clearance": solve.clearance,
+                    "pelvis_offset": solve.pelvis_offset,
+                    "leg_residual": solve.residual,
+                }
+            ),
+        )
+        tr = None if solve.pelvis_translation is None else solve.pelvis_translation[:, None]
+        return _Output(solve.rotations, tr, report)
+
+    def _run_spring(
+        self, control: SpringControl, st: _State, pose: PoseBuffers, times: FloatArray | None, places: FloatArray
+    ) -> _Output:
+        state = st.runtime if isinstance(st.runtime, SpringState) else SpringState()
+        st.runtime = state
+        kin = PathKinematics(self.stack.skeleton, control.chain.path, pose)
+        animated = kin.points()
+        frames = pose.frames
+        world = np.einsum("tij,tkj->tki", places[:, :3, :3], animated) + places[:, None, :3, 3]
+        usable = np.isfinite(world).all(axis=(1, 2)) & np.isfinite(places).all(axis=(1, 2))
+        simulated = world.copy()
+        reset = np.full(frames, "", dtype="<U10")
+        recomputed = np.zeros(frames, dtype=bool)
+        substeps = np.zeros(frames, dtype=np.int64)
+        for t in range(frames):
+            if not usable[t]:
+                # A non-finite input frame is skipped and leaves the state as it was.
+                continue
+            when = None if times is None or not math.isfinite(float(times[t])) else float(times[t])
+            step = advance(control.chain, state, when, world[t])
+            simulated[t] = step.points
+            reset[t] = step.reset
+            recomputed[t] = step.recomputed
+            substeps[t] = step.substeps
+        inv = np.linalg.inv(np.where(usable[:, None, None], places, np.eye(4)))
+        points = np.einsum("tij,tkj->tki", inv[:, :3, :3], simulated) + inv[:, None, :3, 3]
+        points = np.where(usable[:, None, None], points, animated)
+        rot, got, _ = kin.rotations_from_points(points)
+        residual = np.linalg.norm(got - points, axis=-1).max(axis=1)
+        before = np.linalg.norm(np.diff(animated, axis=1), axis=-1)
+        after = np.linalg.norm(np.diff(got, axis=1), axis=-1)
+        length_error = (np.abs(after - before) / np.maximum(before, 1e-300)).max(axis=1)
+        report = ControlReport(
+            name=control.name,
+            ran=usable,
+            skipped=~usable,
+            residual=residual,
+            iterations=substeps,
+            converged=usable,
+            limited=np.zeros(frames, dtype=bool),
+            details=MappingProxyType(
+                {"reset": reset, "recomputed": recomputed, "length_error": length_error, "points": points}
+            ),
+        )
+        return _Output(np.where(usable[:, None, None], rot, np.nan), None, report)
+
+    def _run_closure(self, control: ClosureControl, st: _State, pose: PoseBuffers, dts: FloatArray | None) -> _Output:
+        assert st.target is not None and st.second is not None
+        frames = pose.frames
+        first = np.broadcast_to(self._member_inputs(control, st, "target", st.target, frames, dts), (frames, 3))
+        second = np.broadcast_to(self._member_inputs(control, st, "second", st.second, frames, dts), (frames, 3))
+        valid = np.isfinite(first).all(axis=1) & np.isfinite(second).all(axis=1)
+        solve = solve_closure(
+            self.stack.skeleton,
+            control.closure,
+            pose,
+            np.where(valid[:, None], first, 0.0),
+            np.where(valid[:, None], second, 0.0),
+            tolerance=control.tolerance,
+            max_iterations=control.max_iterations,
+            max_passes=control.max_passes,
+        )
+        candidate = np.concatenate([solve.left, solve.right], axis=1)
+        report = ControlReport(
+            name=control.name,
+            ran=valid,
+            skipped=~valid,
+            residual=solve.residual,
+            iterations=solve.iterations,
+            converged=solve.satisfied & valid,
+            limited=solve.limited & valid,
+            details=MappingProxyType(
+                {
+                    "satisfied": solve.satisfied,
+                    "stop": np.array(STOP_REASONS)[solve.stop],
+                    "endpoint_gap": solve.endpoint_gap,
+                    "base_gap": solve.base_gap,
+                    "meeting": solve.meeting,
+                }
+            ),
+        )
+        return _Output(candidate, None, report)
+
+
+def _run_inherit(control: InheritControl, pose: PoseBuffers) -> _Output:
+    rot, tr = inherit(control.inheritance, pose.rotations, pose.translations)
+    frames = pose.frames
+    yes = np.ones(frames, dtype=bool)
+    report = ControlReport(
+        control.name, yes, ~yes, np.zeros(frames), np.ones(frames, dtype=np.int64), yes.copy(), ~yes
+    )
+    return _Output(rot, tr if control.moved else None, report)
+
+
+def _run_fixed_axis(control: FixedAxisControl, pose: PoseBuffers) -> _Output:
+    joints = list(control.axes.joints)
+    rot = twist_about(pose.rotations[:, joints], control.axes.axes)
+    frames = pose.frames
+    yes = np.ones(frames, dtype=bool)
+    report = ControlReport(
+        control.name, yes, ~yes, np.zeros(frames), np.ones(frames, dtype=np.int64), yes.copy(), ~yes
+    )
+    return _Output(rot, None, report)
 
 
 def _idle_report(name: str, frames: int) -> ControlReport:

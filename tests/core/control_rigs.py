@@ -14,7 +14,7 @@ import numpy as np
 from marionette.core.chains import JointPath
 from marionette.core.controls import ControlStack, IKControl, LookAtControl
 from marionette.core.look_at import LookAtChain
-from marionette.core.rotations import matrix_from_quat, quat_normalize
+from marionette.core.rotations import matrix_from_quat, quat_from_matrix, quat_normalize
 from marionette.core.skeleton import Skeleton
 
 
@@ -161,3 +161,72 @@ def humanoid_stack(skeleton: Skeleton, *, smooth_time: float = 0.0) -> ControlSt
     )
     controls.append(LookAtControl(name="look", chain=chain, priority=2, smooth_time=smooth_time))
     return ControlStack(skeleton, controls)
+
+
+def hanging_chain(segments: int = 4, length: float = 1.0) -> tuple[Skeleton, JointPath]:
+    """A carrier bone ``base`` (head at (0, 0, 2), rest axes = armature axes, so its local
+    translation is an armature-space offset) and a chain of ``segments`` equal bones hanging
+    straight down from its head, ``length`` long in all. Returns the skeleton and the chain's
+    path (its end point is the last bone's tail)."""
+    seg = length / segments
+    names = ["base"] + [f"s{k}" for k in range(segments)]
+    parents: list[str | None] = [None, "base"] + [f"s{k}" for k in range(segments - 1)]
+    rest = [_bone_matrix(np.array([0.0, 0.0, 2.0]), np.array([0.0, 0.1, 2.0]), np.array([0.0, 0.0, 1.0]))]
+    for k in range(segments):
+        head = np.array([0.0, 0.0, 2.0 - seg * k])
+        rest.append(_bone_matrix(head, head - [0.0, 0.0, seg], np.array([0.0, -1.0, 0.0])))
+    sk = Skeleton.from_rest_matrices(names, parents, np.array(rest))
+    path = JointPath.between(sk, "s0", f"s{segments - 1}", end_offset=[0.0, seg, 0.0])
+    return sk, path
+
+
+def walk_cycle(
+    skeleton: Skeleton,
+    times: np.ndarray,
+    *,
+    speed: float = 1.0,
+    period: float = 1.0,
+    lift: float = 0.08,
+    stance: float = 0.55,
+    bob: float = 0.02,
+) -> tuple[np.ndarray, np.ndarray]:
+    """A flat-ground walk for :func:`humanoid_65` toward -Y: the hips travel at ``speed`` with a
+    ``bob`` (2 cm), each foot stays planted (flat, on z = 0) for ``stance`` of the cycle and swings
+    one stride forward with an arc ``lift`` high. Made with the stack's own two-bone legs, so
+    feet are exactly where they are meant to be. Returns rotations and translations."""
+    t = np.asarray(times, dtype=float)
+    frames, bones = len(t), len(skeleton)
+    rest = skeleton.rest_placements()
+    rot = np.zeros((frames, bones, 4))
+    rot[..., 0] = 1.0
+    tr = np.zeros((frames, bones, 3))
+    hips = skeleton.index("hips")
+    offset = np.zeros((frames, 3))
+    offset[:, 1] = -speed * t
+    offset[:, 2] = -0.08 + bob * np.cos(4 * np.pi * t / period)
+    # The hips' local translation lives in its rest frame (a root child with C1 = I).
+    tr[:, hips] = offset @ rest[hips, :3, :3]
+    legs = []
+    targets = {}
+    for side, phase in (("L", 0.0), ("R", 0.5)):
+        ankle = rest[skeleton.index(f"foot.{side}"), :3, 3]
+        cycle = np.floor(t / period + phase)
+        ph = t / period + phase - cycle
+
+        def plant(k: np.ndarray, phase: float = phase) -> np.ndarray:
+            # Planted under the hips at mid-stance.
+            return -speed * (k + stance / 2 - phase) * period
+
+        swing = np.clip((ph - stance) / (1 - stance), 0.0, 1.0)
+        y = plant(cycle) + (plant(cycle + 1) - plant(cycle)) * (0.5 - 0.5 * np.cos(np.pi * swing))
+        z = np.where(ph < stance, 0.0, lift * np.sin(np.pi * swing))
+        targets[side] = np.stack([np.full(frames, ankle[0]), y + ankle[1], z + ankle[2]], axis=1)
+        legs.append(
+            IKControl(f"leg.{side}", JointPath.between(skeleton, f"thigh.{side}", f"shin.{side}", end=f"foot.{side}"), orient_end=True)
+        )
+    inst = ControlStack(skeleton, legs).instance()
+    for side in ("L", "R"):
+        flat = quat_from_matrix(rest[skeleton.index(f"foot.{side}"), :3, :3])
+        inst.set_target(f"leg.{side}", targets[side], pole=targets[side] + [0.0, -1.0, 0.5], orientation=flat)
+    out = inst.evaluate(rot, tr)
+    return out.rotations, out.translations

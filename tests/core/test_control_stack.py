@@ -332,3 +332,60 @@ def test_limits_in_the_stack_report_blocked_targets() -> None:
         report = inst.evaluate(rot, tr).reports["leg"]
         assert bool(report.limited[0]) == blocked
         assert bool(report.converged[0]) != blocked
+
+
+def test_translations_blend_by_the_weight_and_moved_joints_gain_coverage() -> None:
+    from marionette.core.controls import GroundControl
+    from marionette.core.ground import GroundRig
+
+    rig = GroundRig.build(SKELETON, [(f"thigh.{s}", f"shin.{s}", f"foot.{s}") for s in "LR"], pelvis="hips")
+    stack = ControlStack(SKELETON, [GroundControl("ground", rig)])
+    rot, tr = animation(3)
+    rot[:] = [1.0, 0.0, 0.0, 0.0]
+
+    def lower_ground(origins, directions, distances):
+        n = len(origins)
+        pts = origins.copy()
+        pts[:, 2] = -0.2  # 20 cm below the floor: the pelvis must come down
+        return np.ones(n, dtype=bool), pts, np.tile([0.0, 0.0, 1.0], (n, 1))
+
+    full, half = stack.instance(), stack.instance()
+    for inst in (full, half):
+        inst.set_ground("ground", lower_ground)
+    half.set_weight("ground", 0.5)
+    a = full.evaluate(rot, tr, coverage=np.full(B, 0.2))
+    b = half.evaluate(rot, tr, coverage=np.full(B, 0.2))
+    hips = SKELETON.index("hips")
+    np.testing.assert_allclose(b.translations[:, hips], 0.5 * (tr[:, hips] + a.translations[:, hips]), atol=1e-15)
+    assert np.linalg.norm(a.translations[:, hips] - tr[:, hips], axis=1).min() > 0.1
+    assert np.all(a.coverage[:, hips] == 1.0) and np.all(b.coverage[:, hips] == 0.5)
+    assert stack.controls_of_joint("hips") == ("ground",)
+
+
+def test_scene_time_drives_smoothing_like_dt() -> None:
+    leg = JointPath.between(SKELETON, "thigh.L", "shin.L", end="foot.L")
+    stack = ControlStack(SKELETON, [IKControl("leg", leg, smooth_time=0.25)])
+    rot, tr = animation(1)
+    by_dt, by_time = stack.instance(), stack.instance()
+    for k in range(6):
+        target = [0.1, -0.1 - 0.03 * k, 0.2]
+        by_dt.set_target("leg", target)
+        by_time.set_target("leg", target)
+        a = by_dt.evaluate(rot, tr, dt=None if k == 0 else 1 / 24)
+        b = by_time.evaluate(rot, tr, time=10.0 + k / 24)
+        np.testing.assert_allclose(a.rotations, b.rotations, atol=1e-12)
+
+
+def test_controls_refuse_inputs_of_another_kind() -> None:
+    from marionette.core.controls import SpringControl
+    from marionette.core.springs import SpringChain
+
+    tail = JointPath.between(SKELETON, "spine", "neck", end="head")
+    stack = ControlStack(SKELETON, [SpringControl("tail", SpringChain.build(tail))])
+    inst = stack.instance()
+    with pytest.raises(RigError):
+        inst.set_target("tail", [0.0, 0.0, 1.0])
+    with pytest.raises(RigError):
+        inst.set_ground("tail", lambda o, d, m: (None, None, None))
+    with pytest.raises(RigError):
+        inst.set_closure_targets("tail", [0.0, 0.0, 1.0], [0.0, 0.0, 1.0])

@@ -1,0 +1,488 @@
+"""Ground adaptation (SPEC 7.4): feet on uneven ground, pelvis lowered to let the lower leg reach.
+
+Conventions: skeleton-space positions and directions, frames first, float64, quaternions as in
+:mod:`core.rotations`. World up is Blender's +Z; it is carried into skeleton space through the
+armature object's placement (``(T, 4, 4)``, object to world), so a rotated or scaled object
+probes the same world ground. Distances in the definition (probe height, offset bound, floor) are
+skeleton units. Angles are radians.
+
+The ground is queried through a ray-cast function passed in (the Blender layer gives it
+``scene.ray_cast`` with the character excluded; tests give analytic terrain)::
+
+    ray_cast(origins (N, 3), directions (N, 3), distances (N,)) -> (hit (N,), points (N, 3), normals (N, 3))
+
+all in world space. Per frame and foot:
+
+1. *Probe.* The sole point (fixed in the foot's frame; by default the point under the rest ankle
+   on the floor) is probed from ``probe_height`` above, down through twice that. The animation is
+   taken to have been made on a floor, horizontal in the world, through the skeleton-space point
+   ``floor * up``; the foot's *clearance* is its sole's height above that floor.
+2. *Smoothing.* The hit plane (normal and offset, world space) is smoothed per foot with
+   ``1 - exp(-dt / smooth_time)``; a missed ray aims it at the animation's floor. Smoothing the
+   plane rather than the lift means a planted foot on a planar slope does not lag while the body
+   moves over it (its lift changes, its plane does not), while a step edge or a lost ray still
+   eases in.
+3. *Tilt.* The foot turns from world up toward the smoothed normal, at most ``max_tilt`` (<= 35
+   degrees), fading out as the clearance grows to the probe height (a foot high in the air does
+   not follow the slope under it).
+4. *Lift.* The vertical offset that puts the tilted sole at its animated clearance above the
+   smoothed plane, clamped to ``+-max_offset``; never so low that the sole is below the ground
+   actually hit (a late plane would sink the foot). On the animation's floor it is 0, so with no
+   ground the foot returns to its animation.
+5. *Pelvis.* Aimed at the lowest negative lift (0 when none is negative) and smoothed with
+   its own time constant, never above its animated height; lowered further, at once, when a leg
+   could not reach its target otherwise (a smoothing lag must not leave a foot hanging); never
+   asked to bend a leg more than the animation does.
+6. *Legs.* Each leg is solved by the two-bone IK toward its animated ankle moved by its lift,
+   from the lowered pelvis, the pole ahead of the knee along the rig's facing (the pelvis's
+   current forward axis, made horizontal, so the knees follow the body as it turns); the foot
+   keeps its animated world orientation turned by the tilt.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from .chains import JointPath, PathKinematics, PoseBuffers, end_rotations
+from .errors import RigError
+from .facing import Leg, infer_facing
+from .ik import solve_path_ik
+from .rotation_kernels import cross, quat_from_rotation_matrix, quat_mul
+from .rotations import FloatArray, orthonormalize
+from .skeleton import Skeleton
+
+BoolArray = NDArray[np.bool_]
+RayCast = Callable[[FloatArray, FloatArray, FloatArray], tuple[ArrayLike, ArrayLike, ArrayLike]]
+
+#: The largest foot tilt SPEC 7.4 allows.
+MAX_TILT = math.radians(35.0)
+_EPS = 1e-12
+_Z = np.array([0.0, 0.0, 1.0])
+
+
+def _readonly(a: FloatArray) -> FloatArray:
+    a.setflags(write=False)
+    return a
+
+
+def _index(skeleton: Skeleton, j: int | str) -> int:
+    return j if isinstance(j, int) else skeleton.index(j)
+
+
+@dataclass(frozen=True)
+class GroundLeg:
+    """One leg: the thigh-shin path ending at the foot's pivot (the ankle), and the sole point
+    in the foot's placement frame."""
+
+    path: JointPath
+    foot: int
+    sole: FloatArray
+
+    @property
+    def joints(self) -> tuple[int, int, int]:
+        return (self.path.joints[0], self.path.joints[1], self.foot)
+
+
+@dataclass(frozen=True)
+class GroundRig:
+    """Shared definition of ground adaptation; build it with :meth:`build`."""
+
+    legs: tuple[GroundLeg, ...]
+    #: Joint whose translation lowers the body (-1: no pelvis adjustment).
+    pelvis: int
+    #: Joint whose placement carries the rig's facing: the pelvis, else the first thigh's parent
+    #: (-1: none, skeleton space).
+    facing_joint: int
+    #: The rig's forward direction in ``facing_joint``'s placement frame.
+    forward: FloatArray
+    #: A point of the floor the animation was made on, skeleton space (``floor * up``).
+    floor_point: FloatArray
+    probe_height: float
+    max_offset: float
+    max_tilt: float
+
+    @classmethod
+    def build(
+        cls,
+        skeleton: Skeleton,
+        legs: Sequence[tuple[int | str, int | str, int | str]],
+        *,
+        pelvis: int | str | None = None,
+        forward: ArrayLike | None = None,
+        up: ArrayLike = (0.0, 0.0, 1.0),
+        floor: float = 0.0,
+        sole_height: float | None = None,
+        probe_height: float = 0.5,
+        max_offset: float | None = None,
+        max_tilt: float = MAX_TILT,
+        soles: Sequence[ArrayLike] | None = None,
+    ) -> GroundRig:
+        """``legs``: (thigh, shin, foot) per leg. ``pelvis``: the joint to lower (an ancestor of
+        every thigh), or ``None`` for no pelvis adjustment. ``forward``: the rig's rest forward
+        in skeleton space (default: inferred from the feet and knees, SPEC 4.1). ``up``: the
+        skeleton's up at rest (+Z for Blender rigs, +Y for a BVH read as is); ``floor``: the
+        height along ``up`` of the floor the animation was made on. The sole of each foot is a
+        point ``sole_height`` under the rest ankle, carried by the foot (default: the rest
+        ankle's height above the floor, for rigs whose rest pose stands on it), or ``soles``,
+        one point per leg in the foot's placement frame. ``max_offset`` defaults to
+        ``probe_height``; ``max_tilt`` 0 disables tilting."""
+        if not legs:
+            raise RigError("ground adaptation needs at least one leg")
+        for value, what in ((probe_height, "probe_height"), (floor, "floor")):
+            if not math.isfinite(value):
+                raise RigError(f"{what} must be finite, got {value}")
+        up_v = np.asarray(up, dtype=np.float64).reshape(-1)
+        if up_v.shape != (3,) or not np.all(np.isfinite(up_v)) or np.linalg.norm(up_v) < 1e-9:
+            raise RigError("up must be a finite non-zero vector of shape (3,)")
+        up_v = up_v / np.linalg.norm(up_v)
+        if sole_height is not None and not (math.isfinite(sole_height) and sole_height >= 0.0):
+            raise RigError(f"sole_height must be finite and >= 0, got {sole_height}")
+        if probe_height <= 0.0:
+            raise RigError(f"probe_height must be > 0, got {probe_height}")
+        bound = probe_height if max_offset is None else float(max_offset)
+        if not (math.isfinite(bound) and bound >= 0.0):
+            raise RigError(f"max_offset must be finite and >= 0, got {max_offset}")
+        if not (math.isfinite(max_tilt) and 0.0 <= max_tilt <= MAX_TILT + 1e-12):
+            raise RigError(f"max_tilt must be between 0 and 35 degrees, got {math.degrees(max_tilt):.3f}")
+        rest = skeleton.rest_placements()
+        built: list[GroundLeg] = []
+        seen: set[int] = set()
+        for k, (thigh, shin, foot) in enumerate(legs):
+            t, s, f = (_index(skeleton, j) for j in (thigh, shin, foot))
+            if int(skeleton.parents[s]) != t or int(skeleton.parents[f]) != s:
+                raise RigError(
+                    f"leg {k + 1}: {skeleton.names[f]!r} must be a child of {skeleton.names[s]!r},"
+                    f" itself a child of {skeleton.names[t]!r}"
+                )
+            if seen & {t, s, f}:
+                raise RigError(f"leg {k + 1} shares a joint with another leg")
+            seen |= {t, s, f}
+            path = JointPath.between(skeleton, t, s, end=f)
+            if soles is None:
+                ankle = rest[f, :3, 3]
+                height = float(ankle @ up_v) - floor if sole_height is None else sole_height
+                if height <= 0.0:
+                    raise RigError(
+                        f"the rest ankle {skeleton.names[f]!r} is not above the floor ({floor} along up);"
+                        " give sole_height or the sole points"
+                    )
+                sole = np.linalg.solve(rest[f], np.append(ankle - height * up_v, 1.0))[:3]
+            else:
+                sole = np.asarray(soles[k], dtype=np.float64).reshape(-1)
+                if sole.shape != (3,) or not np.all(np.isfinite(sole)):
+                    raise RigError(f"the sole point of leg {k + 1} must be a finite vector of shape (3,)")
+            built.append(GroundLeg(path, f, _readonly(sole.copy())))
+        p = -1 if pelvis is None else _index(skeleton, pelvis)
+        if p >= 0:
+            if p in seen:
+                raise RigError(f"the pelvis {skeleton.names[p]!r} cannot be a leg joint")
+            for leg in built:
+                if p not in leg.path.ancestors:
+                    raise RigError(
+                        f"the pelvis {skeleton.names[p]!r} must be an ancestor of {skeleton.names[leg.path.joints[0]]!r}"
+                    )
+        if forward is None:
+            fwd = _infer_forward(skeleton, built, rest, p, up_v)
+        else:
+            fwd = np.asarray(forward, dtype=np.float64).reshape(-1)
+            if fwd.shape != (3,) or not np.all(np.isfinite(fwd)) or np.linalg.norm(fwd - (fwd @ up_v) * up_v) < 1e-9:
+                raise RigError("forward must be a finite vector of shape (3,) with a horizontal part")
+        fwd = fwd / np.linalg.norm(fwd)
+        facing = p if p >= 0 else int(skeleton.parents[built[0].path.joints[0]])
+        if facing >= 0:
+            fwd = orthonormalize(rest[facing, :3, :3]).T @ fwd
+        return cls(
+            tuple(built), p, facing, _readonly(fwd), _readonly(floor * up_v), float(probe_height), bound, float(max_tilt)
+        )
+
+    @property
+    def written(self) -> tuple[int, ...]:
+        """Joints whose rotation changes: thigh, shin and foot of every leg."""
+        return tuple(j for leg in self.legs for j in leg.joints)
+
+    @property
+    def moved(self) -> tuple[int, ...]:
+        """Joints whose translation changes: the pelvis, if any."""
+        return (self.pelvis,) if self.pelvis >= 0 else ()
+
+
+def _infer_forward(skeleton: Skeleton, legs: list[GroundLeg], rest: FloatArray, pelvis: int, up: FloatArray) -> FloatArray:
+    cues = []
+    for leg in legs:
+        t, s, f = leg.joints
+        toes = skeleton.children(f)
+        cues.append(Leg(rest[t, :3, 3], rest[s, :3, 3], rest[f, :3, 3], rest[toes[0], :3, 3] if toes else None))
+    hips = rest[pelvis, :3, 3] if pelvis >= 0 else np.mean([rest[leg.joints[0], :3, 3] for leg in legs], axis=0)
+    facing = infer_facing(hips, hips + up, cues)
+    if facing.forward is None:
+        raise RigError("cannot tell which way this rig faces from its feet and knees; give forward explicitly")
+    return np.asarray(facing.forward, dtype=np.float64)
+
+
+@dataclass
+class GroundMemory:
+    """Per-instance smoothing state: the ground plane under each foot (world normals ``(L, 3)``
+    and offsets ``(L,)``) and the pelvis offset."""
+
+    normal: FloatArray | None = None
+    offset: FloatArray | None = None
+    pelvis: float | None = None
+
+
+@dataclass(frozen=True)
+class GroundSolve:
+    """Result per frame. ``rotations`` ``(T, 3 L, 4)`` for thigh, shin, foot of each leg in
+    :attr:`GroundRig.written` order; ``pelvis_translation`` ``(T, 3)`` (``None`` without a
+    pelvis). Per foot ``(T, L)``: ``hit``, the smoothed ``lift`` and its target ``raw_lift``
+    (skeleton units along up), the applied ``tilt`` (radians), ``capped`` (the normal was steeper
+    than ``max_tilt``), ``clearance`` (animated sole height above the floor) and the leg IK
+    ``residual``. ``pelvis_offset`` ``(T,)`` is always <= 0."""
+
+    rotations: FloatArray
+    pelvis_translation: FloatArray | None
+    hit: BoolArray
+    lift: FloatArray
+    raw_lift: FloatArray
+    tilt: FloatArray
+    capped: BoolArray
+    clearance: FloatArray
+    pelvis_offset: FloatArray
+    residual: FloatArray
+    details: dict[str, FloatArray] = field(default_factory=dict)
+
+
+def _unit_rows(v: FloatArray) -> FloatArray:
+    n = np.linalg.norm(v, axis=-1, keepdims=True)
+    out: FloatArray = v / np.where(n > _EPS, n, 1.0)
+    return out
+
+
+def _probe(
+    ray_cast: RayCast, origins: FloatArray, distance: FloatArray
+) -> tuple[BoolArray, FloatArray, FloatArray]:
+    n = origins.shape[0]
+    directions = np.broadcast_to(-_Z, (n, 3)).copy()
+    hit_raw, pts_raw, nrm_raw = ray_cast(origins, directions, distance)
+    hit = np.asarray(hit_raw, dtype=bool).reshape(-1)
+    pts = np.asarray(pts_raw, dtype=np.float64)
+    nrm = np.asarray(nrm_raw, dtype=np.float64)
+    if hit.shape != (n,) or pts.shape != (n, 3) or nrm.shape != (n, 3):
+        raise ValueError(
+            f"ray_cast must return hit ({n},), points ({n}, 3) and normals ({n}, 3), got {hit.shape}, {pts.shape}, {nrm.shape}"
+        )
+    # A hit with a non-finite point or normal, or beyond the probe, counts as a miss.
+    ok = hit & np.isfinite(pts).all(axis=1) & np.isfinite(nrm).all(axis=1) & (np.linalg.norm(nrm, axis=1) > 1e-9)
+    ok &= (origins[:, 2] - pts[:, 2]) <= distance * (1.0 + 1e-9)
+    return ok, np.where(ok[:, None], pts, 0.0), np.where(ok[:, None], nrm, _Z)
+
+
+def _alpha(dt: float | None, tau: float) -> float:
+    """Smoothing response for one frame: 1 (snap) without a usable dt or time constant."""
+    if tau <= 0.0 or dt is None or not math.isfinite(dt) or dt < 0.0:
+        return 1.0
+    return 1.0 - math.exp(-dt / tau)
+
+
+def adapt_to_ground(
+    skeleton: Skeleton,
+    rig: GroundRig,
+    pose: PoseBuffers,
+    placement: FloatArray,
+    ray_cast: RayCast,
+    memory: GroundMemory,
+    dts: FloatArray | None,
+    smooth_time: float,
+    pelvis_smooth_time: float,
+    tolerance: float = 1e-6,
+) -> GroundSolve:
+    """Run ground adaptation over the frames of ``pose`` (read, not written). ``placement``
+    ``(T, 4, 4)`` is the object's world matrix per frame; ``memory`` carries the smoothing
+    across calls; ``dts`` ``(T,)`` the time before each frame (``None``: no smoothing)."""
+    frames = pose.frames
+    legs = rig.legs
+    count = len(legs)
+    if placement.shape != (frames, 4, 4):
+        raise ValueError(f"placement must have shape ({frames}, 4, 4), got {placement.shape}")
+    lin = placement[:, :3, :3]
+    up_raw = np.linalg.solve(lin, np.broadcast_to(_Z, (frames, 3))[..., None])[..., 0]
+    scale = 1.0 / np.linalg.norm(up_raw, axis=1)  # world units per skeleton unit, vertically
+    up = up_raw * scale[:, None]  # (T, 3) world up in skeleton space
+
+    kin = PathKinematics(skeleton, [leg.path for leg in legs], pose)
+    pts = kin.points().reshape(count, frames, 3, 3)
+    ankle = pts[:, :, 2]  # (L, T, 3)
+    feet = np.stack([pose.world(leg.foot) for leg in legs])  # (L, T, 4, 4)
+    sole = np.einsum("ltij,lj->lti", feet[..., :3, :3], np.stack([leg.sole for leg in legs])) + feet[..., :3, 3]
+    floor_point = rig.floor_point
+
+    # Probe in world space.
+    sole_w = np.einsum("tij,ltj->lti", lin, sole) + placement[None, :, :3, 3]
+    ankle_w = np.einsum("tij,ltj->lti", lin, ankle) + placement[None, :, :3, 3]
+    floor_w = (placement[:, :3, :3] @ floor_point + placement[:, :3, 3])[:, 2]  # (T,)
+    clearance_w = sole_w[..., 2] - floor_w[None]
+    reach = np.broadcast_to(rig.probe_height * scale, (count, frames))
+    origins = sole_w + reach[..., None] * _Z
+    hit_f, pts_w, nrm_w = _probe(ray_cast, origins.reshape(-1, 3), (2.0 * reach).reshape(-1))
+    hit = hit_f.reshape(count, frames)
+    nrm_w = _unit_rows(nrm_w.reshape(count, frames, 3))
+    nrm_w = np.where((nrm_w[..., 2] < 0.0)[..., None], -nrm_w, nrm_w)
+    # The ground under each foot as a world plane n . p = d; a missed ray aims at the plane
+    # that gives no lift (the animation's floor, horizontal).
+    plane_n = np.where(hit[..., None], nrm_w, _Z)
+    plane_d = np.where(hit, np.einsum("lti,lti->lt", nrm_w, pts_w.reshape(count, frames, 3)), floor_w[None])
+    capped = hit & (np.arccos(np.clip(plane_n[..., 2], -1.0, 1.0)) > rig.max_tilt + 1e-12)
+    valid = (
+        np.isfinite(sole_w).all(axis=-1)
+        & np.isfinite(ankle_w).all(axis=-1)
+        & np.isfinite(pts[:, :, 0]).all(axis=-1)
+        & np.isfinite(up).all(axis=-1)[None]
+    ).all(axis=0)
+
+    # Smoothing, frame after frame (cheap per frame; the state carries across calls). The
+    # plane is what is smoothed, not the lift: on a planar slope it does not change while the
+    # body moves over it, so a planted foot does not lag, while a step edge or a missed ray
+    # still eases in.
+    lift_s = np.full((count, frames), np.nan)
+    raw = np.full((count, frames), np.nan)
+    tilt_w = np.zeros((count, frames))
+    tilt_normal = np.broadcast_to(_Z, (count, frames, 3)).copy()
+    pelvis_off = np.full(frames, np.nan)
+    n_mem, d_mem, pelvis_mem = memory.normal, memory.offset, memory.pelvis
+    lengths = kin.lengths().reshape(count, frames, 2).sum(axis=-1)
+    hips = pts[:, :, 0]
+    # How far each leg may be asked to extend: just short of straight, or as far as the
+    # animation itself extends it (a straight mocap leg is not a reason to lower the pelvis).
+    extent = np.maximum(lengths * (1.0 - 1e-6), np.linalg.norm(ankle - hips, axis=-1))
+    bound_w = rig.max_offset * scale
+    for t in range(frames):
+        if not valid[t]:
+            # A frame with a non-finite pose is skipped and leaves the memory alone.
+            continue
+        dt = None if dts is None else float(dts[t])
+        a_foot = _alpha(dt, smooth_time)
+        n_t, d_t = plane_n[:, t], plane_d[:, t]
+        if n_mem is None or d_mem is None:
+            n_s, d_s = n_t, d_t
+        else:
+            n_s = _unit_rows(n_mem + a_foot * (n_t - n_mem))
+            d_s = d_mem + a_foot * (d_t - d_mem)
+        n_mem, d_mem = n_s, d_s
+        # Tilt from up toward the smoothed normal, capped, fading with clearance.
+        angle = np.minimum(np.arccos(np.clip(n_s[:, 2], -1.0, 1.0)), rig.max_tilt)
+        fade = np.clip(1.0 - np.maximum(clearance_w[:, t], 0.0) / (rig.probe_height * scale[t]), 0.0, 1.0)
+        applied = angle * fade
+        tilt_w[:, t] = applied
+        tilt_normal[:, t] = n_s
+        axis = _unit_rows(cross(np.broadcast_to(_Z, n_s.shape), n_s))
+        q = np.concatenate([np.cos(0.5 * applied)[:, None], np.sin(0.5 * applied)[:, None] * axis], axis=1)
+        turned = _rotate_rows(q, sole_w[:, t] - ankle_w[:, t]) + ankle_w[:, t]
+        # The vertical move that puts the tilted sole at its animated clearance above the plane
+        # (measured along the normal), and the one that just touches the ground actually hit.
+        # A sole animated below its floor is raised by the touch bound where there is ground,
+        # and left alone where there is none.
+        keep = clearance_w[:, t]
+        lift = np.clip((keep - (np.einsum("li,li->l", n_s, turned) - d_s)) / np.maximum(n_s[:, 2], 1e-6), -bound_w[t], bound_w[t])
+        target = np.clip((keep - (np.einsum("li,li->l", n_t, turned) - d_t)) / np.maximum(n_t[:, 2], 1e-6), -bound_w[t], bound_w[t])
+        touch = np.clip(-(np.einsum("li,li->l", n_t, turned) - d_t) / np.maximum(n_t[:, 2], 1e-6), -bound_w[t], bound_w[t])
+        lift = np.where(hit[:, t], np.maximum(lift, touch), lift)
+        # Rounding in the plane arithmetic is no reason to move a foot (or, through the lowest
+        # foot, the pelvis) on the floor the animation was made on.
+        lift = np.where(np.abs(lift) < 1e-12 * rig.probe_height * scale[t], 0.0, lift)
+        raw[:, t] = target / scale[t]
+        s = lift / scale[t]
+        lift_s[:, t] = s
+        if rig.pelvis >= 0:
+            u = up[t]
+            goal = min(0.0, float(s.min()))
+            p = goal if pelvis_mem is None else pelvis_mem + _alpha(dt, pelvis_smooth_time) * (goal - pelvis_mem)
+            # Lower further, at once, if a leg could not reach its target otherwise: solve
+            # |hip - d up - goal|^2 = reach^2 for the smallest drop d.
+            w = hips[:, t] + p * u - (ankle[:, t] + s[:, None] * u)
+            along = w @ u
+            disc = along**2 - (np.einsum("li,li->l", w, w) - extent[:, t] ** 2)
+            need = np.where(disc >= 0.0, along - np.sqrt(np.maximum(disc, 0.0)), along)
+            # A leg already at its allowed extent asks for rounding, not for a drop.
+            need = np.where(need > 1e-9 * extent[:, t], need, 0.0)
+            p = min(p - float(need.max()), 0.0)
+            pelvis_mem = p
+            pelvis_off[t] = p
+        else:
+            pelvis_off[t] = 0.0
+    memory.normal, memory.offset, memory.pelvis = n_mem, d_mem, pelvis_mem
+    # The tilt as a skeleton-space turn: from up toward the smoothed normal (normals map with
+    # the transpose of the object's linear part).
+    n_skel = _unit_rows(np.einsum("tji,ltj->lti", lin, tilt_normal))
+    axis_skel = _unit_rows(cross(np.broadcast_to(up, n_skel.shape), n_skel))
+    tilt_s = np.concatenate([np.cos(0.5 * tilt_w)[..., None], np.sin(0.5 * tilt_w)[..., None] * axis_skel], axis=-1)
+
+    work = PoseBuffers(skeleton, pose.rotations, pose.translations, pose.scales)
+    pelvis_tr: FloatArray | None = None
+    if rig.pelvis >= 0:
+        parent = int(skeleton.parents[rig.pelvis])
+        frame = skeleton.parent_frames[rig.pelvis]
+        base = frame if parent < 0 else pose.world(parent) @ frame
+        base_lin = np.broadcast_to(base[..., :3, :3], (frames, 3, 3))
+        drop = np.where(valid, pelvis_off, 0.0)
+        shift = np.linalg.solve(base_lin, (drop[:, None] * np.where(valid[:, None], up, 0.0))[..., None])[..., 0]
+        pelvis_tr = pose.translations[:, rig.pelvis] + shift
+        work.set_translations([rig.pelvis], pelvis_tr[:, None])
+    kin2 = PathKinematics(skeleton, [leg.path for leg in legs], work)
+    # Skipped frames aim at their own ankle so nothing non-finite enters the solve; they are
+    # marked non-finite again at the end.
+    targets = np.where(valid[None, :, None], ankle + np.nan_to_num(lift_s)[..., None] * up[None], ankle).reshape(-1, 3)
+    knee = kin2.points()[:, 1]
+    fwd_frame = (
+        work.world(rig.facing_joint)[:, :3, :3] if rig.facing_joint >= 0 else np.broadcast_to(np.eye(3), (frames, 3, 3))
+    )
+    fwd = fwd_frame @ rig.forward
+    fwd = fwd - np.einsum("ti,ti->t", fwd, up)[:, None] * up
+    fwd_ok = np.linalg.norm(fwd, axis=1) > 1e-6
+    # Facing straight up or down has no horizontal forward: the pole is then unusable (NaN)
+    # and the solver keeps the existing bend.
+    fwd = np.where(fwd_ok[:, None], _unit_rows(fwd), np.nan)
+    pole = knee + np.tile(fwd, (count, 1)) * lengths.reshape(-1)[:, None]
+    solve = solve_path_ik(kin2, targets, solver="two_bone", pole=pole, tolerance=tolerance)
+    foot_lin = feet[..., :3, :3]
+    foot_lin = foot_lin / np.linalg.norm(foot_lin, axis=-2, keepdims=True)
+    wanted = quat_mul(tilt_s, quat_from_rotation_matrix(foot_lin)).reshape(-1, 4)
+    foot_rot = end_rotations(skeleton, [leg.foot for leg in legs], solve.tip, wanted)
+    rot = np.empty((frames, 3 * count, 4))
+    leg_rot = solve.rotations.reshape(count, frames, 2, 4)
+    foot_rot = foot_rot.reshape(count, frames, 4)
+    # A leg left as it was with no tilt keeps its foot's rotation bit for bit (the round trip
+    # through the world orientation would cost it rounding, and mark it changed).
+    untouched = solve.kept.reshape(count, frames) & (tilt_w < 1e-12)
+    animated_feet = np.stack([pose.rotations[:, leg.foot] for leg in legs])
+    foot_rot = np.where(untouched[..., None], animated_feet, foot_rot)
+    for k in range(count):
+        rot[:, 3 * k : 3 * k + 2] = leg_rot[k]
+        rot[:, 3 * k + 2] = foot_rot[k]
+    rot[~valid] = np.nan
+    if pelvis_tr is not None:
+        pelvis_tr[~valid] = np.nan
+    return GroundSolve(
+        rotations=rot,
+        pelvis_translation=pelvis_tr,
+        hit=hit.T.copy(),
+        lift=lift_s.T.copy(),
+        raw_lift=raw.T.copy(),
+        tilt=tilt_w.T.copy(),
+        capped=capped.T.copy(),
+        clearance=(clearance_w / scale[None]).T.copy(),
+        pelvis_offset=pelvis_off,
+        residual=solve.residual.reshape(count, frames).T.copy(),
+    )
+
+
+def _rotate_rows(q: FloatArray, v: FloatArray) -> FloatArray:
+    """Rotate ``v`` ``(L, 3)`` by ``q`` ``(L, 4)`` row by row."""
+    w = q[:, :1]
+    xyz = q[:, 1:]
+    t = 2.0 * cross(xyz, v)
+    out: FloatArray = v + w * t + cross(xyz, t)
+    return out
