@@ -27,8 +27,13 @@ def best_of(fn, repeats=5):
 
 
 def main() -> None:
-    source = sample_humanoid()
     target = sample_humanoid(arms_down_angle=0.7, proportions=0.9, rolls=np.random.default_rng(0).uniform(-3, 3, 51))
+    for label, source in (("clip with fingers", sample_humanoid()), ("clip without fingers (mocap)", sample_humanoid(fingers=False))):
+        print(f"== {label}")
+        case(source, target)
+
+
+def case(source, target) -> None:
     clip = sample_walk(source, frames=1000)
     src_in = RigInput(source.skeleton, source.slots, source.tails)
     tgt_in = RigInput(target.skeleton, target.slots, target.tails)
