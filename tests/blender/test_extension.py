@@ -81,3 +81,20 @@ def test_register_unregister_twice_leaves_nothing_behind(blender):
         assert _registered_state(bpy) == before
     # register() really added something (operators, panels, properties) for the check to mean much.
     assert during != before
+
+
+def test_the_command_line_is_registered_for_blender_command(blender, tmp_path, capsys):
+    """`blender --command marionette ...` calls the handler register() hooks in; it is the same
+    parser as `python -m marionette`, so a refusal exits non-zero with one line."""
+    import marionette
+
+    marionette.register()
+    try:
+        assert marionette._cli_handle is not None
+        status = marionette._run_cli(["retarget", str(tmp_path / "missing.bvh"), str(tmp_path / "t.glb"), "-o", str(tmp_path / "o.blend")])
+        assert status == 1
+        assert "no such file" in capsys.readouterr().err
+        assert not (tmp_path / "o.blend").exists()
+    finally:
+        marionette.unregister()
+    assert marionette._cli_handle is None
