@@ -162,3 +162,30 @@ def bake_pack(args: argparse.Namespace) -> int:
     if report.interrupted:
         return 130
     return 0 if report.ok else 1
+
+
+def _bake_controls_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("file", help=".blend holding the armature and its controls (it is not modified)")
+    p.add_argument("--object", required=True, help="the armature object whose controls are baked")
+    p.add_argument("-o", "--output", required=True, help="result .blend: the file with the new Action on the armature")
+    p.add_argument("--frames", nargs=2, type=int, metavar=("A", "B"), help="first and last frame to bake (default: the scene's range)")
+    p.add_argument("--action-name", help="name of the new Action (default: the current one's with '_controls')")
+    p.add_argument("--report", help="also write the JSON report here")
+
+
+@command(
+    "bake-controls",
+    "bake an armature's controls (IK, look-at...) over a frame range into a new Action and save OUT.blend; prints a JSON report",
+    _bake_controls_arguments,
+)
+def bake_controls(args: argparse.Namespace) -> int:
+    from .operators.control_bridge import bake_file
+    from .operators.controls_register import registered
+
+    if args.frames is not None and args.frames[1] < args.frames[0]:
+        raise SystemExit("marionette: error: --frames A B needs A <= B")
+    with job_output_to_stderr(), registered():
+        report = bake_file(args.file, args.object, args.output, args.frames, args.action_name)
+    print(json.dumps(report, indent=1))
+    _write_report(report, args.report)
+    return 0

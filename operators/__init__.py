@@ -6,16 +6,18 @@ from __future__ import annotations
 
 
 def register() -> None:
-    from . import batch_bake, properties, retarget_ops
+    from . import batch_bake, controls_register, properties, retarget_ops
 
     properties.register()
     retarget_ops.register()
     batch_bake.register()
+    controls_register.register()
 
 
 def unregister() -> None:
-    from . import batch_bake, properties, retarget_ops
+    from . import batch_bake, controls_register, properties, retarget_ops
 
+    controls_register.unregister()
     batch_bake.unregister()
     retarget_ops.unregister()
     properties.unregister()

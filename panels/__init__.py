@@ -1,15 +1,17 @@
-"""Sidebar panels of the 3D viewport (tab "Retarget")."""
+"""Sidebar panels of the 3D viewport (tabs "Retarget" and "Controls")."""
 
 from __future__ import annotations
 
 
 def register() -> None:
-    from . import retarget_panel
+    from . import controls_panel, retarget_panel
 
     retarget_panel.register()
+    controls_panel.register()
 
 
 def unregister() -> None:
-    from . import retarget_panel
+    from . import controls_panel, retarget_panel
 
+    controls_panel.unregister()
     retarget_panel.unregister()

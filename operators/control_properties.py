@@ -1,0 +1,223 @@
+"""Control definitions stored on the armature *object*: ``object.marionette_controls``.
+
+They live on the object, not on the shared Armature datablock, so two objects that share one
+Armature keep separate controls (and, in :mod:`.live_preview`, separate simulation state;
+SPEC 2.4). Each row is one control of the stack of SPEC 7; :mod:`.control_bridge` turns the rows
+into an immutable core :class:`~marionette.core.controls.ControlStack`.
+
+Units: distances are in the armature's units (shown with the scene's length unit), angles are
+stored in radians and shown in degrees, times in seconds. Bones are referred to by name; a
+*chain* is ``bone_start`` down to ``bone_end`` through parents (``bone_end`` a descendant of
+``bone_start``). Kinds with two chains (ground feet: left and right leg; closure: two branches)
+use ``second_start`` / ``second_end`` for the other one.
+
+Changing a definition rebuilds the object's stack at the next evaluation; changing ``enabled`` or
+``weight`` only updates the running instance (a disabled control forgets its state, SPEC 7.1).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import bpy
+from bpy.props import (
+    BoolProperty,
+    CollectionProperty,
+    EnumProperty,
+    FloatProperty,
+    FloatVectorProperty,
+    IntProperty,
+    PointerProperty,
+    StringProperty,
+)
+
+KIND_ITEMS = [
+    ("TWO_BONE_IK", "Two-Bone IK", "An arm or a leg reaching a target: analytic, exact when reachable", "CON_KINEMATIC", 0),
+    ("FABRIK", "FABRIK Chain", "A chain of any length reaching a target (FABRIK passes)", "CON_SPLINEIK", 1),
+    ("CCD", "CCD Chain", "A chain of any length reaching a target (cyclic coordinate descent)", "CON_SPLINEIK", 2),
+    ("LOOK_AT", "Look At", "Turn a neck and head (and chest) toward a target, within yaw and pitch limits", "CON_TRACKTO", 3),
+    ("GROUND", "Ground Feet", "Keep both feet on the ground under them (ray casts), lowering the pelvis if needed", "MOD_FLUIDSIM", 4),
+    ("SPRING", "Spring Chain", "Let a chain (tail, hair, ears) lag and swing behind the animation", "FORCE_HARMONIC", 5),
+    ("INHERIT", "Inheritance", "Add a fraction of another bone's rotation and movement (append / grant bone)", "CON_CHILDOF", 6),
+    ("FIXED_AXIS", "Fixed Axis", "Keep only the twist of the chain's bones about one of their axes", "CON_LOCKTRACK", 7),
+    ("CLOSURE", "Closure", "Two branches from one pivot whose ends must meet (a diamond loop)", "CON_STRETCHTO", 8),
+]
+KIND_LABEL = {k: label for k, label, *_ in KIND_ITEMS}
+KIND_ICON = {k: icon for k, _l, _d, icon, _n in KIND_ITEMS}
+#: Kinds that reach a target through an IK solver.
+IK_KINDS = ("TWO_BONE_IK", "FABRIK", "CCD")
+#: Kinds with a target object or bone.
+TARGET_KINDS = (*IK_KINDS, "LOOK_AT", "CLOSURE")
+
+AXIS_ITEMS = [
+    ("AUTO", "Auto", "The rig's forward (facing) or up direction at rest, in the bone's frame"),
+    ("POS_X", "+X", "The bone's local +X axis"),
+    ("NEG_X", "-X", "The bone's local -X axis"),
+    ("POS_Y", "+Y", "The bone's local +Y axis (head to tail)"),
+    ("NEG_Y", "-Y", "The bone's local -Y axis"),
+    ("POS_Z", "+Z", "The bone's local +Z axis"),
+    ("NEG_Z", "-Z", "The bone's local -Z axis"),
+]
+TWIST_AXIS_ITEMS = [item for item in AXIS_ITEMS if item[0] != "AUTO"]
+AXIS_VECTORS = {
+    "POS_X": (1.0, 0.0, 0.0),
+    "NEG_X": (-1.0, 0.0, 0.0),
+    "POS_Y": (0.0, 1.0, 0.0),
+    "NEG_Y": (0.0, -1.0, 0.0),
+    "POS_Z": (0.0, 0.0, 1.0),
+    "NEG_Z": (0.0, 0.0, -1.0),
+}
+
+
+def _definition_changed(self: Any, _context: Any) -> None:
+    from . import live_preview
+
+    live_preview.definitions_changed(self.id_data)
+
+
+def _state_changed(self: Any, _context: Any) -> None:
+    from . import live_preview
+
+    live_preview.state_changed(self.id_data)
+
+
+def _live_toggled(self: Any, _context: Any) -> None:
+    from . import live_preview
+
+    live_preview.live_toggled(self.id_data)
+
+
+def _deg(value: float) -> float:
+    return math.radians(value)
+
+
+class MarionetteControl(bpy.types.PropertyGroup):
+    """One control of an armature object's stack."""
+
+    # Common to every kind (SPEC 7.1).
+    name: StringProperty(name="Name", default="Control", update=_definition_changed)  # type: ignore[valid-type]
+    kind: EnumProperty(name="Type", items=KIND_ITEMS, default="TWO_BONE_IK", update=_definition_changed)  # type: ignore[valid-type]
+    enabled: BoolProperty(name="Enabled", default=True, description="Run this control", update=_state_changed)  # type: ignore[valid-type]
+    weight: FloatProperty(  # type: ignore[valid-type]
+        name="Weight", default=1.0, min=0.0, max=1.0, subtype="FACTOR",
+        description="How much of the control's result is blended over its input pose", update=_state_changed,
+    )
+    priority: IntProperty(  # type: ignore[valid-type]
+        name="Priority", default=0, soft_min=-10, soft_max=10,
+        description="Controls run in ascending priority (list order breaks ties); each reads what the previous produced",
+        update=_definition_changed,
+    )
+    smooth_time: FloatProperty(  # type: ignore[valid-type]
+        name="Smoothing", default=0.0, min=0.0, soft_max=2.0, unit="TIME_ABSOLUTE",
+        description="Targets follow with response 1 - exp(-dt / smoothing) (0: no smoothing)", update=_definition_changed,
+    )
+
+    # Bones: the first chain, and the second one for kinds that need two.
+    bone_start: StringProperty(name="First Bone", description="Top of the chain (e.g. the upper arm)", update=_definition_changed)  # type: ignore[valid-type]
+    bone_end: StringProperty(name="Last Bone", description="Bottom of the chain (e.g. the forearm); a descendant of the first bone", update=_definition_changed)  # type: ignore[valid-type]
+    end_bone: StringProperty(  # type: ignore[valid-type]
+        name="End Bone",
+        description="Child of the last bone whose head is the end point (e.g. the hand); empty: the last bone's tail",
+        update=_definition_changed,
+    )
+    second_start: StringProperty(name="Second First Bone", description="Top of the second chain", update=_definition_changed)  # type: ignore[valid-type]
+    second_end: StringProperty(name="Second Last Bone", description="Bottom of the second chain", update=_definition_changed)  # type: ignore[valid-type]
+
+    # Targets: an object, or a bone of an armature (this one included: its animated pose).
+    target_object: PointerProperty(name="Target", type=bpy.types.Object, description="Object the chain reaches or looks at", update=_definition_changed)  # type: ignore[valid-type]
+    target_bone: StringProperty(name="Target Bone", description="Bone of the target armature (empty: the object itself)", update=_definition_changed)  # type: ignore[valid-type]
+    pole_object: PointerProperty(name="Pole", type=bpy.types.Object, description="Object the bend (elbow, knee) points toward; empty: keep the animated bend", update=_definition_changed)  # type: ignore[valid-type]
+    pole_bone: StringProperty(name="Pole Bone", description="Bone of the pole armature (empty: the object itself)", update=_definition_changed)  # type: ignore[valid-type]
+    second_object: PointerProperty(name="Second Target", type=bpy.types.Object, description="Target of the second branch", update=_definition_changed)  # type: ignore[valid-type]
+    second_bone: StringProperty(name="Second Target Bone", description="Bone of the second target armature", update=_definition_changed)  # type: ignore[valid-type]
+
+    # IK (SPEC 7.2).
+    orient_end: BoolProperty(  # type: ignore[valid-type]
+        name="Match Target Rotation", default=False,
+        description="Give the end bone the target's world rotation after reaching it (needs an End Bone)",
+        update=_definition_changed,
+    )
+    tolerance: FloatProperty(  # type: ignore[valid-type]
+        name="Tolerance", default=0.001, min=0.0, soft_max=0.1, precision=4, unit="LENGTH",
+        description="FABRIK and CCD stop when the end is this close to the target", update=_definition_changed,
+    )
+    max_passes: IntProperty(name="Max Passes", default=16, min=1, soft_max=64, description="FABRIK and CCD stop after this many passes", update=_definition_changed)  # type: ignore[valid-type]
+    use_bone_limits: BoolProperty(  # type: ignore[valid-type]
+        name="Use Bone IK Limits", default=False,
+        description="Limit each bone's turn by its Inverse Kinematics limits and locks (Bone properties)",
+        update=_definition_changed,
+    )
+
+    # Look-at (SPEC 7.3).
+    facing_axis: EnumProperty(name="Facing", items=AXIS_ITEMS, default="AUTO", description="The last bone's axis that should point at the target", update=_definition_changed)  # type: ignore[valid-type]
+    up_axis: EnumProperty(name="Up", items=AXIS_ITEMS, default="AUTO", description="The last bone's axis that points up", update=_definition_changed)  # type: ignore[valid-type]
+    space_bone: StringProperty(  # type: ignore[valid-type]
+        name="Limits Space",
+        description="Bone the limits are measured in (e.g. the hips); empty: the parent of the first bone",
+        update=_definition_changed,
+    )
+    yaw_min: FloatProperty(name="Yaw Min", default=_deg(-80.0), min=-math.pi, max=0.0, unit="ROTATION", update=_definition_changed)  # type: ignore[valid-type]
+    yaw_max: FloatProperty(name="Yaw Max", default=_deg(80.0), min=0.0, max=math.pi, unit="ROTATION", update=_definition_changed)  # type: ignore[valid-type]
+    pitch_min: FloatProperty(name="Pitch Min", default=_deg(-50.0), min=-math.pi / 2, max=0.0, unit="ROTATION", update=_definition_changed)  # type: ignore[valid-type]
+    pitch_max: FloatProperty(name="Pitch Max", default=_deg(60.0), min=0.0, max=math.pi / 2, unit="ROTATION", update=_definition_changed)  # type: ignore[valid-type]
+
+    # Ground feet (SPEC 7.4): the first chain is the left leg, the second the right one
+    # (thigh down to foot, three bones each).
+    pelvis_bone: StringProperty(name="Pelvis", description="Bone lowered when a leg cannot reach (empty: no pelvis adjustment)", update=_definition_changed)  # type: ignore[valid-type]
+    probe_height: FloatProperty(name="Probe Height", default=0.5, min=0.001, soft_max=2.0, unit="LENGTH", description="Rays start this far above each sole and reach twice as far down", update=_definition_changed)  # type: ignore[valid-type]
+    max_offset: FloatProperty(name="Max Lift", default=0.5, min=0.0, soft_max=2.0, unit="LENGTH", description="Largest vertical correction of a foot", update=_definition_changed)  # type: ignore[valid-type]
+    max_tilt: FloatProperty(name="Max Tilt", default=_deg(35.0), min=0.0, max=_deg(35.0), unit="ROTATION", description="Largest turn of a foot toward the ground's slope", update=_definition_changed)  # type: ignore[valid-type]
+    pelvis_smooth_time: FloatProperty(name="Pelvis Smoothing", default=0.15, min=0.0, soft_max=2.0, unit="TIME_ABSOLUTE", update=_definition_changed)  # type: ignore[valid-type]
+    floor_height: FloatProperty(name="Floor", default=0.0, soft_min=-10.0, soft_max=10.0, unit="LENGTH", description="Height (armature space) of the floor the animation was made on", update=_definition_changed)  # type: ignore[valid-type]
+    ground_collection: PointerProperty(  # type: ignore[valid-type]
+        name="Ground", type=bpy.types.Collection,
+        description="Probe only these objects (faster); empty: every object of the scene except the character's own meshes",
+        update=_definition_changed,
+    )
+
+    # Springs (SPEC 7.5).
+    stiffness: FloatProperty(name="Stiffness", default=60.0, min=0.0, max=57600.0, soft_max=1000.0, description="Pull toward the animated pose, per second squared", update=_definition_changed)  # type: ignore[valid-type]
+    damping: FloatProperty(name="Damping", default=4.0, min=0.0, soft_max=50.0, description="Velocity decay rate, per second", update=_definition_changed)  # type: ignore[valid-type]
+    gravity: FloatVectorProperty(name="Gravity", default=(0.0, 0.0, -9.81), size=3, subtype="ACCELERATION", unit="ACCELERATION", description="World acceleration on the chain", update=_definition_changed)  # type: ignore[valid-type]
+
+    # Inheritance and fixed axes (SPEC 7.6): the chain's bones are the targets.
+    source_bone: StringProperty(name="Source Bone", description="Bone whose current rotation and movement are added", update=_definition_changed)  # type: ignore[valid-type]
+    rotation_fraction: FloatProperty(name="Rotation", default=1.0, soft_min=-1.0, soft_max=1.0, description="Fraction of the source's rotation added (negative turns the other way)", update=_definition_changed)  # type: ignore[valid-type]
+    translation_fraction: FloatProperty(name="Movement", default=0.0, soft_min=-1.0, soft_max=1.0, description="Fraction of the source's movement added", update=_definition_changed)  # type: ignore[valid-type]
+    twist_axis: EnumProperty(name="Axis", items=TWIST_AXIS_ITEMS, default="POS_Y", description="The bones' local axis whose twist is kept", update=_definition_changed)  # type: ignore[valid-type]
+
+    # Closure (SPEC 7.7).
+    max_iterations: IntProperty(name="Max Iterations", default=16, min=1, soft_max=64, description="Closure: solves of both branches at most", update=_definition_changed)  # type: ignore[valid-type]
+
+
+class MarionetteControls(bpy.types.PropertyGroup):
+    """The controls of one armature object, and its live preview switch."""
+
+    controls: CollectionProperty(type=MarionetteControl)  # type: ignore[valid-type]
+    active_index: IntProperty(name="Active Control", default=0)  # type: ignore[valid-type]
+    live_preview: BoolProperty(  # type: ignore[valid-type]
+        name="Live Preview", default=False,
+        description="Show the animation with the controls applied as the timeline plays or is scrubbed",
+        update=_live_toggled,
+    )
+    # While a render runs with the live pose, the object's action is held here (it is not lost
+    # if the render is interrupted: load_post puts it back).
+    held_action: PointerProperty(type=bpy.types.Action, options={"HIDDEN"})  # type: ignore[valid-type]
+    held_slot: StringProperty(options={"HIDDEN"})  # type: ignore[valid-type]
+    held_use_nla: BoolProperty(default=True, options={"HIDDEN"})  # type: ignore[valid-type]
+    holding: BoolProperty(default=False, options={"HIDDEN"})  # type: ignore[valid-type]
+
+
+classes = (MarionetteControl, MarionetteControls)
+_register, _unregister = bpy.utils.register_classes_factory(classes)
+
+
+def register() -> None:
+    _register()
+    bpy.types.Object.marionette_controls = PointerProperty(type=MarionetteControls)
+
+
+def unregister() -> None:
+    del bpy.types.Object.marionette_controls
+    _unregister()
