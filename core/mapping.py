@@ -85,6 +85,22 @@ class MappedBone:
         object.__setattr__(self, "confidence", c)
 
 
+RETARGET_METHODS = ("GEOMETRIC", "REST_SPACE", "LOCAL_CURL")
+
+
+def _checked_methods(methods: Mapping[str, str] | None) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for slot, method in (methods or {}).items():
+        if slot not in SLOT_PARENT:
+            raise MappingError(f"unknown humanoid slot {slot!r} in the mapping's methods")
+        m = str(method).strip().upper().replace("-", "_")
+        if m not in RETARGET_METHODS:
+            raise MappingError(f"slot {slot!r}: unknown retarget method {method!r} ({', '.join(RETARGET_METHODS)})")
+        if m != "GEOMETRIC":
+            out[slot] = m
+    return out
+
+
 class BoneMapping:
     """Slot -> bone for one rig, with the conflicts found while mapping it.
 
@@ -93,7 +109,7 @@ class BoneMapping:
     equal when slots (bone, confidence, reason), conflicts, convention and refusal are equal.
     """
 
-    __slots__ = ("slots", "conflicts", "convention", "refusal")
+    __slots__ = ("slots", "conflicts", "convention", "refusal", "methods")
 
     def __init__(
         self,
@@ -101,6 +117,7 @@ class BoneMapping:
         conflicts: Iterable[str] = (),
         convention: str | None = None,
         refusal: str | None = None,
+        methods: Mapping[str, str] | None = None,
     ) -> None:
         given = dict(slots or {})
         unknown = [s for s in given if s not in SLOT_PARENT]
@@ -118,6 +135,8 @@ class BoneMapping:
         self.conflicts: list[str] = [str(c) for c in conflicts]
         self.convention = convention
         self.refusal = refusal
+        # Slot -> retarget method for slots not using geometric frames (the default needs no entry).
+        self.methods: dict[str, str] = _checked_methods(methods)
 
     # --- queries ---------------------------------------------------------------------------
 
@@ -165,6 +184,7 @@ class BoneMapping:
             and self.conflicts == other.conflicts
             and self.convention == other.convention
             and self.refusal == other.refusal
+            and self.methods == other.methods
         )
 
     __hash__ = None  # type: ignore[assignment]  # mutable-looking data: compare, do not hash
@@ -189,7 +209,7 @@ class BoneMapping:
         slots = {s: mb for s, mb in self.slots.items() if s != slot and (bone is None or mb.bone != bone)}
         if bone is not None:
             slots[slot] = MappedBone(bone, 1.0, reason)
-        return BoneMapping(slots, self.conflicts, self.convention, self.refusal)
+        return BoneMapping(slots, self.conflicts, self.convention, self.refusal, self.methods)
 
     # --- serialisation ---------------------------------------------------------------------
 
@@ -203,6 +223,7 @@ class BoneMapping:
             },
             "conflicts": list(self.conflicts),
             "refusal": self.refusal,
+            **({"methods": dict(self.methods)} if self.methods else {}),
         }
 
     def to_json(self) -> str:
@@ -237,7 +258,10 @@ class BoneMapping:
         conflicts = data.get("conflicts", [])
         if not isinstance(conflicts, list):
             raise MappingError("'conflicts' must be a list of strings")
-        return cls(slots, conflicts, data.get("convention"), data.get("refusal"))
+        methods = data.get("methods", {})
+        if not isinstance(methods, Mapping):
+            raise MappingError("'methods' must be an object of slot -> retarget method")
+        return cls(slots, conflicts, data.get("convention"), data.get("refusal"), methods)
 
     @classmethod
     def from_json(cls, text: str) -> BoneMapping:
@@ -2483,7 +2507,7 @@ def check_humanoid(
                 raise MappingError(f"the mapping names bone {mb.bone!r} ({slot}), which is not in the rig")
             asm.slots[slot] = (index[mb.bone], mb.confidence, mb.reason)
         refusal = mapping.refusal or _upright_refusal(rig, asm)
-        mapping = BoneMapping(mapping.slots, mapping.conflicts, mapping.convention, refusal)
+        mapping = BoneMapping(mapping.slots, mapping.conflicts, mapping.convention, refusal, mapping.methods)
     mapping.require_humanoid()
     return mapping
 

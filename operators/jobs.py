@@ -82,7 +82,9 @@ def retarget_action(
     clip = clip_from_action(source, action)
     if not keep_frames:
         clip = clip.resample(scene_fps)
-    run = retarget_with_methods(BINDINGS, src_in, tgt_in, clip, methods, options, match_rest=match_rest)
+    # A target mapping may carry methods per slot (saved from the sidebar); explicit ones win.
+    table = {**(target_mapping.methods if target_mapping is not None else {}), **(methods or {})}
+    run = retarget_with_methods(BINDINGS, src_in, tgt_in, clip, table, options, match_rest=match_rest)
     result, binding = run.result, run.result.binding
     rate = clip.fps if keep_frames else scene_fps
     frames = clip.frame_numbers(rate)

@@ -121,7 +121,7 @@ def fill_rows(settings: MarionetteSettings, source: BoneMapping, target: BoneMap
         row.target_confidence = tm.confidence if tm else 0.0
         row.reason = " | ".join(x for x in (sm.reason if sm else "", tm.reason if tm else "") if x)
         row.conflict = "; ".join(f"{side}: {c}" for side, c in conflicts if slot in c)
-        row.method = methods.get(slot, "GEOMETRIC")
+        row.method = target.methods.get(slot) or methods.get(slot, "GEOMETRIC")
     settings.mapping_conflicts = "\n".join(
         f"{side}: {c}" for side, c in conflicts if not any(row.slot in c for row in settings.mapping)
     )
@@ -140,7 +140,8 @@ def mapping_from_rows(settings: MarionetteSettings, side: str) -> BoneMapping | 
         if bone:
             conf = row.source_confidence if side == "SOURCE" else row.target_confidence
             slots[row.slot] = MappedBone(bone, conf, row.reason or "set by hand")
-    return BoneMapping(slots)
+    # The method column belongs with the target: it says how each of its slots is driven.
+    return BoneMapping(slots, methods=methods_from_rows(settings) if side == "TARGET" else None)
 
 
 def mappings_from_rows(settings: MarionetteSettings) -> tuple[BoneMapping, BoneMapping] | None:

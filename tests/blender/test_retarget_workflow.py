@@ -190,3 +190,18 @@ def test_bones_coloured_by_their_error(pair):
     # Exact retarget: every measured bone is green (red share ~ error / 5 degrees).
     assert all(r < 0.05 and g > 0.95 for r, g, _ in coloured.values())
     assert target.pose.bones["heel.02.L"].color.palette != "CUSTOM"  # not measured, left alone
+
+
+def test_the_method_column_is_saved_and_loaded_with_the_target_mapping(pair, tmp_path):
+    bpy, source, target, action = pair
+    s = bpy.context.scene.marionette
+    assert bpy.ops.marionette.auto_map() == {"FINISHED"}
+    next(r for r in s.mapping if r.slot == "upper_arm.L").method = "REST_SPACE"
+    path = tmp_path / "with_methods.json"
+    assert bpy.ops.marionette.mapping_save(filepath=str(path), side="TARGET") == {"FINISHED"}
+    assert json.loads(path.read_text())["methods"] == {"upper_arm.L": "REST_SPACE"}
+    s.mapping.clear()
+    assert bpy.ops.marionette.auto_map() == {"FINISHED"}
+    assert all(r.method == "GEOMETRIC" for r in s.mapping)
+    assert bpy.ops.marionette.mapping_load(filepath=str(path), side="TARGET") == {"FINISHED"}
+    assert {r.slot: r.method for r in s.mapping if r.method != "GEOMETRIC"} == {"upper_arm.L": "REST_SPACE"}

@@ -900,3 +900,21 @@ def test_name_keys_fold_spelling_variants():
     assert name_key("mixamorig:LeftArm") == name_key("mixamorig1:LeftArm") == name_key("LeftArm")
     assert name_key("左親指１") == name_key("左親指1")
     assert name_key("Bip001 L UpperArm") == name_key("Bip01 L UpperArm")
+
+
+def test_methods_per_slot_travel_with_the_mapping_json(tmp_path):
+    from marionette.core.mapping import BoneMapping, MappedBone
+
+    m = BoneMapping(
+        {"hips": MappedBone("Hips", 1.0, "test"), "index_1.L": MappedBone("Index1.L", 0.9, "test")},
+        methods={"hips": "rest-space", "index_1.L": "LOCAL_CURL", "thumb_1.L": "geometric"},
+    )
+    assert m.methods == {"hips": "REST_SPACE", "index_1.L": "LOCAL_CURL"}  # the default needs no entry
+    path = tmp_path / "m.json"
+    m.save(path)
+    back = BoneMapping.load(path)
+    assert back == m and back.methods == m.methods
+    assert m.with_bone("hips", "Pelvis").methods == m.methods
+    assert "methods" not in BoneMapping({"hips": MappedBone("Hips", 1.0, "t")}).to_dict()  # old files unchanged
+    with pytest.raises(MappingError, match="unknown retarget method"):
+        BoneMapping({}, methods={"hips": "magic"})
