@@ -189,3 +189,26 @@ def bake_controls(args: argparse.Namespace) -> int:
     print(json.dumps(report, indent=1))
     _write_report(report, args.report)
     return 0
+
+
+def _import_pmx_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("pmx", help="PMX model file (MikuMikuDance, PMX 2.0 or 2.1)")
+    p.add_argument("-o", "--output", required=True, help="result .blend: the armature with its IK, inheritance and fixed-axis controls")
+    p.add_argument("--scale", type=float, default=0.08, help="metres per MMD unit (default: %(default)s; a 20-unit model stands 1.6 m)")
+    p.add_argument("--names", choices=["japanese", "english"], default="japanese", help="bone names (default: %(default)s; both are kept on each bone)")
+    p.add_argument("--report", help="also write the JSON report here")
+
+
+@command(
+    "import-pmx",
+    "build an armature with its IK chains, inheritance and fixed axes from a PMX model and save OUT.blend; prints a JSON report",
+    _import_pmx_arguments,
+)
+def import_pmx(args: argparse.Namespace) -> int:
+    from .operators.pmx_import import import_pmx_file
+
+    with job_output_to_stderr():
+        report = import_pmx_file(args.pmx, args.output, scale=args.scale, names=args.names)
+    print(json.dumps(report, indent=1))
+    _write_report(report, args.report)
+    return 0

@@ -349,3 +349,24 @@ def limit_violations(limits: tuple[JointLimit | None, ...], rotations: ArrayLike
             out[..., k] = limit.violation(r[..., k, :])
     return out
 
+
+def free_axes(lo: ArrayLike, hi: ArrayLike) -> list[int]:
+    """Axes whose range is not exactly [0, 0]."""
+    a = np.asarray(lo, dtype=np.float64)
+    b = np.asarray(hi, dtype=np.float64)
+    return [i for i in range(3) if not (a[i] == 0.0 and b[i] == 0.0)]
+
+
+def link_limit(lo: ArrayLike, hi: ArrayLike, order: str = "XYZ") -> JointLimit | None:
+    """The generic limit of per-axis Euler bounds in a joint's own axes: ``None`` when every axis
+    is free over the whole circle, a :class:`HingeLimit` when exactly one axis may turn (the two
+    others at [0, 0]), else an :class:`EulerBoxLimit`."""
+    a = np.asarray(lo, dtype=np.float64)
+    b = np.asarray(hi, dtype=np.float64)
+    if np.all(a <= -math.pi) and np.all(b >= math.pi):
+        return None
+    free = free_axes(a, b)
+    if len(free) == 1:
+        k = free[0]
+        return HingeLimit(np.eye(3)[k], float(a[k]), float(b[k]))
+    return EulerBoxLimit(a, b, order)

@@ -6,17 +6,19 @@ from __future__ import annotations
 
 
 def register() -> None:
-    from . import batch_bake, controls_register, properties, retarget_ops
+    from . import batch_bake, controls_register, pmx_import, properties, retarget_ops
 
     properties.register()
     retarget_ops.register()
     batch_bake.register()
     controls_register.register()
+    pmx_import.register()
 
 
 def unregister() -> None:
-    from . import batch_bake, controls_register, properties, retarget_ops
+    from . import batch_bake, controls_register, pmx_import, properties, retarget_ops
 
+    pmx_import.unregister()
     controls_register.unregister()
     batch_bake.unregister()
     retarget_ops.unregister()

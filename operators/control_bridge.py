@@ -46,7 +46,7 @@ from ..core.chains import JointPath
 from ..core.clip import Clip
 from ..core.controls import Control, ControlInstance, ControlReport, ControlStack, IKControl, LookAtControl, StackResult
 from ..core.errors import ClipError, MarionetteError, RigError
-from ..core.joint_limits import EulerBoxLimit, JointLimit
+from ..core.joint_limits import JointLimit, link_limit
 from ..core.look_at import LookAtChain
 from ..core.rotations import (
     FloatArray,
@@ -592,9 +592,12 @@ def _ik_limits(obj: bpy.types.Object, skeleton: Skeleton, joints: list[int]) -> 
                 lo[i] = hi[i] = 0.0
                 any_limit = True
             elif getattr(pb, f"use_ik_limit_{axis}"):
-                lo[i], hi[i] = getattr(pb, f"ik_min_{axis}"), getattr(pb, f"ik_max_{axis}")
+                # Blender stores 180 degrees as a float32 just above pi: clamp into the circle.
+                lo[i] = max(-math.pi, getattr(pb, f"ik_min_{axis}"))
+                hi[i] = min(math.pi, getattr(pb, f"ik_max_{axis}"))
                 any_limit = True
-        out.append(EulerBoxLimit(lo, hi, "XYZ") if any_limit else None)
+        # One free axis (a knee) is a hinge, which the solvers honour far better than a box.
+        out.append(link_limit(lo, hi) if any_limit else None)
     return tuple(out) if any(x is not None for x in out) else None
 
 
