@@ -114,7 +114,7 @@ class Clip:
         if self.frame_count == 0:
             raise ClipError(f"clip {self.name!r} has no frames")
         for what, arr in (("rotation", self.rotations), ("translation", self.translations), ("scale", self.scales)):
-            if arr is None:
+            if arr is None or np.isfinite(arr).all():  # the usual case, checked cheaply
                 continue
             bad = ~np.isfinite(arr).all(axis=-1)
             if bad.any():
@@ -123,7 +123,7 @@ class Clip:
                     f"clip {self.name!r} has a non-finite {what} key on bone {self.names[b]!r} "
                     f"at frame {self.frame_numbers()[f]:g} ({int(bad.sum())} such keys in all)"
                 )
-        norms = np.linalg.norm(self.rotations, axis=-1)
+        norms = np.sqrt(np.einsum("...i,...i->...", self.rotations, self.rotations))  # faster than linalg.norm
         if np.any(norms < 1e-9):
             f, b = (int(v) for v in np.argwhere(norms < 1e-9)[0])
             raise ClipError(f"clip {self.name!r} has a zero rotation quaternion on bone {self.names[b]!r}")

@@ -30,6 +30,12 @@ def _as_float(a: ArrayLike) -> FloatArray:
     return np.asarray(a, dtype=np.float64)
 
 
+def _norm(a: FloatArray) -> FloatArray:
+    """Length of vectors along the last axis, kept as a size-1 axis. ``np.linalg.norm`` with
+    ``keepdims`` is several times slower on the millions of short vectors a clip makes."""
+    return np.sqrt(np.einsum("...i,...i->...", a, a))[..., None]
+
+
 def _check_last(a: FloatArray, n: int, what: str) -> None:
     if a.shape[-1:] != (n,):
         raise ValueError(f"{what} must have shape (..., {n}), got {a.shape}")
@@ -52,7 +58,9 @@ def quat_identity(shape: tuple[int, ...] = ()) -> FloatArray:
 def quat_normalize(q: ArrayLike) -> FloatArray:
     q = _as_float(q)
     _check_last(q, 4, "quaternion")
-    n = np.linalg.norm(q, axis=-1, keepdims=True)
+    n = _norm(q)
+    if np.all(n > _EPS):  # the usual case: no identity fill-in (or its array) needed
+        return q / n
     # A zero quaternion carries no rotation; return identity rather than NaN.
     out = np.where(n > _EPS, q / np.where(n > _EPS, n, 1.0), quat_identity(q.shape[:-1]))
     return out
@@ -143,10 +151,18 @@ def quat_from_matrix(m: ArrayLike) -> FloatArray:
     _check_matrix(m, 3, "rotation matrix")
     m00, m11, m22 = m[..., 0, 0], m[..., 1, 1], m[..., 2, 2]
     trace = m00 + m11 + m22
-    q = np.empty(m.shape[:-2] + (4,))
     # Most rotations have a clearly positive w branch (trace > -0.5 means less than ~140 degrees):
     # compute those directly; only the rest pick their largest-diagonal branch.
     easy = trace > -0.5
+    if np.all(easy):  # the usual case: no masked copies, and w = 1 + trace > 0 needs no flip
+        q = np.empty(m.shape[:-2] + (4,))
+        np.add(trace, 1.0, out=q[..., 0])
+        np.subtract(m[..., 2, 1], m[..., 1, 2], out=q[..., 1])
+        np.subtract(m[..., 0, 2], m[..., 2, 0], out=q[..., 2])
+        np.subtract(m[..., 1, 0], m[..., 0, 1], out=q[..., 3])
+        q /= _norm(q)
+        return q
+    q = np.empty(m.shape[:-2] + (4,))
     if np.any(easy):
         q[easy, 0] = 1.0 + trace[easy]
         q[easy, 1] = m[easy, 2, 1] - m[easy, 1, 2]
@@ -168,7 +184,7 @@ def quat_from_matrix(m: ArrayLike) -> FloatArray:
         )
         choice = np.argmax(np.stack([t, d0, d1, d2], -1), axis=-1)
         q[hard] = np.take_along_axis(cand, choice[:, None, None], axis=-2)[:, 0, :]
-    q /= np.linalg.norm(q, axis=-1, keepdims=True)
+    q /= _norm(q)
     return np.where(q[..., :1] < 0.0, -q, q)
 
 
@@ -199,9 +215,11 @@ def _unit_pair(a: ArrayLike, b: ArrayLike) -> tuple[FloatArray, FloatArray, NDAr
     _check_last(a, 3, "vector a")
     _check_last(b, 3, "vector b")
     a, b = np.broadcast_arrays(a, b)
-    na = np.linalg.norm(a, axis=-1, keepdims=True)
-    nb = np.linalg.norm(b, axis=-1, keepdims=True)
+    na = _norm(a)
+    nb = _norm(b)
     valid = (na[..., 0] > _EPS) & (nb[..., 0] > _EPS)
+    if np.all(valid):  # the usual case: divide without guarding the zero lengths
+        return a / na, b / nb, valid
     return a / np.where(na > _EPS, na, 1.0), b / np.where(nb > _EPS, nb, 1.0), valid
 
 
@@ -235,14 +253,16 @@ def matrix_between_vectors(a: ArrayLike, b: ArrayLike) -> FloatArray:
     quaternion path of :func:`quat_between_vectors`, zero-length inputs give the identity.
     """
     ua, ub, valid = _unit_pair(a, b)
-    v = np.cross(ua, ub)
-    c = np.sum(ua * ub, axis=-1)
+    # v = ua x ub by components (what np.cross computes, without its temporaries).
+    vx = ua[..., 1] * ub[..., 2] - ua[..., 2] * ub[..., 1]
+    vy = ua[..., 2] * ub[..., 0] - ua[..., 0] * ub[..., 2]
+    vz = ua[..., 0] * ub[..., 1] - ua[..., 1] * ub[..., 0]
+    c = np.einsum("...i,...i->...", ua, ub)
     near_opposite = c < -1.0 + 1e-6
     # R = c I + [v]x + v v^T / (1 + c), written out element by element (no matrix products).
     h = 1.0 / np.where(near_opposite, 1.0, 1.0 + c)
-    vx, vy, vz = v[..., 0], v[..., 1], v[..., 2]
     hx, hy, hz = h * vx, h * vy, h * vz
-    out = np.empty(v.shape[:-1] + (3, 3))
+    out = np.empty(c.shape + (3, 3))
     out[..., 0, 0] = c + hx * vx
     out[..., 0, 1] = hx * vy - vz
     out[..., 0, 2] = hx * vz + vy
@@ -301,12 +321,13 @@ def make_quat_continuous(q: ArrayLike, axis: int = 0) -> FloatArray:
     """
     q = np.array(q, dtype=np.float64, copy=True)
     _check_last(q, 4, "quaternion")
-    q = np.moveaxis(q, axis, 0)
-    if q.shape[0] > 1:
-        d = np.sum(q[1:] * q[:-1], axis=-1)
+    t = np.moveaxis(q, axis, 0)  # a view: flipping it flips q
+    if t.shape[0] > 1:
+        d = np.einsum("...i,...i->...", t[1:], t[:-1])
         flips = np.cumsum(d < 0.0, axis=0) % 2
-        q[1:] = np.where(flips[..., None] == 1, -q[1:], q[1:])
-    return np.moveaxis(q, 0, axis)
+        if flips.any():
+            t[1:] *= (1.0 - 2.0 * flips)[..., None]  # times +-1: exact
+    return q
 
 
 # --- Euler angles ----------------------------------------------------------------------------

@@ -30,7 +30,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from .errors import RigError
-from .rotations import FloatArray, invert_transform, transform_from_parts
+from .rotations import FloatArray, invert_transform, matrix_from_quat, transform_from_parts
 
 _IDENTITY4 = np.eye(4)
 
@@ -308,6 +308,52 @@ class Skeleton:
             else:
                 world[:, level] = world[:, parent] @ attached[:, level]
         return world
+
+    def bone_placements(
+        self, bones: ArrayLike, rotations: ArrayLike, translations: ArrayLike, scales: ArrayLike | None = None
+    ) -> tuple[FloatArray, FloatArray]:
+        """Skeleton-space placements of a few joints, split into linear parts ``(S, T, 3, 3)``
+        and positions ``(S, T, 3)``: the same values as :meth:`forward_kinematics`, for less.
+
+        ``bones`` are ``S`` joint indices in increasing order that hold every ancestor of each
+        (a subset closed under parents); ``rotations`` ``(S, T, 4)``, ``translations`` and
+        ``scales`` ``(S, T, 3)`` are their local transforms. Arrays are *bone-major* (joint, then
+        frame): a joint's frames are one contiguous block, so the walk down the hierarchy slices
+        instead of gathering, and 3x3 products plus a vector replace 4x4 products.
+        """
+        idx = np.asarray(bones, dtype=np.int64)
+        lin = matrix_from_quat(rotations)
+        if scales is not None:
+            lin = lin * np.asarray(scales, dtype=np.float64)[..., None, :]
+        tr = np.asarray(translations, dtype=np.float64)
+        # Attached = C0 @ T @ inv(C1), by parts: rotation C0r Tr iC1r, position C0r (Tr iC1t + t) + C0t.
+        # C0r is applied in the walk below, as ``(parent @ C0r) @ Tr``: a constant on the right of
+        # a block of frames is one (3T, 3) @ (3, 3) product, on the left it would be T products.
+        c0 = self.parent_frames[idx]
+        c0_r = c0[:, :3, :3]
+        if self.child_frames is not None:
+            inv_c1 = np.linalg.inv(self.child_frames[idx])
+            tr = np.einsum("stij,sj->sti", lin, inv_c1[:, :3, 3]) + tr
+            lin = lin @ inv_c1[:, None, :3, :3]
+        att_t = tr @ np.swapaxes(c0_r, -1, -2) + c0[:, None, :3, 3]  # rows @ C0r^T = C0r @ t
+        row = {int(b): r for r, b in enumerate(idx)}
+        t = lin.shape[1]
+        # Each joint's block of ``lin`` is overwritten by its placement once read, parents before
+        # children: no second (S, T, 3, 3) array (fresh memory faults in at a real cost).
+        world_r = lin
+        world_p = np.empty_like(att_t)
+        for r, b in enumerate(idx):
+            p = int(self.parents[b])
+            if p < 0:
+                world_r[r] = c0_r[r] @ lin[r]
+                world_p[r] = att_t[r]
+                continue
+            pr = row[p]  # a KeyError here means ``bones`` misses an ancestor
+            turned = (world_r[pr].reshape(3 * t, 3) @ c0_r[r]).reshape(t, 3, 3)
+            world_r[r] = turned @ lin[r]
+            np.einsum("tij,tj->ti", world_r[pr], att_t[r], out=world_p[r])
+            world_p[r] += world_p[pr]
+        return world_r, world_p
 
     @property
     def _levels(self) -> list[tuple[NDArray[np.int64], NDArray[np.int64] | None]]:
