@@ -144,6 +144,18 @@ class Clip:
             coverage=None if self.coverage is None else self.coverage[idx],
         )
 
+    def take(self, frames: ArrayLike) -> Clip:
+        """The clip at the given frame indices (increasing), timing kept."""
+        idx = np.asarray(frames, dtype=np.int64)
+        return replace(
+            self,
+            times=self.times[idx],
+            rotations=self.rotations[idx],
+            translations=self.translations[idx],
+            scales=None if self.scales is None else self.scales[idx],
+            first_frame=float(self.frame_numbers()[idx[0]]) if idx.size else self.first_frame,
+        )
+
     def resample(self, fps: float) -> Clip:
         """Resample to ``fps`` over the same duration (slerp rotations, lerp the rest).
 

@@ -38,6 +38,9 @@ class RetargetOutcome:
     target_mapping: BoneMapping
 
 
+_AUTO_MAPPINGS: dict[tuple[str, bytes], BoneMapping] = {}
+
+
 def rig_input(obj: Any, mapping: BoneMapping | None = None) -> tuple[RigInput, BoneMapping]:
     """A Blender armature as the retarget sees it, auto-mapped unless a mapping is given."""
     if obj is None or getattr(obj, "type", None) != "ARMATURE":
@@ -46,8 +49,17 @@ def rig_input(obj: Any, mapping: BoneMapping | None = None) -> tuple[RigInput, B
     _, tails = rest_heads_tails(obj)
     try:
         # A given mapping (edited in the sidebar, loaded from a preset) is checked against the
-        # rig too: its bones must exist and the body it names must stand upright.
-        mapping = check_humanoid_skeleton(skeleton, tails, mapping)
+        # rig too: its bones must exist and the body it names must stand upright. An automatic
+        # one depends only on the rig, so it is kept per layout and bone ends.
+        if mapping is None:
+            key = (skeleton.signature(), np.round(np.asarray(tails, dtype=np.float64), 6).tobytes())
+            if key not in _AUTO_MAPPINGS:
+                if len(_AUTO_MAPPINGS) >= 32:
+                    _AUTO_MAPPINGS.pop(next(iter(_AUTO_MAPPINGS)))
+                _AUTO_MAPPINGS[key] = check_humanoid_skeleton(skeleton, tails, None)
+            mapping = _AUTO_MAPPINGS[key]
+        else:
+            mapping = check_humanoid_skeleton(skeleton, tails, mapping)
     except MappingError as exc:
         raise MappingError(f"armature {obj.name!r}: {exc}") from exc
     slots = {slot: mb.bone for slot, mb in mapping.slots.items()}
@@ -98,7 +110,7 @@ def retarget_action(
     picks = np.unique(np.linspace(0, clip.frame_count - 1, min(clip.frame_count, measure_frames)).astype(int))
     played = clip_from_action(target, new_action, frames=frames[picks], fps=rate)
     world_t = tgt_in.skeleton.forward_kinematics(played.rotations, played.translations, played.scales)
-    report = measure(binding, source_placements(binding, clip)[picks], world_t)
+    report = measure(binding, source_placements(binding, clip.take(picks)), world_t)
     report["measured_frames"] = int(picks.size)
     if report["source_stretch"] > 0.25:
         report.setdefault("warnings", []).append(
