@@ -50,12 +50,12 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 from numpy.typing import NDArray
 
-from .canonical_pose import RigAnatomy, build_anatomy, evaluate_point, rest_facing
+from .canonical_pose import RigAnatomy, build_anatomy, evaluate_point
 from .clip import Clip
-from .errors import MappingError, RigError
+from .errors import MappingError
 from .facing import Facing
 from .humanoid import FINGER_SLOTS, MINIMUM_SLOTS, SLOT_PARENT, SLOTS
-from .retarget import RetargetOptions, RigInput, hips_path, orientations, travel_scales
+from .retarget import RetargetOptions, RigInput, hips_path, orientations, rig_facings, travel_scales
 from .rotations import (
     FloatArray,
     make_quat_continuous,
@@ -242,16 +242,7 @@ def bind_rest_space(
     tgt = build_anatomy(target.skeleton, {s: target.slots[s] for s in common}, target.ends)
 
     warnings: list[str] = []
-    src_facing = rest_facing(src, opts.source_forward)
-    tgt_facing = rest_facing(tgt, opts.target_forward)
-    for name, f in (("source", src_facing), ("target", tgt_facing)):
-        if not f.known:
-            raise RigError(
-                f"cannot tell which way the {name} rig faces (its cues cancel and it has no left/right bones); "
-                "set its forward axis explicitly"
-            )
-        if f.source != "inferred":
-            warnings.append(f"{name} facing could not be inferred from the body; used {f.source}")
+    src_facing, tgt_facing = rig_facings(src, tgt, opts, warnings)
     body_s, body_t = src_facing.basis(), tgt_facing.basis()
     align = body_t @ body_s.T
 

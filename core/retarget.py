@@ -235,6 +235,22 @@ def _hips_path(
     return travel, grounded
 
 
+def rig_facings(src: RigAnatomy, tgt: RigAnatomy, opts: RetargetOptions, warnings: list[str]) -> tuple[Facing, Facing]:
+    """Both rigs' rest facings, inferred from their bodies (SPEC 4.1); a fallback is reported in
+    ``warnings``, and a rig whose facing cannot be told at all is refused."""
+    src_facing = rest_facing(src, opts.source_forward)
+    tgt_facing = rest_facing(tgt, opts.target_forward)
+    for name, f in (("source", src_facing), ("target", tgt_facing)):
+        if not f.known:
+            raise RigError(
+                f"cannot tell which way the {name} rig faces (its cues cancel and it has no left/right bones); "
+                "set its forward axis explicitly"
+            )
+        if f.source != "inferred":
+            warnings.append(f"{name} facing could not be inferred from the body; used {f.source}")
+    return src_facing, tgt_facing
+
+
 def bind(source: RigInput, target: RigInput, options: RetargetOptions | None = None) -> Binding:
     """Precompute the retarget of ``source`` clips onto ``target`` (see module doc)."""
     opts = options or RetargetOptions()
@@ -251,16 +267,7 @@ def bind(source: RigInput, target: RigInput, options: RetargetOptions | None = N
     tgt = build_anatomy(target.skeleton, {s: b for s, b in target.slots.items() if s in common or s.startswith("toes")}, target.ends)
 
     warnings: list[str] = []
-    src_facing = rest_facing(src, opts.source_forward)
-    tgt_facing = rest_facing(tgt, opts.target_forward)
-    for name, f in (("source", src_facing), ("target", tgt_facing)):
-        if not f.known:
-            raise RigError(
-                f"cannot tell which way the {name} rig faces (its cues cancel and it has no left/right bones); "
-                "set its forward axis explicitly"
-            )
-        if f.source != "inferred":
-            warnings.append(f"{name} facing could not be inferred from the body; used {f.source}")
+    src_facing, tgt_facing = rig_facings(src, tgt, opts, warnings)
     src_can = canonical_pose(src, src_facing)
     tgt_can = canonical_pose(tgt, tgt_facing)
     align = tgt_can.body @ src_can.body.T
