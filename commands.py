@@ -124,6 +124,18 @@ def _bake_pack_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--resume", action="store_true", help="keep the clips already in OUT.blend (or left by an interrupted run) and bake the rest")
     p.add_argument("--keep-frames", action="store_true", help="keep each clip's frame numbers instead of its timing")
     p.add_argument("--root-motion", choices=["HIPS", "ROOT_BONE", "OBJECT", "IN_PLACE"], default="HIPS")
+    p.add_argument(
+        "--method",
+        default="geometric",
+        help="retarget method for every clip, as for retarget: geometric (default), rest-space, or per slot or group, "
+        "later items winning, e.g. 'geometric,fingers=local-curl' (groups: all, trunk, arms, legs, fingers, twists, face); "
+        "items win over the mapping file's methods",
+    )
+    p.add_argument(
+        "--match-rest",
+        action="store_true",
+        help="rest-space: turn the target's rest onto the source's bone directions (an A-pose pack onto a T-pose rig of one family)",
+    )
 
 
 @command(
@@ -136,11 +148,13 @@ def bake_pack(args: argparse.Namespace) -> int:
     import sys
 
     from .core.retarget import RetargetOptions
+    from .core.retarget_methods import parse_method_table
     from .operators.batch_bake import bake_pack as run_bake_pack
 
     if args.jobs is not None and args.jobs < 1:
         print("marionette: error: --jobs must be at least 1", file=sys.stderr)
         return 2
+    methods = parse_method_table(args.method)  # a bad table is refused before any file is read
     with job_output_to_stderr():  # progress, one line per file, goes there too
         report = run_bake_pack(
             args.pack,
@@ -153,6 +167,8 @@ def bake_pack(args: argparse.Namespace) -> int:
             resume=args.resume,
             keep_frames=args.keep_frames,
             options=RetargetOptions(root_motion=args.root_motion),
+            methods=methods,
+            match_rest=args.match_rest,
             progress=lambda line: print(line, flush=True),
         )
     lines = report.summary_lines()

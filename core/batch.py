@@ -27,7 +27,11 @@ Domain words, as used here and in :mod:`operators.batch_bake`:
   without computing them again.
 
 Timing follows :func:`operators.jobs.retarget_action`: a clip keeps its own timing on the scene's
-frame rate (resampled) unless ``keep_frames`` keeps its frame numbers.
+frame rate (resampled) unless ``keep_frames`` keeps its frame numbers. So does the choice of
+method: with a method table (per slot; see :mod:`core.retarget_methods`) or ``match_rest`` a clip
+is retargeted through :func:`core.retarget_methods.retarget_with_methods`, exactly as a single
+retarget (a clip already on the target's layout is bound natively, its keys unchanged); without
+either, through the geometric-frame binding alone, as before.
 """
 
 from __future__ import annotations
@@ -47,8 +51,10 @@ from .binding_cache import BindingCache
 from .bvh import BvhData, read_bvh
 from .clip import Clip
 from .errors import MarionetteError
+from .humanoid import SLOTS
 from .mapping import BoneMapping, auto_map_skeleton
 from .retarget import Binding, RetargetOptions, RigInput, retarget
+from .retarget_methods import GEOMETRIC, METHODS, check_method_table, retarget_with_methods
 from .rotations import FloatArray
 from .skeleton import Skeleton
 
@@ -263,13 +269,32 @@ def rig_from_message(m: Mapping[str, Any]) -> RigInput:
 @dataclass(frozen=True)
 class BakeSettings:
     """What every clip of a run shares: the target rig, its mapping's fingerprint, the retarget
-    options and the timing rule."""
+    options, the timing rule and the retarget method: ``methods`` (slot -> method; empty:
+    geometric frames everywhere) and ``match_rest``, as a single retarget takes them. The table
+    is checked (and its names normalised) when the settings are made, so a bad one is refused
+    before any clip is read."""
 
     target: RigInput
     target_mapping: str  # fingerprint of the target mapping (see :func:`mapping_key`)
     scene_fps: float
     keep_frames: bool = False
     options: RetargetOptions = field(default_factory=RetargetOptions)
+    methods: Mapping[str, str] = field(default_factory=dict)
+    match_rest: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "methods", check_method_table(self.methods))
+
+    @property
+    def uses_methods(self) -> bool:
+        """Whether clips go through :func:`core.retarget_methods.retarget_with_methods` (a table
+        or ``match_rest`` given) rather than the geometric-frame binding alone."""
+        return bool(self.methods) or self.match_rest
+
+    def method_name(self) -> str:
+        """The run's method in a few words: ``geometric``, ``rest-space``, or the methods the
+        table mixes (``geometric+local-curl``)."""
+        return method_summary(self.methods)
 
     def to_message(self) -> Message:
         return {
@@ -278,6 +303,8 @@ class BakeSettings:
             "scene_fps": float(self.scene_fps),
             "keep_frames": bool(self.keep_frames),
             "options": asdict(self.options),
+            "methods": dict(self.methods),
+            "match_rest": bool(self.match_rest),
         }
 
     @classmethod
@@ -292,7 +319,18 @@ class BakeSettings:
             scene_fps=float(m["scene_fps"]),
             keep_frames=bool(m["keep_frames"]),
             options=RetargetOptions(**opts),
+            methods={str(k): str(v) for k, v in dict(m.get("methods") or {}).items()},
+            match_rest=bool(m.get("match_rest", False)),
         )
+
+
+def method_summary(methods: Mapping[str, str]) -> str:
+    """``geometric`` for an empty table; else the methods it uses, ``+``-joined in the order
+    geometric, rest-space, local-curl (geometric when some slot is left out of it)."""
+    used = set(methods.values())
+    if any(s not in methods for s in SLOTS):
+        used.add(GEOMETRIC)
+    return "+".join(m.lower().replace("_", "-") for m in METHODS if m in used)
 
 
 # --- binding cache ---------------------------------------------------------------------------
@@ -373,21 +411,35 @@ class PackCache:
 
 def bake_clip(cache: PackCache, source: RigInput, layout: str, clip: Clip) -> Message:
     """Retarget ``clip`` (played by ``source``) onto the settings' target; the keys of the driven
-    target bones, their frame numbers and rate, as a message. Same timing rule as a single
-    retarget: resampled to the scene rate unless frame numbers are kept."""
+    target bones, their frame numbers and rate, as a message. Same timing rule and method choice
+    as a single retarget: resampled to the scene rate unless frame numbers are kept; the settings'
+    method table and ``match_rest`` through :func:`core.retarget_methods.retarget_with_methods`
+    (native binding included) when either is given, the geometric-frame binding alone otherwise.
+    The message says which (``method``: ``native`` or the table's :func:`method_summary`)."""
     s = cache.settings
-    t0 = time.perf_counter()
-    binding, cached = cache.binding(source)
-    t1 = time.perf_counter()
     source_frames, source_fps = clip.frame_count, clip.fps
-    timed = clip if s.keep_frames else clip.resample(s.scene_fps)
-    result = retarget(binding, timed)
+    t0 = time.perf_counter()
+    if s.uses_methods:
+        misses = cache.bindings.misses
+        t1 = t0  # binding happens inside the one call; counted with the retarget
+        timed = clip if s.keep_frames else clip.resample(s.scene_fps)
+        run = retarget_with_methods(cache.bindings, source, s.target, timed, s.methods, s.options, match_rest=s.match_rest)
+        result, native, warnings = run.result, run.native, list(run.warnings)
+        cached = cache.bindings.misses == misses
+        bind_time = 0.0
+    else:
+        binding, cached = cache.binding(source)
+        t1 = time.perf_counter()
+        bind_time = t1 - t0
+        timed = clip if s.keep_frames else clip.resample(s.scene_fps)
+        result = retarget(binding, timed)
+        native, warnings = False, list(binding.warnings)
     rate = timed.fps if s.keep_frames else s.scene_fps
     frames = timed.frame_numbers(rate)
     out = result.clip
     driven = np.flatnonzero(np.asarray(out.coverage) > 0.0)
     t2 = time.perf_counter()
-    return {
+    msg: Message = {
         "op": "clip",
         "names": [out.names[i] for i in driven],
         "rotations": np.ascontiguousarray(out.rotations[:, driven]),
@@ -399,9 +451,14 @@ def bake_clip(cache: PackCache, source: RigInput, layout: str, clip: Clip) -> Me
         "source_fps": float(source_fps),
         "layout": layout,
         "cached_binding": bool(cached),
-        "warnings": list(binding.warnings),
-        "timings": {"bind": t1 - t0, "retarget": t2 - t1},
+        "method": "native" if native else s.method_name(),
+        "native": bool(native),
+        "warnings": warnings,
+        "timings": {"bind": bind_time, "retarget": t2 - t1},
     }
+    if out.scales is not None:  # a native clip's own scale keys, written as a single retarget does
+        msg["scales"] = np.ascontiguousarray(out.scales[:, driven])
+    return msg
 
 
 def clip_from_message(m: Mapping[str, Any], name: str) -> Clip:
@@ -414,6 +471,7 @@ def clip_from_message(m: Mapping[str, Any], name: str) -> Clip:
         fps=fps,
         rotations=m["rotations"],
         translations=m["translations"],
+        scales=m.get("scales"),
         name=name,
         first_frame=float(frames[0]),
     )
@@ -453,6 +511,7 @@ def bvh_file_events(path: str, cache: PackCache, skip: Iterable[str] = ()) -> It
 # --- parts: baked clips on disk, for --resume ------------------------------------------------
 
 _ARRAYS = ("rotations", "translations", "frames", "root_motion")
+_OPTIONAL_ARRAYS = ("scales",)
 
 
 def part_file_name(key: str) -> str:
@@ -465,9 +524,10 @@ def write_part(directory: str, message: Mapping[str, Any]) -> str:
     key = clip_key(str(message["path"]), str(message["clip"]))
     final = os.path.join(directory, part_file_name(key))
     tmp = final + ".partial.npz"
-    meta = {k: v for k, v in message.items() if k not in _ARRAYS}
+    arrays = [k for k in (*_ARRAYS, *_OPTIONAL_ARRAYS) if message.get(k) is not None]
+    meta = {k: v for k, v in message.items() if k not in _ARRAYS and k not in _OPTIONAL_ARRAYS}
     with open(tmp, "wb") as f:
-        np.savez(f, meta=np.array(json.dumps(meta)), **{k: np.asarray(message[k]) for k in _ARRAYS})
+        np.savez(f, meta=np.array(json.dumps(meta)), **{k: np.asarray(message[k]) for k in arrays})
     os.replace(tmp, final)
     return final
 
@@ -485,6 +545,9 @@ def read_parts(directory: str) -> list[Message]:
                 m: Message = json.loads(str(z["meta"]))
                 for k in _ARRAYS:
                     m[k] = np.array(z[k])
+                for k in _OPTIONAL_ARRAYS:
+                    if k in z.files:
+                        m[k] = np.array(z[k])
         except (OSError, ValueError, KeyError, zipfile.BadZipFile):
             continue  # a part cut short by a crash holds nothing usable
         out.append(m)
@@ -518,6 +581,9 @@ class ClipOutcome:
     frames: int | None = None
     source_frames: int | None = None
     source_fps: float | None = None
+    #: How the clip was retargeted: ``native`` (already on the target's layout: keys unchanged)
+    #: or the run's method (:func:`method_summary`: ``geometric``, ``rest-space``...).
+    method: str | None = None
     warnings: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:

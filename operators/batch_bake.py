@@ -51,7 +51,7 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, answer_challenge, deliver_challenge, wait
 from pathlib import Path
@@ -688,6 +688,7 @@ class BatchBake:
                 frames=int(len(msg["frames"])),
                 source_frames=int(msg["source_frames"]),
                 source_fps=float(msg["source_fps"]),
+                method=str(msg.get("method", "geometric")),
                 warnings=list(msg.get("warnings", [])),
             )
         )
@@ -832,6 +833,11 @@ class BatchBake:
         self.report.add_time("finish", time.perf_counter() - t0)
         self.report.add_time("wall", time.perf_counter() - self._t0)
         hits = [sum(c[k] for c in self._cache_counts.values()) for k in range(4)]
+        self.report.info["method"] = {
+            "name": self.settings.method_name(),
+            "table": dict(self.settings.methods),
+            "match_rest": self.settings.match_rest,
+        }
         self.report.info["worker_peak_mb"] = round(self._worker_peak, 1)
         self.report.info["binding_cache"] = {
             "mapping_hits": hits[0],
@@ -872,12 +878,25 @@ def _file_records() -> dict[str, list[str]]:
 # --- settings from a target ------------------------------------------------------------------
 
 
-def bake_settings(target: Any, mapping: BoneMapping | None, options: RetargetOptions, *, keep_frames: bool = False) -> BakeSettings:
-    """The run's shared settings; refuses (naming what is missing) a target that is not a humanoid."""
+def bake_settings(
+    target: Any,
+    mapping: BoneMapping | None,
+    options: RetargetOptions,
+    *,
+    keep_frames: bool = False,
+    methods: Mapping[str, str] | None = None,
+    match_rest: bool = False,
+) -> BakeSettings:
+    """The run's shared settings; refuses (naming what is missing) a target that is not a humanoid,
+    and a bad method table.
+
+    The method table is the one :func:`.jobs.retarget_action` uses: the given target mapping's
+    ``methods`` (saved from the sidebar), overridden by ``methods``."""
     from .jobs import rig_input
 
+    table = {**(mapping.methods if mapping is not None else {}), **(methods or {})}
     rig, tmap = rig_input(target, mapping)
-    return BakeSettings(rig, mapping_key(tmap.bones()), scene_fps(), keep_frames, options)
+    return BakeSettings(rig, mapping_key(tmap.bones()), scene_fps(), keep_frames, options, table, bool(match_rest))
 
 
 # --- the command line's job ------------------------------------------------------------------
@@ -975,12 +994,18 @@ def bake_pack(
     resume: bool = False,
     keep_frames: bool = False,
     options: RetargetOptions | None = None,
+    methods: Mapping[str, str] | None = None,
+    match_rest: bool = False,
     progress: Callable[[str], None] | None = None,
 ) -> BatchReport:
     """The command line's batch bake: every clip of ``inputs`` onto the target, saved to
-    ``output`` (see the module docstring). The report is also written to ``report_path``."""
+    ``output`` (see the module docstring). The report is also written to ``report_path``.
+    ``methods`` and ``match_rest`` choose the retarget method as for a single retarget (the
+    table is checked before any file is read or written)."""
+    from ..core.retarget_methods import check_method_table
     from .jobs import save_blend
 
+    methods = check_method_table(methods)
     t0 = time.perf_counter()
     out = Path(output).resolve()
     parts = parts_directory(out)
@@ -999,7 +1024,9 @@ def bake_pack(
     try:
         target, reopened = _open_target(target_path, out, reopen, target_armature)
         target_map = BoneMapping.load(mapping) if mapping else None
-        settings = bake_settings(target, target_map, options or RetargetOptions(), keep_frames=keep_frames)
+        settings = bake_settings(
+            target, target_map, options or RetargetOptions(), keep_frames=keep_frames, methods=methods, match_rest=match_rest
+        )
     except BaseException:
         if pool is not None:
             pool.close(graceful=False)
@@ -1088,7 +1115,7 @@ class MARIONETTE_OT_batch_bake(bpy.types.Operator, ImportHelper):
         return [self.directory or self.filepath]
 
     def execute(self, context: Any) -> set[str]:
-        from .properties import mappings_from_rows
+        from .properties import mappings_from_rows, methods_from_rows
         from .retarget_ops import options_of
 
         target = _target_of(context)
@@ -1096,7 +1123,15 @@ class MARIONETTE_OT_batch_bake(bpy.types.Operator, ImportHelper):
         try:
             rows = mappings_from_rows(s) if s is not None else None
             options = options_of(s) if s is not None else RetargetOptions()
-            settings = bake_settings(target, rows[1] if rows else None, options, keep_frames=bool(s and s.keep_frames))
+            # The sidebar's method column and Match Rest, as Retarget Clip takes them.
+            settings = bake_settings(
+                target,
+                rows[1] if rows else None,
+                options,
+                keep_frames=bool(s and s.keep_frames),
+                methods=methods_from_rows(s) if s is not None else None,
+                match_rest=bool(s and s.match_rest),
+            )
             plan = plan_pack([bpy.path.abspath(p) for p in self._inputs()])
         except MarionetteError as exc:
             self.report({"ERROR"}, str(exc))

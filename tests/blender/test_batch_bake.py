@@ -250,6 +250,118 @@ def test_bvh_read_without_blender_agrees_with_blenders_importer(blender, baked_p
         assert worst <= 1e-5, (rel, worst)
 
 
+# --- retarget methods ----------------------------------------------------------------------
+
+#: Files Blender imports in the worker and in a single retarget alike (a BVH is read with numpy in
+#: a batch, so its keys agree with Blender's importer only to 1e-5; see the test above).
+METHOD_PACK = ("gltf/khronos_cesium_man.glb", "gltf/khronos_rigged_figure.glb", "fbx/quaternius_male_casual.fbx")
+
+
+@pytest.fixture(scope="module")
+def method_runs(tmp_path_factory) -> dict[int, tuple[subprocess.CompletedProcess[str], Path, dict]]:
+    """Three imported files (13 clips) baked with ``--method rest-space``, with --jobs 2 and 1."""
+    pack = tmp_path_factory.mktemp("method_pack")
+    for rel in METHOD_PACK:
+        shutil.copy(shared_file(rel), pack / Path(rel).name)
+    out = tmp_path_factory.mktemp("method_out")
+    runs = {}
+    for jobs in (2, 1):
+        blend, report = out / f"jobs{jobs}.blend", out / f"jobs{jobs}.json"
+        t0 = time.perf_counter()
+        proc = _bake(str(pack), str(shared_file(TARGET)), "-o", str(blend), "--jobs", str(jobs), "--method", "rest-space", "--report", str(report))
+        print(f"--method rest-space --jobs {jobs}: {time.perf_counter() - t0:.2f} s")
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+        runs[jobs] = (proc, blend, _report(report))
+    return runs
+
+
+def test_a_method_pack_has_the_keys_of_single_retargets_with_that_method(blender, method_runs) -> None:
+    from marionette.core.retarget_methods import parse_method_table
+    from marionette.operators import compat, jobs
+    from marionette.operators.file_import import load_file
+
+    _, blend, report = method_runs[2]
+    table = parse_method_table("rest-space")
+    fps = report["scene_fps"]
+    assert report["ok"] and report["clips_by_status"] == {"baked": 13}
+    assert report["method"] == {"name": "rest-space", "table": table, "match_rest": False}
+    methods = {(f["path"], c["clip"]): c["method"] for f in report["files"] for c in f["clips"]}
+    assert set(methods.values()) == {"rest-space"}  # no clip is on the target's layout
+    batch = {(src, clip): curves for src, clip, curves in _read_output(blender, blend).values()}
+    assert len(batch) == 13
+    worst, compared = 0.0, 0
+    for path in sorted({p for p, _ in batch}):
+        # As the worker does: the file imported into an empty scene (so its Actions get the same
+        # names), then the target beside it.
+        blender.ops.wm.read_factory_settings(use_empty=True)
+        loaded = load_file(path)
+        source = max(loaded.armatures, key=lambda a: len(a.data.bones))
+        actions = list(loaded.actions)
+        target = load_file(shared_file(TARGET)).armatures[0]
+        for action in actions:
+            outcome = jobs.retarget_action(source, action, target, scene_fps=fps, methods=table, name=f"single_{action.name}")
+            assert outcome.report["method"]["native"] is False and outcome.report["method"]["table"] == table
+            single = {}
+            for fc in compat.action_fcurves(outcome.action, outcome.action.slots[0]):
+                buf = np.empty(2 * len(fc.keyframe_points), dtype=np.float32)
+                fc.keyframe_points.foreach_get("co", buf)
+                single[(fc.data_path, fc.array_index)] = buf
+            mine = {(k[1], k[2]): np.frombuffer(b, np.float32) for k, b in batch[(path, action.name)].items()}
+            # The same rotation curves; a location curve may be missing on one side only where it
+            # is all zero (write_action leaves out keys that would not change the pose it finds).
+            assert {k for k in mine if "location" not in k[0]} == {k for k in single if "location" not in k[0]}, action.name
+            for k in set(mine) ^ set(single):
+                assert np.all((mine.get(k, single.get(k)))[1::2] == 0.0), (action.name, k)
+            for k in set(mine) & set(single):
+                assert mine[k].shape == single[k].shape, (action.name, k)
+                worst = max(worst, float(np.abs(mine[k].astype(np.float64) - single[k]).max()))
+                compared += 1
+    print(f"{compared} curves of 13 clips compared; largest key difference {worst:.3g}")
+    assert compared > 13 * 50 and worst <= 1e-9
+
+
+def test_a_method_pack_is_the_same_with_jobs_1_and_jobs_2(blender, method_runs) -> None:
+    (_, blend2, r2), (_, blend1, r1) = method_runs[2], method_runs[1]
+    assert _statuses(r1) == _statuses(r2)
+    assert r1["method"] == r2["method"]
+    assert [[c.get("method") for c in f["clips"]] for f in r1["files"]] == [[c.get("method") for c in f["clips"]] for f in r2["files"]]
+    a2 = _read_output(blender, blend2)
+    a1 = _read_output(blender, blend1)
+    assert sorted(a1) == sorted(a2) and len(a1) == 13
+    for name in a1:
+        assert a1[name] == a2[name], name  # byte-identical keys
+
+
+@pytest.mark.parametrize("method", ["sideways", "trunk=local-curl", "tail=rest-space"])
+def test_a_bad_method_is_refused_before_anything_is_read_or_written(tmp_path, method) -> None:
+    pack = tmp_path / "pack"
+    pack.mkdir()
+    shutil.copy(shared_file(DAZ), pack / "clip.bvh")
+    out, report = tmp_path / "out.blend", tmp_path / "report.json"
+    proc = _bake(str(pack), str(tmp_path / "missing_target.glb"), "-o", str(out), "--method", method, "--report", str(report))
+    assert proc.returncode in (1, 2), proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("marionette: error: "), proc.stderr
+    assert "missing_target" not in proc.stderr  # refused before the target was looked at
+    assert proc.stdout == ""
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pack"]  # no output, parts or report
+
+
+def test_bake_settings_take_the_target_mappings_methods_and_let_explicit_ones_win(blender) -> None:
+    from marionette.core.retarget import RetargetOptions
+    from marionette.operators.batch_bake import bake_settings
+    from marionette.operators.file_import import load_file
+    from marionette.operators.jobs import rig_input
+
+    target = load_file(shared_file(TARGET)).armatures[0]
+    _, auto = rig_input(target)
+    saved = type(auto)(auto.slots, auto.conflicts, auto.convention, auto.refusal, {"hips": "REST_SPACE", "upper_arm.L": "REST_SPACE"})
+    s = bake_settings(target, saved, RetargetOptions(), methods={"upper_arm.L": "geometric", "index_1.L": "local-curl"}, match_rest=True)
+    assert s.methods == {"hips": "REST_SPACE", "upper_arm.L": "GEOMETRIC", "index_1.L": "LOCAL_CURL"}
+    assert s.match_rest and s.uses_methods
+    assert bake_settings(target, None, RetargetOptions()).methods == {}
+
+
 # --- losing nothing ------------------------------------------------------------------------
 
 
@@ -431,6 +543,53 @@ def test_operator_bakes_a_folder_and_saves_its_report(scene_with_target, tmp_pat
     assert _statuses(r) == {"broken": "failed", "clip0": "baked", "clip1": "baked", "clip2": "baked"}
     assert "truncated" in next(f["reason"] for f in r["files"] if f["label"] == "broken")
     assert json.loads(bpy.context.scene["marionette_batch_report"])["files_by_status"] == {"baked": 3, "failed": 1}
+
+
+def test_operator_takes_the_sidebars_method_column_and_match_rest(scene_with_target, tmp_path) -> None:
+    from marionette.core.batch import bvh_rest_tails
+    from marionette.core.binding_cache import BindingCache
+    from marionette.core.bvh import read_bvh
+    from marionette.core.mapping import auto_map_skeleton
+    from marionette.core.retarget import RigInput
+    from marionette.core.retarget_methods import retarget_with_methods
+    from marionette.operators.armature_io import clip_from_action
+    from marionette.operators.jobs import rig_input
+    from marionette.operators.properties import fill_rows
+
+    bpy, target = scene_with_target
+    s = bpy.context.scene.marionette
+    tgt_in, tmap = rig_input(target)
+    fill_rows(s, tmap, tmap)
+    chosen = {"upper_arm.L": "REST_SPACE", "forearm.L": "REST_SPACE", "thigh.R": "REST_SPACE", "index_2.L": "LOCAL_CURL"}
+    chosen = {k: v for k, v in chosen.items() if k in tmap.slots}
+    for row in s.mapping:
+        if row.slot in chosen:
+            row.method = chosen[row.slot]
+    s.match_rest = True
+    pack = tmp_path / "pack"
+    pack.mkdir()
+    shutil.copy(shared_file(DAZ), pack / "daz.bvh")
+    report = tmp_path / "ui_report.json"
+    assert bpy.ops.marionette.batch_bake(directory=str(pack), jobs=1, report_path=str(report)) == {"FINISHED"}
+    r = _report(report)
+    assert r["ok"] and r["method"] == {"name": "geometric+rest-space+local-curl", "table": chosen, "match_rest": True}
+    assert [c["method"] for f in r["files"] for c in f["clips"]] == ["geometric+rest-space+local-curl"]
+    # Blender plays what the core computes for the sidebar's table and Match Rest.
+    baked = next(a for a in bpy.data.actions if a.get("marionette_batch_source"))
+    bvh = read_bvh(str(pack / "daz.bvh"))
+    tails = bvh_rest_tails(bvh)
+    src = RigInput(bvh.skeleton(), auto_map_skeleton(bvh.skeleton(), tails).bones(), tails)
+    clip = bvh.clip().resample(24.0)
+    frames = clip.frame_numbers(24.0)
+    played = clip_from_action(target, baked, frames=frames, fps=24.0)
+    want = retarget_with_methods(BindingCache(), src, tgt_in, clip, chosen, match_rest=True).result.clip
+    plain = retarget_with_methods(BindingCache(), src, tgt_in, clip).result.clip
+    bones = [tgt_in.skeleton.index(tgt_in.slots[k]) for k in chosen]
+    cols = [played.names.index(tgt_in.skeleton.names[b]) for b in bones]
+    dots = np.abs(np.einsum("tbi,tbi->tb", played.rotations[:, cols], want.rotations[:, bones]))
+    assert float(1.0 - dots.min()) < 1e-6
+    moved = np.abs(np.einsum("tbi,tbi->tb", want.rotations[:, bones], plain.rotations[:, bones]))
+    assert float(1.0 - moved.min()) > 1e-4  # the table changed those bones
 
 
 def test_cancel_keeps_what_is_already_baked(scene_with_target, tmp_path) -> None:

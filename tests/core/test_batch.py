@@ -12,20 +12,23 @@ import pytest
 from conftest import shared_file
 
 from marionette.core import batch as cb
-from marionette.core.bvh import parse_bvh, read_bvh
+from marionette.core.binding_cache import BindingCache
+from marionette.core.bvh import BvhData, parse_bvh, read_bvh
 from marionette.core.errors import FileFormatError, MappingError
 from marionette.core.mapping import auto_map_skeleton
 from marionette.core.retarget import RetargetOptions, RigInput, bind, retarget
-from marionette.core.samples import sample_humanoid
+from marionette.core.retarget_methods import parse_method_table, retarget_with_methods
+from marionette.core.samples import sample_humanoid, sample_walk
 
 CMU = "bvh/cmu/12_03_motionbuilder.bvh"
 DAZ = "bvh/cmu/02_02_daz.bvh"
 
 
-def _settings(scene_fps: float = 24.0, keep_frames: bool = False) -> cb.BakeSettings:
+def _settings(scene_fps: float = 24.0, keep_frames: bool = False, methods: str | None = None, match_rest: bool = False) -> cb.BakeSettings:
     target = sample_humanoid(arms_down_angle=0.6, proportions=0.9)
     rig = RigInput(target.skeleton, target.slots, target.tails)
-    return cb.BakeSettings(rig, cb.mapping_key(rig.slots), scene_fps, keep_frames, RetargetOptions())
+    table = parse_method_table(methods) if methods else {}
+    return cb.BakeSettings(rig, cb.mapping_key(rig.slots), scene_fps, keep_frames, RetargetOptions(), table, match_rest)
 
 
 # --- planning ------------------------------------------------------------------------------
@@ -243,6 +246,94 @@ def test_settings_cross_processes_as_plain_data() -> None:
     assert back.target.skeleton.signature() == s.target.skeleton.signature()
     assert back.target.slots == s.target.slots and back.options == s.options
     assert (back.scene_fps, back.keep_frames) == (30.0, True)
+    assert back.methods == {} and back.match_rest is False
+    # The method table and match_rest travel too.
+    m = _settings(methods="geometric,fingers=local-curl", match_rest=True).to_message()
+    text = pickle.dumps(m)
+    assert b"marionette" not in text
+    back = cb.BakeSettings.from_message(pickle.loads(text))
+    assert back.methods == parse_method_table("geometric,fingers=local-curl") and back.match_rest is True
+
+
+# --- retarget methods ----------------------------------------------------------------------
+
+
+def _bvh_source(path: str) -> tuple[RigInput, BvhData]:
+    bvh = read_bvh(path)
+    tails = cb.bvh_rest_tails(bvh)
+    return RigInput(bvh.skeleton(), auto_map_skeleton(bvh.skeleton(), tails).bones(), tails), bvh
+
+
+@pytest.mark.parametrize(("spec", "match_rest", "name"), [("rest-space", False, "rest-space"), ("geometric,fingers=local-curl", False, "geometric+local-curl"), ("rest-space", True, "rest-space"), ("geometric", True, "geometric")])
+def test_a_method_table_bakes_what_a_single_retarget_with_methods_gives(spec: str, match_rest: bool, name: str) -> None:
+    path = str(shared_file(CMU))
+    settings = _settings(methods=spec, match_rest=match_rest)
+    assert settings.uses_methods and settings.method_name() == name
+    cache = cb.PackCache(settings)
+    msg = list(cb.bvh_file_events(path, cache))[1]
+    assert (msg["method"], msg["native"]) == (name, False)
+    src, bvh = _bvh_source(path)
+    run = retarget_with_methods(BindingCache(), src, settings.target, bvh.clip().resample(24.0), parse_method_table(spec), settings.options, match_rest=match_rest)
+    want = run.result.clip
+    driven = [want.names.index(n) for n in msg["names"]]
+    assert set(msg["names"]) == {want.names[i] for i in np.flatnonzero(want.coverage > 0)}
+    assert np.array_equal(msg["rotations"], want.rotations[:, driven])
+    assert np.array_equal(msg["translations"], want.translations[:, driven])
+    assert np.array_equal(msg["root_motion"], run.result.root_motion)
+    assert msg["warnings"] == list(run.warnings)
+    # A second clip of the layout binds nothing new.
+    again = list(cb.bvh_file_events(path, cache))[1]
+    assert again["cached_binding"] is True and np.array_equal(again["rotations"], msg["rotations"])
+    geometric = list(cb.bvh_file_events(path, cb.PackCache(_settings())))[1]
+    assert geometric["method"] == "geometric" and "native" in geometric
+    if name == "rest-space":  # the method changes the keys
+        assert float(np.abs(geometric["rotations"] - msg["rotations"]).max()) > 1e-3
+    elif name == "geometric":  # match_rest alone: the geometric keys
+        assert np.array_equal(geometric["rotations"], msg["rotations"])
+
+
+def test_no_table_keeps_the_geometric_path_and_its_binding_cache() -> None:
+    path = str(shared_file(CMU))
+    settings = _settings()
+    assert not settings.uses_methods and settings.methods == {}
+    cache = cb.PackCache(settings)
+    for _ in range(3):
+        msg = list(cb.bvh_file_events(path, cache))[1]
+    assert (cache.stats.binding_misses, cache.stats.binding_hits) == (1, 2)
+    assert msg["method"] == "geometric" and msg["native"] is False and msg["timings"]["bind"] > 0.0
+    # With rest-space every clip of the layout shares both bindings (geometric and rest-space).
+    cache = cb.PackCache(_settings(methods="rest-space"))
+    for _ in range(3):
+        msg = list(cb.bvh_file_events(path, cache))[1]
+    assert cache.stats.binding_misses == 2 and cache.stats.binding_hits == 4
+
+
+def test_a_clip_on_the_targets_layout_is_bound_natively_with_a_table() -> None:
+    settings = _settings(methods="rest-space")
+    target = settings.target
+    walk = sample_walk(sample_humanoid(arms_down_angle=0.6, proportions=0.9), frames=24, fps=24.0)
+    cache = cb.PackCache(settings)
+    source, layout = cache.source(target.skeleton, target.ends)
+    msg = cb.bake_clip(cache, source, layout, walk)
+    assert (msg["method"], msg["native"]) == ("native", True)
+    cols = [walk.names.index(n) for n in msg["names"]]
+    assert np.array_equal(msg["rotations"], walk.rotations[:, cols])  # keys unchanged
+    assert np.array_equal(msg["translations"], walk.translations[:, cols])
+    # The geometric path (no table) retargets it as before.
+    plain = cb.bake_clip(cb.PackCache(_settings()), source, layout, walk)
+    assert (plain["method"], plain["native"]) == ("geometric", False)
+
+
+def test_a_bad_method_table_is_refused_by_the_settings() -> None:
+    with pytest.raises(MappingError, match="unknown retarget method"):
+        _settings().__class__(_settings().target, "x", 24.0, methods={"hips": "sideways"})
+    with pytest.raises(MappingError, match="local curl is for finger slots"):
+        cb.BakeSettings(_settings().target, "x", 24.0, methods={"hips": "local-curl"})
+    with pytest.raises(MappingError, match="unknown humanoid slot"):
+        cb.BakeSettings(_settings().target, "x", 24.0, methods={"tail": "rest-space"})
+    # Names are normalised as a single retarget's table is.
+    assert cb.BakeSettings(_settings().target, "x", 24.0, methods={"hips": "rest-space"}).methods == {"hips": "REST_SPACE"}
+    assert cb.method_summary({}) == "geometric"
 
 
 # --- parts ---------------------------------------------------------------------------------
@@ -260,6 +351,13 @@ def test_parts_round_trip_and_a_cut_part_is_ignored(tmp_path) -> None:
     for k in ("rotations", "translations", "frames", "root_motion"):
         assert np.array_equal(back[k], msg[k])
     assert back["names"] == msg["names"] and back["clip"] == msg["clip"] and back["file_clips"] == ["12_03_motionbuilder"]
+    assert back["method"] == "geometric" and "scales" not in back
+    # A native clip's scale keys are kept in its part.
+    msg.update(clip="scaled", scales=np.full(msg["translations"].shape, 1.5))
+    cb.write_part(str(tmp_path), msg)
+    scaled = next(m for m in cb.read_parts(str(tmp_path)) if m["clip"] == "scaled")
+    assert np.array_equal(scaled["scales"], msg["scales"])
+    assert cb.clip_from_message(scaled, "s").scales is not None
 
 
 # --- report --------------------------------------------------------------------------------
