@@ -199,12 +199,19 @@ def _path_parts(
     # and inv(C1) are undone): the next pivot, or the end point for the last joint.
     nxt = np.empty((m, t, n, 3))
     nxt[:, :, :-1] = pre[:, :, 1:, :3, 3]
-    for i, p in enumerate(paths):
-        if p.end_joint >= 0:
-            c0e = skeleton.parent_frames[p.end_joint]
-            nxt[i, :, -1] = pose.translations[:, p.end_joint] @ c0e[:3, :3].T + c0e[:3, 3]
-        else:
-            nxt[i, :, -1] = p.end_offset
+    ends = [p.end_joint for p in paths]
+    if min(ends) >= 0:
+        # Every path ends on a joint (limbs): one product for all of them.
+        c0e = skeleton.parent_frames[ends]  # (m, 4, 4)
+        tre = np.swapaxes(pose.translations[:, ends], 0, 1)  # (m, T, 3)
+        nxt[:, :, -1] = np.einsum("mij,mtj->mti", c0e[:, :3, :3], tre) + c0e[:, None, :3, 3]
+    else:
+        for i, p in enumerate(paths):
+            if p.end_joint >= 0:
+                c0e = skeleton.parent_frames[p.end_joint]
+                nxt[i, :, -1] = pose.translations[:, p.end_joint] @ c0e[:3, :3].T + c0e[:3, 3]
+            else:
+                nxt[i, :, -1] = p.end_offset
     post: FloatArray | None = None
     if skeleton.child_frames is not None:
         post = np.empty((m, t, n, 4, 4))
@@ -322,12 +329,14 @@ class PathKinematics:
         out = np.empty_like(r0)
         got = np.empty_like(pts)
         mats = rotation_matrices(r0)
+        # Each segment's current direction in its rotation-output space, all joints at once.
+        currents = np.einsum("tkij,tkj->tki", mats, self.reach)
         parent = self.base
         for k in range(n):
             frame = parent @ self.pre[:, k]
             pivot = frame[:, :3, 3]
             got[:, k] = pivot
-            current = np.einsum("tij,tj->ti", mats[:, k], self.reach[:, k])
+            current = currents[:, k]
             # The solved direction is taken from the pivot where the rewritten parents put it,
             # back through the current parent frame (which may carry scale: solve, not transpose).
             wanted = np.linalg.solve(frame[:, :3, :3], (pts[:, k + 1] - pivot)[..., None])[..., 0]

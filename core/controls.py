@@ -666,7 +666,9 @@ class ControlInstance:
             previous = np.nan if self._clock is None else self._clock
             dts = np.diff(np.concatenate([[previous], times]))
         elif dt is not None:
-            dts = np.broadcast_to(np.asarray(dt, dtype=np.float64), (frames,))
+            given = np.asarray(dt, dtype=np.float64)
+            # A scalar dt (every live frame) is spread with one call; broadcast_to costs more.
+            dts = np.full(frames, float(given)) if given.ndim == 0 else np.broadcast_to(given, (frames,))
             if not self.stack.needs_time:
                 # Only the clock is kept (for a later call that gives scene times).
                 total = float(np.sum(dts[1:])) + (float(dts[0]) if self._clock is not None else 0.0)
@@ -781,30 +783,40 @@ class ControlInstance:
         frames = pose.frames
         rot_cols: list[int] = []
         rot_cands: list[FloatArray] = []
-        rot_ok: list[BoolArray] = []
+        # Per control its frame mask and how many columns it spans (expanded only when needed).
+        rot_ok: list[tuple[BoolArray | None, int]] = []
         rot_w: list[float] = []
         tr_cols: list[int] = []
         tr_cands: list[FloatArray] = []
-        tr_ok: list[BoolArray] = []
+        tr_ok: list[tuple[BoolArray | None, int]] = []
         tr_w: list[float] = []
         oks: list[BoolArray | None] = []
         for ci, out in zip(active, outputs, strict=True):
             control = self.stack.controls[ci]
             weight = self._states[ci].weight
-            ok = ~out.report.skipped & np.isfinite(out.rotations).all(axis=(1, 2))
-            if out.translations is not None:
-                ok &= np.isfinite(out.translations).all(axis=(1, 2))
+            # The usual frame is finite and not skipped: test that with one reduction per
+            # array before building the per-frame mask (a live frame pays per numpy call).
+            usable = np.isfinite(out.rotations).all() and not out.report.skipped.any()
+            if usable and out.translations is not None:
+                usable = bool(np.isfinite(out.translations).all())
             # None marks "every frame usable", the common case, so the report stands as is.
-            oks.append(None if ok.all() else ok)
+            ok: BoolArray | None = None
+            if not usable:
+                ok = ~out.report.skipped & np.isfinite(out.rotations).all(axis=(1, 2))
+                if out.translations is not None:
+                    ok &= np.isfinite(out.translations).all(axis=(1, 2))
+                if ok.all():
+                    ok = None
+            oks.append(ok)
             if control.written:
                 rot_cols.extend(control.written)
                 rot_cands.append(out.rotations)
-                rot_ok.append(np.broadcast_to(ok[:, None], (frames, len(control.written))))
+                rot_ok.append((ok, len(control.written)))
                 rot_w.extend([weight] * len(control.written))
             if control.moved and out.translations is not None:
                 tr_cols.extend(control.moved)
                 tr_cands.append(out.translations)
-                tr_ok.append(np.broadcast_to(ok[:, None], (frames, len(control.moved))))
+                tr_ok.append((ok, len(control.moved)))
                 tr_w.extend([weight] * len(control.moved))
         partial = any(o is not None for o in oks)
         if rot_cols:
@@ -812,20 +824,21 @@ class ControlInstance:
             old = pose.rotations[:, rot_cols]
             changed = np.any(cand != old, axis=-1)
             if partial:
-                changed &= np.concatenate(rot_ok, axis=1)
+                changed &= _column_masks(rot_ok, frames)
             if changed.any():
                 w = np.array(rot_w)
                 blended = cand
-                if (w < 1.0).any():
+                if min(rot_w) < 1.0:
                     blended = np.where((w >= 1.0)[:, None], cand, quat_slerp(old, cand, w))
                 pose.set_rotations(rot_cols, np.where(changed[..., None], blended, old))
-                cov[:, rot_cols] = np.where(changed, np.maximum(cov[:, rot_cols], w), cov[:, rot_cols])
+                before = cov[:, rot_cols]
+                cov[:, rot_cols] = np.where(changed, np.maximum(before, w), before)
         if tr_cols:
             cand = tr_cands[0] if len(tr_cands) == 1 else np.concatenate(tr_cands, axis=1)
             old = pose.translations[:, tr_cols]
             changed = np.any(cand != old, axis=-1)
             if partial:
-                changed &= np.concatenate(tr_ok, axis=1)
+                changed &= _column_masks(tr_ok, frames)
             if changed.any():
                 w = np.array(tr_w)
                 blended = np.where((w >= 1.0)[:, None], cand, old + w[:, None] * (cand - old))
@@ -881,8 +894,8 @@ class ControlInstance:
         kin = PathKinematics(sk, [c.path for c in ik], pose)
         targets = np.empty((count, frames, 3))
         poles: FloatArray | None = None
-        has_pole = np.array([st.pole is not None for st in states])
-        if has_pole.any():
+        has_pole = [st.pole is not None for st in states]
+        if any(has_pole):
             # Members without a pole get a non-finite one, which the solver treats as unusable
             # (it keeps the existing bend).
             poles = np.full((count, frames, 3), np.nan)
@@ -893,7 +906,10 @@ class ControlInstance:
                 poles[m] = self._member_inputs(c, st, "pole", st.pole, frames, dts)
         valid = np.isfinite(targets).all(axis=-1)
         if poles is not None:
-            valid &= np.isfinite(poles).all(axis=-1) | ~has_pole[:, None]
+            pole_ok = np.isfinite(poles).all(axis=-1)
+            if not all(has_pole):
+                pole_ok |= ~np.array(has_pole)[:, None]
+            valid &= pole_ok
         valid_all = valid.reshape(-1)
         target_all = targets.reshape(-1, 3)
         safe_pole = None if poles is None else poles.reshape(-1, 3)
@@ -931,12 +947,16 @@ class ControlInstance:
                 assert q is not None
                 wanted[row] = self._member_inputs(ik[m], states[m], "orientation", q, frames, dts)
             finite = np.isfinite(wanted).all(axis=-1)
-            valid[oriented] &= finite
-            wanted = np.where(finite[..., None], wanted, np.array([1.0, 0.0, 0.0, 0.0]))
+            if not finite.all():
+                valid[oriented] &= finite
+                wanted = np.where(finite[..., None], wanted, np.array([1.0, 0.0, 0.0, 0.0]))
             tips = solve.tip.reshape(count, frames, 4, 4)[oriented].reshape(-1, 4, 4)
             solved = end_rotations(sk, [ik[m].path.end_joint for m in oriented], tips, wanted.reshape(-1, 4))
             for row, m in enumerate(oriented):
                 end_rot[m] = solved[row * frames : (row + 1) * frames]
+        # Report masks for all members at once, then one view per member.
+        skipped = ~valid
+        ran = valid & ~solve.kept.reshape(count, frames)
         out: list[tuple[FloatArray, ControlReport]] = []
         for m, c in enumerate(ik):
             rows = slice(m * frames, (m + 1) * frames)
@@ -945,14 +965,13 @@ class ControlInstance:
                 # Without an orientation the end joint keeps its animated rotation.
                 end = end_rot.get(m, pose.rotations[:, c.path.end_joint])
                 candidate = np.concatenate([candidate, end[:, None]], axis=1)
-            ok = valid[m]
             out.append(
                 (
                     candidate,
                     ControlReport(
                         name=c.name,
-                        ran=ok & ~solve.kept[rows],
-                        skipped=~ok,
+                        ran=ran[m],
+                        skipped=skipped[m],
                         residual=solve.residual[rows],
                         iterations=solve.iterations[rows],
                         converged=solve.converged[rows],
@@ -967,9 +986,11 @@ class ControlInstance:
     ) -> tuple[FloatArray, ControlReport]:
         sk = self.stack.skeleton
         assert st.target is not None
-        target = np.broadcast_to(self._member_inputs(control, st, "target", st.target, pose.frames, dts), (pose.frames, 3))
+        target = self._member_inputs(control, st, "target", st.target, pose.frames, dts)
+        if target.shape != (pose.frames, 3):
+            target = np.broadcast_to(target, (pose.frames, 3))
         valid = np.isfinite(target).all(axis=1)
-        safe = np.where(valid[:, None], target, 0.0)
+        safe = target if valid.all() else np.where(valid[:, None], target, 0.0)
         solve = look_at(sk, control.chain, pose, safe)
         keep = [k for k, w in enumerate(control.chain.weights) if w > 0.0]
         ok = valid & solve.valid
@@ -1123,6 +1144,15 @@ def _run_fixed_axis(control: FixedAxisControl, pose: PoseBuffers) -> _Output:
         control.name, yes, ~yes, np.zeros(frames), np.ones(frames, dtype=np.int64), yes.copy(), ~yes
     )
     return _Output(rot, None, report)
+
+
+def _column_masks(masks: list[tuple[BoolArray | None, int]], frames: int) -> BoolArray:
+    """Per-frame masks of consecutive column runs ``(mask (T,) or None = all frames, width)``
+    laid out ``(T, C)``."""
+    full = np.ones(frames, dtype=bool)
+    return np.concatenate(
+        [np.broadcast_to((full if m is None else m)[:, None], (frames, w)) for m, w in masks], axis=1
+    )
 
 
 def _idle_report(name: str, frames: int) -> ControlReport:

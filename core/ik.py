@@ -31,6 +31,7 @@ Three additions to the textbook solvers, each measured in the tests:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -52,6 +53,8 @@ DEFAULT_TOLERANCE = 1e-3
 DEFAULT_MAX_PASSES = 16
 SOLVERS = ("two_bone", "fabrik", "ccd")
 
+# Batches up to this many chains take the fewest-calls route in the column kernels.
+_SMALL_BATCH = 1024
 # Relative size below which a perpendicular component gives no usable bend direction.
 _PLANE_EPS = 1e-9
 _EPS = 1e-12
@@ -122,7 +125,9 @@ def _check_vectors(v: ArrayLike, batch: tuple[int, ...], what: str) -> FloatArra
 
 def _check_bounds(tolerance: ArrayLike, max_passes: int) -> FloatArray:
     tol = np.asarray(tolerance, dtype=np.float64)
-    if not np.all(np.isfinite(tol) & (tol >= 0.0)):
+    # A scalar (the usual case) is checked without numpy calls: a live frame pays per call.
+    fine = math.isfinite(tol) and tol >= 0.0 if tol.ndim == 0 else bool(np.all(np.isfinite(tol) & (tol >= 0.0)))
+    if not fine:
         raise ValueError(f"tolerance must be finite and >= 0 (a scalar or one per chain), got {tol!r}")
     if max_passes < 1:
         raise ValueError(f"max_passes must be >= 1, got {max_passes}")
@@ -156,22 +161,21 @@ def two_bone_ik(
     p = _check_points(points, 3)
     batch = p.shape[:-2]
     t = _check_vectors(target, batch, "target")
-    if not (np.isfinite(softness) and 0.0 <= softness < 1.0):
+    if not (math.isfinite(softness) and 0.0 <= softness < 1.0):
         raise ValueError(f"softness must be in [0, 1), got {softness}")
-    tol = np.broadcast_to(_check_bounds(tolerance, 1), batch).reshape(-1)
-    count = int(np.prod(batch, dtype=np.int64))
+    tol = _check_bounds(tolerance, 1)
+    if tol.ndim:
+        tol = np.broadcast_to(tol, batch).reshape(-1)
+    count = math.prod(batch)
     # Coordinates first, chains last: (3, M) arrays are contiguous, where (M, 3) slices of the
     # points are strided with an inner length of 3, about ten times slower per operation.
+    # Always copies: the solve writes into comp and tc.
     comp = p.reshape(count, 9).T.copy().reshape(3, 3, count)
     tc = t.reshape(count, 3).T.copy()
     pc = None if pole is None else _check_vectors(pole, batch, "pole").reshape(count, 3).T.copy()
-    new, d, lo, hi = _two_bone_columns(comp[0], comp[1], comp[2], tc, pc, softness)
-    before = _col_norm(comp[2] - tc)
-    keep = before <= tol
-    if keep.any():
-        new = np.where(keep, comp, new)
-    residual = _col_norm(new[2] - tc)
-    out = new.reshape(9, count).T.reshape(p.shape)
+    d, lo, hi, keep = _two_bone_columns(comp, tc, pc, softness, tol)
+    residual = _col_norm(np.subtract(comp[2], tc, out=tc))
+    out = comp.reshape(9, count).T.reshape(p.shape)
     return IKSolution(
         points=out,
         residual=residual.reshape(batch),
@@ -182,7 +186,19 @@ def two_bone_ik(
 
 
 def _col_dot(a: FloatArray, b: FloatArray) -> FloatArray:
-    out: FloatArray = a[0] * b[0] + a[1] * b[1] + a[2] * b[2]
+    # Rows summed in order, (a0 b0 + a1 b1) + a2 b2, whatever the batch size, so a chain solves
+    # bit for bit the same alone or batched (einsum's order depends on the size). Small
+    # batches: two calls (a reduction over the outer axis adds the rows in order). Large ones:
+    # accumulated in place, as there every fresh (3, M) temporary costs more (allocation, page
+    # faults) than the arithmetic.
+    if a.shape[-1] <= _SMALL_BATCH:
+        small: FloatArray = np.add.reduce(a * b, axis=0)
+        return small
+    out: FloatArray = a[0] * b[0]
+    tmp = a[1] * b[1]
+    out += tmp
+    np.multiply(a[2], b[2], out=tmp)
+    out += tmp
     return out
 
 
@@ -199,23 +215,35 @@ def _col_perpendicular(axis: FloatArray) -> FloatArray:
 
 
 def _two_bone_columns(
-    root: FloatArray, mid: FloatArray, end: FloatArray, target: FloatArray, pole: FloatArray | None, softness: float
-) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
-    """The two-bone solve on ``(3, M)`` columns; returns the new points ``(3, 3, M)`` and the
-    target distance and reach interval ``(M,)``."""
-    upper = mid - root
-    a = _col_norm(upper)
-    b = _col_norm(end - mid)
+    comp: FloatArray, target: FloatArray, pole: FloatArray | None, softness: float, tol: FloatArray
+) -> tuple[FloatArray, FloatArray, FloatArray, BoolArray]:
+    """The two-bone solve on ``(3, M)`` columns ``comp`` ``(3, 3, M)`` (root, middle, end),
+    which it overwrites with the new points; chains already within ``tol`` of the target keep
+    theirs. Returns the target distance and reach interval ``(M,)`` and the kept mask.
+
+    On large batches every fresh ``(3, M)`` array costs more than the arithmetic on it (the
+    allocator hands back memory that must be faulted in again), so the steps write into one
+    scratch array and into ``comp`` in place, keeping the operation order (and rounding) of the
+    plain formulas in the comments."""
+    root, mid, end = comp[0], comp[1], comp[2]
+    work = end - mid
+    b = _col_norm(work)
+    np.subtract(mid, root, out=work)
+    a = _col_norm(work)
+    np.subtract(end, target, out=work)
+    keep = _col_norm(work) <= tol
+    # Chains already there keep their points: set them aside before comp is overwritten.
+    kept = comp[:, :, keep] if keep.any() else None
     hi = a + b
     lo = np.abs(a - b)
     to_t = target - root
     d = _col_norm(to_t)
     if (d > _EPS).all():
-        axis = to_t / d
+        axis = np.divide(to_t, d, out=to_t)
     else:
         # A target on the root has no direction: keep the chain's current one.
         current = end - root
-        current = np.where(_col_norm(current) > _EPS, current, upper)
+        current = np.where(_col_norm(current) > _EPS, current, mid - root)
         current = np.where(_col_norm(current) > _EPS, current, np.array([[0.0], [0.0], [1.0]]))
         axis = np.where(d > _EPS, to_t, current)
         axis = axis / _col_norm(axis)
@@ -228,7 +256,8 @@ def _two_bone_columns(
         ease = hi - s * np.exp(-(d - start) / np.maximum(s, _EPS))
         d_eff = np.where(d > start, ease, d)
     margin = REACH_MARGIN * hi
-    dc = np.minimum(np.maximum(d_eff, lo + margin), np.maximum(hi - margin, lo + margin))
+    floor = lo + margin
+    dc = np.minimum(np.maximum(d_eff, floor), np.maximum(hi - margin, floor))
     # Projection of the middle point on the axis and its height off it. h comes from a^2 - x^2,
     # so |mid - root| = a holds to rounding whatever the angle.
     x = (dc * dc + a * a - b * b) / (2.0 * np.maximum(dc, _EPS))
@@ -236,7 +265,9 @@ def _two_bone_columns(
     limit = _PLANE_EPS * np.maximum(hi, _EPS)
 
     def existing_bend() -> FloatArray:
-        existing = upper - _col_dot(upper, axis) * axis
+        # upper - (upper . axis) axis; called before comp is overwritten.
+        upper = mid - root
+        existing = upper - axis * _col_dot(upper, axis)
         ok = _col_norm(existing) > limit
         out: FloatArray = existing if ok.all() else np.where(ok, existing, _col_perpendicular(axis))
         return out
@@ -244,21 +275,30 @@ def _two_bone_columns(
     if pole is None:
         bend = existing_bend()
     else:
-        to_pole = pole - root
-        pole_perp = to_pole - _col_dot(to_pole, axis) * axis
+        # to_pole - (to_pole . axis) axis
+        pole_perp = pole - root
+        np.multiply(axis, _col_dot(pole_perp, axis), out=work)
+        pole_perp -= work
         # A non-finite pole compares False: such a pole is unusable, like one on the axis.
         pole_ok = _col_norm(pole_perp) > limit
         bend = pole_perp if pole_ok.all() else np.where(pole_ok, pole_perp, existing_bend())
     length = _col_norm(bend)
     if (length > _EPS).all():
-        bend = bend / length
+        # bend is a fresh array here whichever branch made it.
+        bend /= length
     else:
         bend = np.where(length > _EPS, bend / np.where(length > _EPS, length, 1.0), _col_perpendicular(axis))
-    new = np.empty((3,) + root.shape)
-    new[0] = root
-    new[1] = root + x * axis + h * bend
-    new[2] = root + dc * axis
-    return new, d, lo, hi
+    # mid = root + x * axis + h * bend
+    np.multiply(x, axis, out=mid)
+    mid += root
+    np.multiply(h, bend, out=work)
+    mid += work
+    # end = root + dc * axis
+    np.multiply(dc, axis, out=end)
+    end += root
+    if kept is not None:
+        comp[:, :, keep] = kept
+    return d, lo, hi, keep
 
 
 # --- FABRIK ----------------------------------------------------------------------------------

@@ -113,6 +113,33 @@ def rotate(q: FloatArray, v: FloatArray) -> FloatArray:
     return out
 
 
+def _between_table() -> FloatArray:
+    # For u = (a, b) (six entries), the outer products u_i u_j (index 6 i + j) give in one
+    # matrix product: a.a, b.b, a.b and the three components of a x b.
+    t = np.zeros((36, 6))
+    for i in range(3):
+        t[6 * i + i, 0] = 1.0
+        t[6 * (3 + i) + 3 + i, 1] = 1.0
+        t[6 * i + 3 + i, 2] = 1.0
+    for i, j, k in ((1, 2, 0), (2, 0, 1), (0, 1, 2)):
+        t[6 * i + 3 + j, 3 + k] = 1.0
+        t[6 * j + 3 + i, 3 + k] = -1.0
+    return t
+
+
+_BETWEEN = _between_table()
+
+
+def pair_terms(a: FloatArray, b: FloatArray) -> FloatArray:
+    """``(..., 6)``: ``|a|^2``, ``|b|^2``, ``a . b`` and ``a x b`` of same-shape ``(..., 3)``
+    vectors, from one outer product and one table product: on the tiny arrays of a live frame
+    each numpy call, not the arithmetic, is the cost."""
+    u = np.concatenate([a, b], axis=-1)
+    outer = u[..., :, None] * u[..., None, :]
+    out: FloatArray = outer.reshape(outer.shape[:-2] + (36,)) @ _BETWEEN
+    return out
+
+
 def quat_between_unit(a: FloatArray, b: FloatArray) -> FloatArray:
     """Minimal rotation from direction ``a`` to direction ``b`` (``(..., 3)``, any length).
 
@@ -120,21 +147,23 @@ def quat_between_unit(a: FloatArray, b: FloatArray) -> FloatArray:
     opposite directions turn 180 degrees about an axis perpendicular to ``a``, a zero-length
     input gives the identity. The result has ``w >= 0``.
     """
-    scale = np.sqrt(np.einsum("...i,...i->...", a, a) * np.einsum("...i,...i->...", b, b))
-    q = np.empty(np.broadcast_shapes(a.shape, b.shape)[:-1] + (4,))
-    q[..., 0] = scale + np.einsum("...i,...i->...", a, b)
-    q[..., 1:] = cross(a, b)
+    if a.shape != b.shape:
+        a, b = np.broadcast_arrays(a, b)
+    f = pair_terms(a, b)
+    scale = np.sqrt(f[..., 0] * f[..., 1])
+    q = f[..., 2:]
+    q[..., 0] += scale
     n = np.sqrt(np.einsum("...i,...i->...", q, q))
     # Zero for opposite directions (and for a zero-length input, where scale is 0 as well).
     good = n > 1e-10 * scale
     if good.all():
         out: FloatArray = q / n[..., None]
         return out
-    na = np.sqrt(np.einsum("...i,...i->...", a, a))
-    nb = np.sqrt(np.einsum("...i,...i->...", b, b))
+    na = np.sqrt(f[..., 0])
+    nb = np.sqrt(f[..., 1])
     # Opposite (or zero) directions: 180 degrees about the axis least aligned with a.
     helper = np.where((np.abs(a[..., 0]) < 0.9 * np.maximum(na, _EPS))[..., None], [1.0, 0.0, 0.0], [0.0, 1.0, 0.0])
-    perp = cross(np.broadcast_to(a, q.shape[:-1] + (3,)), helper)
+    perp = cross(a, helper)
     perp = perp / np.maximum(np.linalg.norm(perp, axis=-1, keepdims=True), _EPS)
     flip = np.concatenate([np.zeros(perp.shape[:-1] + (1,)), perp], axis=-1)
     identity = np.zeros(q.shape)
@@ -179,8 +208,10 @@ def quat_from_rotation_matrix(m: FloatArray) -> FloatArray:
     flat = m.reshape(m.shape[:-2] + (9,))
     cand = (flat @ _FROM_MATRIX + _FROM_MATRIX_CONST).reshape(m.shape[:-2] + (4, 4))
     diag = np.einsum("...ii->...i", cand)
-    pick = np.argmax(diag, axis=-1)
-    q = np.take_along_axis(cand, pick[..., None, None], axis=-2)[..., 0, :]
+    pick = np.argmax(diag, axis=-1).reshape(-1)
+    # Plain fancy indexing on the flattened batch (take_along_axis costs more per call).
+    rows = cand.reshape(-1, 4, 4)
+    q = rows[np.arange(rows.shape[0]), pick].reshape(m.shape[:-2] + (4,))
     q = q / np.sqrt(np.einsum("...i,...i->...", q, q))[..., None]
     out: FloatArray = np.where(q[..., :1] < 0.0, -q, q)
     return out
