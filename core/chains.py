@@ -137,6 +137,20 @@ class PoseBuffers:
             out = out @ self._inv_c1[joints]
         return out
 
+    def copy(self) -> PoseBuffers:
+        """An independent working copy. The attached transforms are copied, not recomputed from
+        the rotations (the same values: they are a function of them), which saves a rotation
+        matrix and a product per joint of the whole rig on every live frame."""
+        out = PoseBuffers.__new__(PoseBuffers)
+        out.skeleton = self.skeleton
+        out.rotations = self.rotations.copy()
+        out.translations = self.translations.copy()
+        out.scales = None if self.scales is None else self.scales.copy()
+        out._inv_c1 = self._inv_c1  # read only: the skeleton's constant
+        out._world = {}
+        out.attached = self.attached.copy()
+        return out
+
     @property
     def frames(self) -> int:
         return int(self.rotations.shape[0])
@@ -236,7 +250,7 @@ class PathKinematics:
     batched solve serves them all. ``path`` is then the first of them.
     """
 
-    __slots__ = ("paths", "base", "pre", "post", "rotations", "reach", "_current")
+    __slots__ = ("paths", "base", "pre", "post", "rotations", "reach", "_current", "_mats")
 
     def __init__(self, skeleton: Skeleton, paths: JointPath | Sequence[JointPath], pose: PoseBuffers) -> None:
         group = (paths,) if isinstance(paths, JointPath) else tuple(paths)
@@ -255,6 +269,30 @@ class PathKinematics:
         #: ``S @ inv(C1)`` per joint, or ``None`` when it is the identity for every joint.
         self.post: FloatArray | None = post
         self._current: tuple[FloatArray, FloatArray] | None = None
+        # Rotation matrices of the current rotations, once either walk or
+        # rotations_from_points has needed them (a spring or IK control calls both per frame).
+        self._mats: FloatArray | None = None
+
+    def _current_mats(self) -> FloatArray:
+        if self._mats is None:
+            self._mats = rotation_matrices(self.rotations)
+        return self._mats
+
+    def rebased(self, pose: PoseBuffers) -> PathKinematics:
+        """The same paths on ``pose``, a pose that differs from this one's only in the paths'
+        ancestors (a lowered pelvis above the legs): only the base placement is recomputed, the
+        per-joint parts (the same values either way) are shared, not rebuilt."""
+        out = PathKinematics.__new__(PathKinematics)
+        out.paths = self.paths
+        out.base = (
+            np.concatenate([pose.placement_of(p.ancestors) for p in self.paths])
+            if len(self.paths) > 1
+            else pose.placement_of(self.paths[0].ancestors)
+        )
+        out.pre, out.rotations, out.reach, out.post = self.pre, self.rotations, self.reach, self.post
+        out._current = None
+        out._mats = self._mats
+        return out
 
     @property
     def path(self) -> JointPath:
@@ -279,7 +317,7 @@ class PathKinematics:
             return self._current
         r = self.rotations if rotations is None else rotations
         n = r.shape[1]
-        mats = rotation_matrices(r)
+        mats = self._current_mats() if rotations is None else rotation_matrices(r)
         out = np.empty((self.frames, n + 1, 3))
         parent = self.base
         for k in range(n):
@@ -328,7 +366,7 @@ class PathKinematics:
             raise ValueError(f"points must have shape ({self.frames}, {n + 1}, 3), got {pts.shape}")
         out = np.empty_like(r0)
         got = np.empty_like(pts)
-        mats = rotation_matrices(r0)
+        mats = self._current_mats()
         # Each segment's current direction in its rotation-output space, all joints at once.
         currents = np.einsum("tkij,tkj->tki", mats, self.reach)
         parent = self.base

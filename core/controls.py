@@ -1065,13 +1065,21 @@ class ControlInstance:
             reset[t] = step.reset
             recomputed[t] = step.recomputed
             substeps[t] = step.substeps
-        inv = np.linalg.inv(np.where(usable[:, None, None], places, np.eye(4)))
+        # Every frame usable is the live case: spare it the masking (numpy's per-call overhead).
+        all_usable = bool(usable.all())
+        inv = np.linalg.inv(places if all_usable else np.where(usable[:, None, None], places, np.eye(4)))
         points = np.einsum("tij,tkj->tki", inv[:, :3, :3], simulated) + inv[:, None, :3, 3]
-        points = np.where(usable[:, None, None], points, animated)
+        if not all_usable:
+            points = np.where(usable[:, None, None], points, animated)
         rot, got, _ = kin.rotations_from_points(points)
-        residual = np.linalg.norm(got - points, axis=-1).max(axis=1)
-        before = np.linalg.norm(np.diff(animated, axis=1), axis=-1)
-        after = np.linalg.norm(np.diff(got, axis=1), axis=-1)
+        # The miss per point and the segment lengths before and after, in one norm call (the
+        # same per-row arithmetic as three).
+        n = animated.shape[1] - 1
+        norms = np.linalg.norm(
+            np.concatenate([got - points, np.diff(animated, axis=1), np.diff(got, axis=1)], axis=1), axis=-1
+        )
+        residual = norms[:, : n + 1].max(axis=1)
+        before, after = norms[:, n + 1 : 2 * n + 1], norms[:, 2 * n + 1 :]
         length_error = (np.abs(after - before) / np.maximum(before, 1e-300)).max(axis=1)
         report = ControlReport(
             name=control.name,
@@ -1085,7 +1093,7 @@ class ControlInstance:
                 {"reset": reset, "recomputed": recomputed, "length_error": length_error, "points": points}
             ),
         )
-        return _Output(np.where(usable[:, None, None], rot, np.nan), None, report)
+        return _Output(rot if all_usable else np.where(usable[:, None, None], rot, np.nan), None, report)
 
     def _run_closure(self, control: ClosureControl, st: _State, pose: PoseBuffers, dts: FloatArray | None) -> _Output:
         assert st.target is not None and st.second is not None

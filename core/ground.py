@@ -386,9 +386,12 @@ def adapt_to_ground(
         # A sole animated below its floor is raised by the touch bound where there is ground,
         # and left alone where there is none.
         keep = clearance_w[:, t]
+        # The sole's height above the hit plane serves both the target and the touch bound.
+        above_t = np.einsum("li,li->l", n_t, turned) - d_t
+        slope_t = np.maximum(n_t[:, 2], 1e-6)
         lift = np.clip((keep - (np.einsum("li,li->l", n_s, turned) - d_s)) / np.maximum(n_s[:, 2], 1e-6), -bound_w[t], bound_w[t])
-        target = np.clip((keep - (np.einsum("li,li->l", n_t, turned) - d_t)) / np.maximum(n_t[:, 2], 1e-6), -bound_w[t], bound_w[t])
-        touch = np.clip(-(np.einsum("li,li->l", n_t, turned) - d_t) / np.maximum(n_t[:, 2], 1e-6), -bound_w[t], bound_w[t])
+        target = np.clip((keep - above_t) / slope_t, -bound_w[t], bound_w[t])
+        touch = np.clip(-above_t / slope_t, -bound_w[t], bound_w[t])
         lift = np.where(hit[:, t], np.maximum(lift, touch), lift)
         # Rounding in the plane arithmetic is no reason to move a foot (or, through the lowest
         # foot, the pelvis) on the floor the animation was made on.
@@ -420,7 +423,7 @@ def adapt_to_ground(
     axis_skel = _unit_rows(cross(np.broadcast_to(up, n_skel.shape), n_skel))
     tilt_s = np.concatenate([np.cos(0.5 * tilt_w)[..., None], np.sin(0.5 * tilt_w)[..., None] * axis_skel], axis=-1)
 
-    work = PoseBuffers(skeleton, pose.rotations, pose.translations, pose.scales)
+    work = pose.copy()
     pelvis_tr: FloatArray | None = None
     if rig.pelvis >= 0:
         parent = int(skeleton.parents[rig.pelvis])
@@ -431,7 +434,8 @@ def adapt_to_ground(
         shift = np.linalg.solve(base_lin, (drop[:, None] * np.where(valid[:, None], up, 0.0))[..., None])[..., 0]
         pelvis_tr = pose.translations[:, rig.pelvis] + shift
         work.set_translations([rig.pelvis], pelvis_tr[:, None])
-    kin2 = PathKinematics(skeleton, [leg.path for leg in legs], work)
+    # Only the pelvis (above every leg) moved: the legs' own parts are kin's.
+    kin2 = kin.rebased(work)
     # Skipped frames aim at their own ankle so nothing non-finite enters the solve; they are
     # marked non-finite again at the end.
     targets = np.where(valid[None, :, None], ankle + np.nan_to_num(lift_s)[..., None] * up[None], ankle).reshape(-1, 3)

@@ -84,12 +84,18 @@ def quat_conj(q: FloatArray) -> FloatArray:
 def rotation_matrices(q: FloatArray, unit: bool = False) -> FloatArray:
     """``(..., 3, 3)`` rotation matrices of quaternions ``(..., 4)``; pass ``unit=True`` only
     for quaternions already of unit length (it skips the normalisation)."""
-    outer = q[..., :, None] * q[..., None, :]
-    m = outer.reshape(outer.shape[:-2] + (16,)) @ _MATRIX
+    lead = q.shape[:-1]
+    m = (q[..., :, None] * q[..., None, :]).reshape(lead + (16,)) @ _MATRIX
     if not unit:
         norm2 = np.einsum("...i,...i->...", q, q)
-        m = m / np.where(norm2 > _EPS, norm2, 1.0)[..., None]
-    out: FloatArray = m.reshape(m.shape[:-1] + (3, 3))
+        # In place on the fresh arrays (the same arithmetic as a masked copy, fewer calls: this
+        # runs a few dozen times per live frame). Not above _EPS, NaN included: divide by 1.
+        if lead:
+            norm2[~(norm2 > _EPS)] = 1.0
+            m /= norm2[..., None]
+        else:
+            m = m / (norm2 if norm2 > _EPS else 1.0)
+    out: FloatArray = m.reshape(lead + (3, 3))
     return out
 
 

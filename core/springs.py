@@ -216,14 +216,19 @@ def _animated(root: Vec, segs: Sequence[Vec]) -> list[Vec]:
 
 class _Frame:
     """The animated input of one frame window: the previous and current frame's points, their
-    segment lengths, and each end point's squared stray distance."""
+    segment lengths, and each end point's squared stray distance. The per-window differences
+    (``moves``: each point's travel over the window, ``grow``: each length's change) are taken
+    once here rather than in every fixed step; ``a + s * move`` is the very arithmetic
+    ``a + s * (b - a)`` would do, so the steps are unchanged to the bit."""
 
-    __slots__ = ("pts0", "pts1", "len0", "len1", "stray")
+    __slots__ = ("pts0", "pts1", "len0", "len1", "stray", "moves", "grow")
 
     def __init__(self, root0: Vec, segs0: Sequence[Vec], root1: Vec, segs1: Sequence[Vec]) -> None:
         self.pts0, self.pts1 = _animated(root0, segs0), _animated(root1, segs1)
         self.len0 = [math.sqrt(a[0] ** 2 + a[1] ** 2 + a[2] ** 2) for a in segs0]
         self.len1 = [math.sqrt(a[0] ** 2 + a[1] ** 2 + a[2] ** 2) for a in segs1]
+        self.moves: list[Vec] = [(b[0] - a[0], b[1] - a[1], b[2] - a[2]) for a, b in zip(self.pts0, self.pts1, strict=True)]
+        self.grow = [b - a for a, b in zip(self.len0, self.len1, strict=True)]
         # Squared stray distance per end point: STRAY_LENGTHS times its reach from the root.
         total = 0.0
         self.stray = []
@@ -234,58 +239,73 @@ class _Frame:
     def ends(self, s: float) -> list[Vec]:
         """The animated end points at fraction ``s`` of the window (they move linearly)."""
         return [
-            (a[0] + s * (b[0] - a[0]), a[1] + s * (b[1] - a[1]), a[2] + s * (b[2] - a[2]))
-            for a, b in zip(self.pts0[1:], self.pts1[1:], strict=True)
+            (a[0] + s * d[0], a[1] + s * d[1], a[2] + s * d[2])
+            for a, d in zip(self.pts0[1:], self.moves[1:], strict=True)
         ]
 
 
 def _project(root: Vec, pts: list[list[float]], lengths: Sequence[float], free: Sequence[float]) -> None:
     """One Newton step toward ``|p_k - p_(k-1)| = L_k`` for the chain ``root, pts...`` in place,
     with inverse masses ``free`` (0 for a point that must not move; the root never moves):
-    solve ``(J W J^T) lambda = -C`` (tridiagonal) and move the points by ``W J^T lambda``."""
+    solve ``(J W J^T) lambda = -C`` (tridiagonal) and move the points by ``W J^T lambda``.
+
+    Runs once per fixed step on a handful of points, so it is plain Python arithmetic (numpy's
+    per-call overhead would dominate) with the matrix built inside the elimination loop."""
     n = len(pts)
-    units: list[Vec] = []
-    error: list[float] = []
+    ux = [0.0] * n
+    uy = [0.0] * n
+    uz = [0.0] * n
+    r = [0.0] * n  # -C, then the eliminated right-hand side, then lambda
     px, py, pz = root
     for k in range(n):
-        b = pts[k]
-        dx, dy, dz = b[0] - px, b[1] - py, b[2] - pz
+        bx, by, bz = pts[k]
+        dx, dy, dz = bx - px, by - py, bz - pz
         d = math.sqrt(dx * dx + dy * dy + dz * dz)
         if not (d > _EPS and math.isfinite(d)):
             return  # degenerate: the exact pass from the root handles it
-        units.append((dx / d, dy / d, dz / d))
-        error.append(d - lengths[k])
-        px, py, pz = b[0], b[1], b[2]
-    # A[k][k] = w_(k-1) + w_k, A[k][k+1] = -w_k (u_k . u_(k+1)); Thomas algorithm.
-    diag = [(free[k - 1] if k > 0 else 0.0) + free[k] for k in range(n)]
-    off = [
-        -free[k] * (units[k][0] * units[k + 1][0] + units[k][1] * units[k + 1][1] + units[k][2] * units[k + 1][2])
-        for k in range(n - 1)
-    ]
+        ux[k], uy[k], uz[k] = dx / d, dy / d, dz / d
+        r[k] = -(d - lengths[k])
+        px, py, pz = bx, by, bz
+    # A[k][k] = w_(k-1) + w_k, A[k][k+1] = -w_k (u_k . u_(k+1)); Thomas algorithm. Row 0 has no
+    # left neighbour (its diagonal is w_0 alone, nothing to eliminate).
     c = [0.0] * n
-    r = [-e for e in error]
+    off_prev = 0.0
     for k in range(n):
-        m = diag[k] - (off[k - 1] * c[k - 1] if k > 0 else 0.0)
+        w = free[k]
+        if k == 0:
+            m = w
+        else:
+            m = (free[k - 1] + w) - off_prev * c[k - 1]
         if abs(m) < _EPS:
             return  # a segment between two fixed points: nothing to solve
-        c[k] = off[k] / m if k < n - 1 else 0.0
-        r[k] = (r[k] - (off[k - 1] * r[k - 1] if k > 0 else 0.0)) / m
+        if k < n - 1:
+            off = -w * (ux[k] * ux[k + 1] + uy[k] * uy[k + 1] + uz[k] * uz[k + 1])
+            c[k] = off / m
+        else:
+            off = 0.0
+        r[k] = r[k] / m if k == 0 else (r[k] - off_prev * r[k - 1]) / m
+        off_prev = off
     lam = r
     for k in range(n - 2, -1, -1):
         lam[k] -= c[k] * lam[k + 1]
     for k in range(n):
-        u = units[k]
-        gx, gy, gz = lam[k] * u[0], lam[k] * u[1], lam[k] * u[2]
+        lk = lam[k]
+        gx, gy, gz = lk * ux[k], lk * uy[k], lk * uz[k]
         if k + 1 < n:
-            v = units[k + 1]
-            gx -= lam[k + 1] * v[0]
-            gy -= lam[k + 1] * v[1]
-            gz -= lam[k + 1] * v[2]
+            ln = lam[k + 1]
+            gx -= ln * ux[k + 1]
+            gy -= ln * uy[k + 1]
+            gz -= ln * uz[k + 1]
         w = free[k]
         b = pts[k]
         b[0] += w * gx
         b[1] += w * gy
         b[2] += w * gz
+
+
+def _decays(chain: SpringChain, h: float) -> list[float]:
+    """Each segment's velocity decay over a step of ``h``."""
+    return [math.exp(-c * h) for c in chain.damping]
 
 
 def _step(
@@ -297,56 +317,73 @@ def _step(
     v: list[Vec],
     before: Sequence[Vec],
     commit: bool,
+    decay: Sequence[float] | None = None,
 ) -> tuple[str, list[Vec]]:
     """One fixed step of length ``h`` toward the targets at fraction ``s`` of the frame window,
     in place on ``x`` and ``v``; ``before`` are the animated end points at the step's start (the
-    damping acts relative to their velocity over the step). Returns the reset reason raised
-    during it ('' for none) and the targets (the next step's ``before``)."""
-    r0, r1 = frame.pts0[0], frame.pts1[0]
-    root = (r0[0] + s * (r1[0] - r0[0]), r0[1] + s * (r1[1] - r0[1]), r0[2] + s * (r1[2] - r0[2]))
+    damping acts relative to their velocity over the step). ``decay``: :func:`_decays` for
+    ``h``, when the caller takes many steps of the same length. Returns the reset reason raised
+    during it ('' for none) and the targets (the next step's ``before``).
+
+    Pinning always runs from a segment to the chain's end, so it is kept as the index of the
+    first pinned segment (``n``: none)."""
+    r0, dr = frame.pts0[0], frame.moves[0]
+    root = (r0[0] + s * dr[0], r0[1] + s * dr[1], r0[2] + s * dr[2])
     gx, gy, gz = chain.gravity
+    if decay is None:
+        decay = _decays(chain, h)
+    stiffness = chain.stiffness
+    stray = frame.stray
     reason = ""
     n = len(x)
-    lengths = [frame.len0[k] + s * (frame.len1[k] - frame.len0[k]) for k in range(n)]
-    targets = frame.ends(s)
-    speed = [((y[0] - b[0]) / h, (y[1] - b[1]) / h, (y[2] - b[2]) / h) for y, b in zip(targets, before, strict=True)]
+    len0, grow = frame.len0, frame.grow
+    pts0, moves = frame.pts0, frame.moves
+    lengths: list[float] = []
+    targets: list[Vec] = []  # frame.ends(s), built in this loop
+    speed: list[Vec] = []
     pred: list[list[float]] = []
-    pinned = [False] * n
+    pinned = n
     for k in range(n):
-        y = targets[k]
-        xk, vk = x[k], v[k]
-        ex, ey, ez = xk[0] - y[0], xk[1] - y[1], xk[2] - y[2]
-        # One test for six values: a sum is finite only if they are (or overflows, which is
-        # as bad).
-        if not math.isfinite(xk[0] + xk[1] + xk[2] + vk[0] + vk[1] + vk[2]):
-            reason = reason or "non_finite"
-            pinned[k:] = [True] * (n - k)
-        elif ex * ex + ey * ey + ez * ez > frame.stray[k]:
-            reason = reason or "strayed"
-            pinned[k:] = [True] * (n - k)
-        if pinned[k]:
-            pred.append([y[0], y[1], y[2]])
-            continue
-        stiff = chain.stiffness[k]
-        decay = math.exp(-chain.damping[k] * h)
-        ux, uy, uz = speed[k]
-        vx = ux + (vk[0] + (gx - stiff * ex) * h - ux) * decay
-        vy = uy + (vk[1] + (gy - stiff * ey) * h - uy) * decay
-        vz = uz + (vk[2] + (gz - stiff * ez) * h - uz) * decay
-        pred.append([xk[0] + vx * h, xk[1] + vy * h, xk[2] + vz * h])
+        lengths.append(len0[k] + s * grow[k])
+        a, d = pts0[k + 1], moves[k + 1]
+        y = (a[0] + s * d[0], a[1] + s * d[1], a[2] + s * d[2])
+        targets.append(y)
+        b = before[k]
+        ux, uy, uz = (y[0] - b[0]) / h, (y[1] - b[1]) / h, (y[2] - b[2]) / h
+        speed.append((ux, uy, uz))
+        if k < pinned:
+            xk, vk = x[k], v[k]
+            ex, ey, ez = xk[0] - y[0], xk[1] - y[1], xk[2] - y[2]
+            # One test for six values: a sum is finite only if they are (or overflows, which
+            # is as bad).
+            if not math.isfinite(xk[0] + xk[1] + xk[2] + vk[0] + vk[1] + vk[2]):
+                reason = reason or "non_finite"
+                pinned = k
+            elif ex * ex + ey * ey + ez * ez > stray[k]:
+                reason = reason or "strayed"
+                pinned = k
+            else:
+                stiff = stiffness[k]
+                dk = decay[k]
+                vx = ux + (vk[0] + (gx - stiff * ex) * h - ux) * dk
+                vy = uy + (vk[1] + (gy - stiff * ey) * h - uy) * dk
+                vz = uz + (vk[2] + (gz - stiff * ez) * h - uz) * dk
+                pred.append([xk[0] + vx * h, xk[1] + vy * h, xk[2] + vz * h])
+                continue
+        pred.append([y[0], y[1], y[2]])
     # Lengths: Newton steps on all the segment constraints at once, each end point weighing the
     # same and the root (animated) not giving, then one pass from the root that makes them
     # exact. Moving only the child end would let a parent whip its children with energy it never
     # loses. A chain's constraints couple neighbours only: each step is a tridiagonal solve.
-    free = [0.0 if pin else 1.0 for pin in pinned]
+    free = [1.0] * pinned + [0.0] * (n - pinned)
     for _ in range(CONSTRAINT_STEPS):
         _project(root, pred, lengths, free)
     px, py, pz = root
     for k in range(n):
-        b = pred[k]
+        b2 = pred[k]
         y = targets[k]
-        if not pinned[k]:
-            qx, qy, qz = b[0] - px, b[1] - py, b[2] - pz
+        if k < pinned:
+            qx, qy, qz = b2[0] - px, b2[1] - py, b2[2] - pz
             lq = math.sqrt(qx * qx + qy * qy + qz * qz)
             if not (lq > _EPS and math.isfinite(lq)):
                 # On the pivot (or overflowed): no direction to restore along, take the target's.
@@ -358,8 +395,8 @@ def _step(
             vk = ((nx - xk[0]) / h, (ny - xk[1]) / h, (nz - xk[2]) / h) if commit else v[k]
             if not math.isfinite(nx + ny + nz + vk[0] + vk[1] + vk[2]):
                 reason = reason or "non_finite"
-                pinned[k:] = [True] * (n - k)
-        if pinned[k]:
+                pinned = k
+        if k >= pinned:
             # Back to the animation, at rest relative to it.
             nx, ny, nz = y
             vk = speed[k]
@@ -421,9 +458,10 @@ def advance(chain: SpringChain, state: SpringState, time: float | None, points: 
     v = list(start.v)
     reason = ""
     before: Sequence[Vec] = start.anchor
+    decay = _decays(chain, SUBSTEP)
     for i in range(1, steps + 1):
         s = min((i * SUBSTEP - start.leftover) / dt, 1.0)
-        raised, before = _step(chain, frame, s, SUBSTEP, x, v, before, True)
+        raised, before = _step(chain, frame, s, SUBSTEP, x, v, before, True, decay)
         reason = reason or raised
     shown = x
     if leftover > 1e-9:
