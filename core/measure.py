@@ -15,7 +15,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .canonical_pose import evaluate_point
 from .humanoid import SIDES, sided
 from .retarget import Binding, SegmentTable, ground_points, heights_along, hips_path, orientations
 from .rotations import FloatArray, euler_from_matrix, matrix_between_vectors
@@ -35,24 +34,26 @@ def segment_vectors(binding: Binding, placements: FloatArray, side: str) -> dict
     return {s: segs[:, k] for k, s in enumerate(binding.framed)}
 
 
+def _direction_errors(binding: Binding, source: FloatArray, target: FloatArray) -> FloatArray:
+    """Angles ``(T, K)`` of :func:`bone_direction_errors`, all slots at once."""
+    src = binding.tables.source_segments.segments(source)
+    tgt = binding.tables.target_segments.segments(target)
+    angle = _angle(src @ binding.align.T, tgt)
+    collapsed = np.linalg.norm(src, axis=-1) < 0.05 * binding.tables.source_rest_lengths
+    return np.where(collapsed, np.nan, angle)
+
+
 def bone_direction_errors(binding: Binding, source: FloatArray, target: FloatArray) -> dict[str, FloatArray]:
     """Angle per framed slot and frame between the source segment (aligned) and the target's.
 
     Frames where the clip collapses the source segment (under 5 % of its rest length: it has no
     direction to compare with) are NaN, as the retarget follows the bone's rotation there."""
-    src = segment_vectors(binding, source, "source")
-    tgt = segment_vectors(binding, target, "target")
-    rest = binding.tables.source_rest_lengths
-    out = {}
-    for k, s in enumerate(binding.framed):
-        angle = _angle(src[s] @ binding.align.T, tgt[s])
-        out[s] = np.where(np.linalg.norm(src[s], axis=-1) < 0.05 * rest[k], np.nan, angle)
-    return out
+    angles = _direction_errors(binding, source, target)
+    return {s: angles[:, k] for k, s in enumerate(binding.framed)}
 
 
-def frames_in_motion(binding: Binding, placements: FloatArray, side: str) -> dict[str, FloatArray]:
-    """Each framed slot's geometric frame over time ``(T, 3, 3)``: carried by the bone's rotation
-    from the canonical pose and re-aimed at the measured segment."""
+def _frames_in_motion(binding: Binding, placements: FloatArray, side: str) -> FloatArray:
+    """Frames ``(T, K, 3, 3)`` of :func:`frames_in_motion`, all slots at once."""
     anatomy = binding.source if side == "source" else binding.target
     canonical = binding.source_canonical if side == "source" else binding.target_canonical
     table = binding.tables.source_segments if side == "source" else binding.tables.target_segments
@@ -60,20 +61,24 @@ def frames_in_motion(binding: Binding, placements: FloatArray, side: str) -> dic
     local = np.stack([orientations(canonical.placements[b]).T @ canonical.frames[s] for s, b in zip(binding.framed, bones, strict=True)])
     carried = orientations(placements[:, bones]) @ local
     aim = matrix_between_vectors(carried[..., :, 0], table.segments(placements))
-    frames = aim @ carried
+    return np.asarray(aim @ carried, dtype=np.float64)
+
+
+def frames_in_motion(binding: Binding, placements: FloatArray, side: str) -> dict[str, FloatArray]:
+    """Each framed slot's geometric frame over time ``(T, 3, 3)``: carried by the bone's rotation
+    from the canonical pose and re-aimed at the measured segment."""
+    frames = _frames_in_motion(binding, placements, side)
     return {s: frames[:, k] for k, s in enumerate(binding.framed)}
 
 
 def rotation_deltas(binding: Binding, source: FloatArray, target: FloatArray) -> dict[str, FloatArray]:
     """Per-axis rotation difference ``(T, 3)`` in degrees between the aligned source frame and the
     target frame of each slot, as XYZ angles in the frame's own axes (X = twist about the bone)."""
-    src = frames_in_motion(binding, source, "source")
-    tgt = frames_in_motion(binding, target, "target")
-    out = {}
-    for s in binding.framed:
-        diff = np.swapaxes(tgt[s], -1, -2) @ (binding.align @ src[s])
-        out[s] = np.degrees(euler_from_matrix(diff, "XYZ"))
-    return out
+    src = _frames_in_motion(binding, source, "source")
+    tgt = _frames_in_motion(binding, target, "target")
+    diff = np.swapaxes(tgt, -1, -2) @ (binding.align @ src)
+    angles = np.degrees(euler_from_matrix(diff, "XYZ"))
+    return {s: angles[:, k] for k, s in enumerate(binding.framed)}
 
 
 def expected_hips(binding: Binding, source: FloatArray) -> FloatArray:
@@ -133,15 +138,12 @@ def segment_stretch(binding: Binding, source: FloatArray) -> float:
     """Largest relative change of a framed source segment's length against the rest over the clip:
     0 for a rigid clip; large when the clip keys translations that move joints off their offsets
     (directions of such segments mean little, and the retarget relies on the bones' rotations)."""
-    src = binding.source
-    worst = 0.0
-    rest = src.rest[None]
-    for s in binding.framed:
-        length = np.linalg.norm(evaluate_point(src.segment_end[s], source) - evaluate_point(src.segment_start[s], source), axis=-1)
-        ref = float(np.linalg.norm(evaluate_point(src.segment_end[s], rest) - evaluate_point(src.segment_start[s], rest)))
-        if ref > 0:
-            worst = max(worst, float(np.abs(length / ref - 1.0).max()))
-    return worst
+    length = np.linalg.norm(binding.tables.source_segments.segments(source), axis=-1)  # (T, K)
+    ref = binding.tables.source_rest_lengths
+    some = ref > 0
+    if not np.any(some) or length.shape[0] == 0:
+        return 0.0
+    return float(np.abs(length[:, some] / ref[some] - 1.0).max())
 
 
 def palm_normal_errors(binding: Binding, source: FloatArray, target: FloatArray) -> dict[str, FloatArray]:
@@ -198,20 +200,46 @@ def foot_skating(binding: Binding, source: FloatArray, target: FloatArray) -> di
     return out
 
 
-def _capsule_raster(segments: FloatArray, radius: float, size: int) -> FloatArray:
-    """Rasterise 2-D segments ``(S, 2, 2)`` with a radius on a ``size`` x ``size`` grid over
-    [-1.5, 1.5]^2 (all segments at once; components kept apart, squared distances)."""
-    g = np.linspace(-1.5, 1.5, size)
-    gx = np.repeat(g, size)[:, None]  # (G, 1); row-major over (y, x) after the reshape below
-    gy = np.tile(g, size)[:, None]
-    ax, ay = segments[:, 0, 0], segments[:, 0, 1]
-    bx, by = segments[:, 1, 0] - ax, segments[:, 1, 1] - ay
-    denom = np.maximum(bx * bx + by * by, 1e-300)
-    dx, dy = gx - ax, gy - ay  # (G, S)
-    t = np.clip((dx * bx + dy * by) / denom, 0.0, 1.0)
+def capsule_rasters(segments: FloatArray, radius: float, size: int) -> np.ndarray:
+    """Boolean rasters ``(R, size, size)`` (rows y, columns x) of ``R`` sets of 2-D segments
+    ``(R, S, 2, 2)`` drawn as capsules, all at once.
+
+    Only the pixels in each capsule's bounding box are tested (exactly, by squared distance to
+    the segment), so the cost follows the drawn area rather than the whole grid.
+    """
+    segs = np.asarray(segments, dtype=np.float64)
+    n_r, n_s = segs.shape[:2]
+    out = np.zeros((n_r, size, size), dtype=bool)
+    if n_r * n_s == 0:
+        return out
+    flat = segs.reshape(-1, 2, 2)
+    owner = np.repeat(np.arange(n_r), n_s)
+    step = 3.0 / (size - 1)
+    lo = np.minimum(flat[:, 0], flat[:, 1]) - radius
+    hi = np.maximum(flat[:, 0], flat[:, 1]) + radius
+    ok = np.isfinite(lo).all(axis=1) & np.isfinite(hi).all(axis=1)
+    # Pixel index ranges, one pixel wider each way than the box: the exact test decides.
+    first = np.clip(np.floor((np.where(ok[:, None], lo, 0.0) + 1.5) / step) - 1, 0, size - 1).astype(np.int64)
+    last = np.clip(np.ceil((np.where(ok[:, None], hi, 0.0) + 1.5) / step) + 1, 0, size - 1).astype(np.int64)
+    width = last - first + 1  # (N, 2): x count, y count
+    counts = np.where(ok, width[:, 0] * width[:, 1], 0)
+    total = int(counts.sum())
+    if total == 0:
+        return out
+    seg = np.repeat(np.arange(flat.shape[0]), counts)
+    local = np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
+    ix = first[seg, 0] + local % width[seg, 0]
+    iy = first[seg, 1] + local // width[seg, 0]
+    px = -1.5 + ix * step
+    py = -1.5 + iy * step
+    ax, ay = flat[seg, 0, 0], flat[seg, 0, 1]
+    bx, by = flat[seg, 1, 0] - ax, flat[seg, 1, 1] - ay
+    dx, dy = px - ax, py - ay
+    t = np.clip((dx * bx + dy * by) / np.maximum(bx * bx + by * by, 1e-300), 0.0, 1.0)
     ex, ey = dx - t * bx, dy - t * by
-    inside = ((ex * ex + ey * ey) <= radius * radius).any(axis=1)
-    return np.asarray(inside.reshape(size, size).T, dtype=np.float64)
+    hit = (ex * ex + ey * ey) <= radius * radius
+    out[owner[seg[hit]], iy[hit], ix[hit]] = True
+    return out
 
 
 _BODY_SLOTS = ("hips", "spine", "chest", "upper_chest", "neck", "head", "shoulder", "upper_arm", "forearm", "hand", "thigh", "shin", "foot")
@@ -261,12 +289,11 @@ def silhouette_overlap(binding: Binding, source: FloatArray, target: FloatArray,
     for view, axes in (("front", [1, 2]), ("side", [0, 2])):
         src = _projected(binding, source, "source", picks, axes)
         tgt = _projected(binding, target, "target", picks, axes)
-        scores = []
-        for f in range(len(picks)):
-            a = _capsule_raster(src[f], 0.1, size)
-            b = _capsule_raster(tgt[f], 0.1, size)
-            union = float(np.maximum(a, b).sum())
-            scores.append(float((a * b).sum()) / union if union else 1.0)
+        rasters = capsule_rasters(np.concatenate([src, tgt]), 0.1, size)
+        a, b = rasters[: len(picks)], rasters[len(picks) :]
+        union = (a | b).sum(axis=(1, 2))
+        both = (a & b).sum(axis=(1, 2))
+        scores = np.where(union > 0, both / np.maximum(union, 1), 1.0)
         out[view] = float(np.mean(scores))
     return out
 
@@ -314,7 +341,7 @@ def measure(binding: Binding, source: FloatArray, target: FloatArray) -> dict[st
         "direction_error_deg": {
             s: {"mean": float(np.nanmean(v)), "max": float(np.nanmax(v))} for s, v in dirs.items() if np.isfinite(v).any()
         },
-        "direction_error_over_time_deg": {s: [None if x != x else round(float(x), 4) for x in v] for s, v in dirs.items()},
+        "direction_error_over_time_deg": {s: [None if x != x else x for x in np.round(v, 4).tolist()] for s, v in dirs.items()},
         "rotation_delta_deg": {
             s: {"twist_max": float(np.abs(v[:, 0]).max()), "swing_max": float(np.abs(v[:, 1:]).max())}
             for s, v in deltas.items()
