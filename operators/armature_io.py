@@ -110,6 +110,12 @@ def skeleton_from_armature(obj: bpy.types.Object) -> Skeleton:
     return _skeleton(obj)
 
 
+#: Skeletons built lately, keyed by everything they are made of (names, parents, rests,
+#: placement): reading a clip, retargeting it and writing the result build the same two rigs
+#: several times. A Skeleton is immutable, so sharing one is safe.
+_SKELETONS: dict[tuple[tuple[str, ...], tuple[str | None, ...], bytes, bytes], Skeleton] = {}
+
+
 def _skeleton(obj: bpy.types.Object) -> Skeleton:
     """:func:`skeleton_from_armature` without the view-layer update (for readers and writers,
     which use the layout, not the placement)."""
@@ -117,10 +123,17 @@ def _skeleton(obj: bpy.types.Object) -> Skeleton:
     n = len(bones)
     buf = np.empty(n * 16, dtype=np.float32)
     bones.foreach_get("matrix_local", buf)
-    names = [b.name for b in bones]
-    parents: list[int | str | None] = [b.parent.name if b.parent is not None else None for b in bones]
+    names = tuple(b.name for b in bones)
+    parents = tuple(b.parent.name if b.parent is not None else None for b in bones)
     placement = np.array(obj.matrix_world, dtype=np.float64)
-    return Skeleton.from_rest_matrices(names, parents, _matrices(buf, n), placement)
+    key = (names, parents, buf.tobytes(), placement.tobytes())
+    skeleton = _SKELETONS.get(key)
+    if skeleton is None:
+        skeleton = Skeleton.from_rest_matrices(names, list(parents), _matrices(buf, n), placement)
+        if len(_SKELETONS) >= 16:
+            _SKELETONS.pop(next(iter(_SKELETONS)))
+        _SKELETONS[key] = skeleton
+    return skeleton
 
 
 def _order(skeleton: Skeleton, names: Sequence[str]) -> np.ndarray:
@@ -308,6 +321,11 @@ def _evaluate(keys: _Keys, frames: np.ndarray) -> FloatArray:
         hit = np.all(np.abs(keys.x[idx] - frames[None, :]) < _KEY_THRESHOLD, axis=1)
         out[cs[hit]] = keys.y[idx[hit]]
         todo[cs[hit]] = False
+    picked = _values_on_keys(keys, np.flatnonzero(todo & ~keys.by_blender), frames)
+    if picked is not None:
+        cs, values = picked
+        out[cs] = values
+        todo[cs] = False
     keys.read_modes(np.flatnonzero(todo & ~keys.by_blender))
     for c in np.flatnonzero(todo & keys.by_blender):
         fc = keys.fcurves[c]
@@ -316,6 +334,41 @@ def _evaluate(keys: _Keys, frames: np.ndarray) -> FloatArray:
     if cs.size:
         out[cs] = _evaluate_general(keys, cs, frames)
     return out
+
+
+def _values_on_keys(keys: _Keys, cs: np.ndarray, frames: np.ndarray) -> tuple[np.ndarray, FloatArray] | None:
+    """Curves among ``cs`` whose keys (in increasing order) include every one of ``frames``, and
+    their values there: the key values, whatever the interpolation (a result read back at some
+    of the frames just keyed). ``None`` when no curve qualifies."""
+    cs = cs[keys.counts[cs] > 0]
+    if cs.size == 0:
+        return None
+    t = frames.shape[0]
+    starts, counts = keys.starts[cs], keys.counts[cs]
+    own = np.concatenate([np.arange(s, s + k) for s, k in zip(starts, counts, strict=True)])
+    x = keys.x[own]
+    # Keys out of order (or repeated) need Blender's own search: leave such curves.
+    first_of_curve = np.zeros(own.shape[0], dtype=bool)
+    first_of_curve[np.cumsum(counts) - counts] = True
+    rising = np.ones(own.shape[0], dtype=bool)
+    rising[1:] = np.diff(x) > 2.0 * _KEY_THRESHOLD
+    ordered = np.logical_and.reduceat(rising | first_of_curve, np.cumsum(counts) - counts)
+    # One searchsorted for all curves: each curve's keys shifted onto their own stretch of an axis.
+    lo = min(float(frames.min()), float(x.min()))
+    width = float(np.ceil(max(float(frames.max()), float(x.max())) - lo + 4.0))
+    shift = np.arange(cs.shape[0], dtype=np.float64) * width
+    xs = (x - lo) + np.repeat(shift, counts)
+    q = ((frames[None, :] - lo) + shift[:, None]).reshape(-1)
+    pos = np.clip(np.searchsorted(xs, q, side="left"), 0, xs.shape[0] - 1)
+    # The nearest key on either side of each query (within the curve: shifts keep curves apart).
+    prev = np.clip(pos - 1, 0, xs.shape[0] - 1)
+    near = np.where(np.abs(xs[prev] - q) < np.abs(xs[pos] - q), prev, pos)
+    hit = (np.abs(xs[near] - q) < _KEY_THRESHOLD).reshape(cs.shape[0], t)
+    good = ordered & hit.all(axis=1)
+    if not np.any(good):
+        return None
+    values = keys.y[own[near]].reshape(cs.shape[0], t)
+    return cs[good], values[good]
 
 
 def _evaluate_general(keys: _Keys, cs: np.ndarray, frames: np.ndarray) -> FloatArray:

@@ -597,6 +597,13 @@ def test_fcurve_evaluation_matches_blender(blender) -> None:
     mine = aio.evaluate_fcurves(curves, frames)
     theirs = np.array([[fc.evaluate(float(f)) for f in frames] for fc in curves])
     assert np.abs(mine - theirs).max() < 1e-5
+    # Sampled on some of one curve's keys (a result read back at a few of the frames keyed):
+    # that curve is read off its keys, the others evaluated; all as Blender plays them.
+    for fc in curves:
+        on_keys = np.array([kp.co[0] for kp in fc.keyframe_points])[::2].astype(np.float64)
+        mine = aio.evaluate_fcurves(curves, on_keys)
+        theirs = np.array([[c.evaluate(float(f)) for f in on_keys] for c in curves])
+        assert np.abs(mine - theirs).max() < 1e-5
 
 
 def test_every_rotation_mode_reads_and_writes(blender) -> None:
