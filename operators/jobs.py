@@ -81,13 +81,15 @@ def retarget_action(
     measure_frames: int = 120,
     methods: Mapping[str, str] | None = None,
     match_rest: bool = False,
+    judge: bool = True,
 ) -> RetargetOutcome:
     """Retarget ``action`` (played by ``source``) onto ``target`` as a new Action.
 
     The clip keeps its own timing on the scene's frame rate unless ``keep_frames`` keeps the
     source's frame numbers. ``methods`` chooses the retarget method per slot (geometric frames
     where it says nothing); a clip already on the target's layout is bound natively, its keys
-    unchanged. Everything that can fail is checked before the Action is created.
+    unchanged. Everything that can fail is checked before the Action is created. ``judge``
+    measures the result (SPEC 6) into the report; without it the report says only what was done.
     """
     src_in, src_map = rig_input(source, source_mapping)
     tgt_in, tgt_map = rig_input(target, target_mapping)
@@ -104,19 +106,7 @@ def retarget_action(
     new_action = write_action(target, result.clip, name or action.name, frames=frames, replace=replace_existing, fps=rate)
     if opts.root_motion == "OBJECT":
         write_object_travel(target, new_action, result.root_motion, frames)
-    # Judge what Blender will play: the keys just written, read back, not the core's arrays.
-    # A long clip is judged on evenly spread frames (at most ``measure_frames``), so the summary
-    # after a retarget costs little next to the retarget itself; the measure command reads all.
-    picks = np.unique(np.linspace(0, clip.frame_count - 1, min(clip.frame_count, measure_frames)).astype(int))
-    played = clip_from_action(target, new_action, frames=frames[picks], fps=rate)
-    world_t = tgt_in.skeleton.forward_kinematics(played.rotations, played.translations, played.scales)
-    report = measure(binding, source_placements(binding, clip.take(picks)), world_t)
-    report["measured_frames"] = int(picks.size)
-    if report["source_stretch"] > 0.25:
-        report.setdefault("warnings", []).append(
-            f"the clip moves joints off their rest offsets (segments stretch by up to {100 * report['source_stretch']:.0f} %); "
-            "directions follow the bones' rotations there"
-        )
+    report = judge_action(binding, clip, tgt_in, target, new_action, frames, rate, measure_frames) if judge else {}
     report["clip"] = {
         "name": action.name,
         "source_fps": clip.fps,
@@ -128,6 +118,27 @@ def retarget_action(
     report["mapping"] = {"source": json.loads(src_map.to_json()), "target": json.loads(tgt_map.to_json())}
     report["method"] = {"native": run.native, "table": run.methods, "match_rest": match_rest, "warnings": list(run.warnings)}
     return RetargetOutcome(new_action, binding, report, src_map, tgt_map)
+
+
+def judge_action(
+    binding: Binding, clip: Any, tgt_in: RigInput, target: Any, action: Any, frames: Any, rate: float, measure_frames: int
+) -> dict[str, Any]:
+    """The quality report of a retarget just written: what Blender will play (the keys of
+    ``action`` read back, not the core's arrays) measured against the source ``clip``.
+
+    A long clip is judged on evenly spread frames (at most ``measure_frames``), so the summary
+    after a retarget costs little next to the retarget itself; the measure command reads all."""
+    picks = np.unique(np.linspace(0, clip.frame_count - 1, min(clip.frame_count, measure_frames)).astype(int))
+    played = clip_from_action(target, action, frames=np.asarray(frames)[picks], fps=rate)
+    world_t = tgt_in.skeleton.forward_kinematics(played.rotations, played.translations, played.scales)
+    report = measure(binding, source_placements(binding, clip.take(picks)), world_t)
+    report["measured_frames"] = int(picks.size)
+    if report["source_stretch"] > 0.25:
+        report.setdefault("warnings", []).append(
+            f"the clip moves joints off their rest offsets (segments stretch by up to {100 * report['source_stretch']:.0f} %); "
+            "directions follow the bones' rotations there"
+        )
+    return report
 
 
 def write_object_travel(obj: Any, action: Any, travel: Any, frames: Any) -> None:
