@@ -56,6 +56,13 @@ def _retarget_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="rest-space: turn the target's rest onto the source's bone directions (an A-pose clip onto a T-pose rig of one family)",
     )
+    p.add_argument(
+        "--plant-feet",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="hold each foot still where the source foot is planted, bending the legs to reach (default: on; "
+        "--no-plant-feet carries every bone's direction exactly and lets feet slide on legs proportioned unlike the source's)",
+    )
     p.add_argument("--report", help="write the JSON report here (measurements, mapping, facing cues)")
     p.add_argument("--report-png", help="write a picture of the report here (per-bone error over time, key frames)")
 
@@ -76,7 +83,7 @@ def retarget(args: argparse.Namespace) -> int:
             target_armature=args.target_armature,
             mapping=args.mapping,
             keep_frames=args.keep_frames,
-            options=RetargetOptions(root_motion=args.root_motion),
+            options=RetargetOptions(root_motion=args.root_motion, plant_feet=args.plant_feet),
             methods=methods,
             match_rest=args.match_rest,
         )

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import NDArray
 
 from .humanoid import SIDES, sided
 from .retarget import Binding, SegmentTable, ground_points, heights_along, hips_path, orientations
@@ -200,7 +201,7 @@ def foot_skating(binding: Binding, source: FloatArray, target: FloatArray) -> di
     return out
 
 
-def capsule_rasters(segments: FloatArray, radius: float, size: int) -> np.ndarray:
+def capsule_rasters(segments: FloatArray, radius: float, size: int) -> NDArray[np.bool_]:
     """Boolean rasters ``(R, size, size)`` (rows y, columns x) of ``R`` sets of 2-D segments
     ``(R, S, 2, 2)`` drawn as capsules, all at once.
 

@@ -35,6 +35,7 @@ from .canonical_pose import CanonicalPose, RigAnatomy, build_anatomy, canonical_
 from .clip import Clip
 from .errors import MappingError, RigError
 from .facing import Facing
+from .foot_plant import Leg, plant_legs, planted_frames
 from .frames import CANONICAL_AXES
 from .humanoid import MINIMUM_SLOTS, SIDES, sided
 from .rotations import (
@@ -73,6 +74,8 @@ class RetargetOptions:
     source_forward: tuple[float, float, float] | None = None
     target_forward: tuple[float, float, float] | None = None
     fingers: bool = True
+    #: Hold each target foot still where the source foot is planted (see :mod:`.foot_plant`).
+    plant_feet: bool = False
 
     def __post_init__(self) -> None:
         if self.root_motion not in ROOT_MOTION_MODES:
@@ -588,11 +591,12 @@ _BLOCK_FRAMES = 512
 
 
 def _slot_motions(
-    binding: Binding, tables: _Tables, clip: Clip, frames: slice
-) -> tuple[FloatArray, FloatArray, FloatArray]:
+    binding: Binding, tables: _Tables, clip: Clip, frames: slice, keep: list[int]
+) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
     """Step 1 over a block of frames: every framed slot's motion ``(K, t, 3, 3)`` in target
     skeleton space, and what the root travel needs, the source hips' positions ``(t, 3)`` and the
-    heights of its ground points ``(t, P)``."""
+    heights of its ground points ``(t, P)``; last, the positions ``(len(keep), t, 3)`` of the
+    framed slots ``keep`` (indices into ``binding.framed``)."""
     src_lin, src_pos = _source_pose(binding, clip, tables.source_bones, frames)
     # The frame carried by the source bone, re-aimed at the measured segment, aligned to the target
     # body and expressed against the target's frame.
@@ -614,7 +618,7 @@ def _slot_motions(
     up_s = binding.source_canonical.body[:, 2]
     heights = np.stack([(np.einsum("tij,j->ti", src_lin[r], off) + src_pos[r]) @ up_s
                         for r, off in tables.ground_rows], axis=-1)
-    return motion, src_pos[tables.hips_row].copy(), heights
+    return motion, src_pos[tables.hips_row].copy(), heights, src_pos[tables.slot_rows[keep]]
 
 
 def _target_locals(
@@ -705,7 +709,9 @@ def retarget(binding: Binding, clip: Clip) -> RetargetResult:
     blocks = [slice(s, min(s + _BLOCK_FRAMES, t)) for s in range(0, t, _BLOCK_FRAMES)]
 
     # 1. Every framed slot, block by block.
-    parts = [_slot_motions(binding, tables, clip, b) for b in blocks]
+    legs = _planted_legs(binding) if binding.options.plant_feet else []
+    feet = [binding.framed.index(foot) for foot, _ in legs]
+    parts = [_slot_motions(binding, tables, clip, b, feet) for b in blocks]
 
     # 2. Root travel, measured from the ground and scaled.
     up_s = binding.source_canonical.body[:, 2]
@@ -723,8 +729,20 @@ def retarget(binding: Binding, clip: Clip) -> RetargetResult:
     quats = np.zeros((t, n, 4))
     quats[..., 0] = 1.0
     loc_t = np.zeros((t, n, 3))
-    for b, (motion, _, _) in zip(blocks, parts, strict=True):
+    for b, (motion, _, _, _) in zip(blocks, parts, strict=True):
         _target_locals(binding, tables, motion, hips_pos[b], travel_t[b], quats[b], loc_t[b])
+
+    # 4. Feet held where the source plants them.
+    if legs:
+        heights = np.concatenate([p[2] for p in parts])
+        ground_s = float(np.percentile(heights.min(axis=-1), 5))
+        ankles = np.concatenate([p[3] for p in parts], axis=1)  # (feet, T, 3)
+        planted = [
+            planted_frames(ankles[i], ground_s, up_s, binding.source_hip_height, clip.times) for i in range(len(legs))
+        ]
+        quats, loc_t, _ = plant_legs(
+            sk, [leg for _, leg in legs], planted, quats, loc_t, binding.target_canonical.body[:, 2], clip.times
+        )
     del parts
 
     coverage = binding.driven.astype(np.float64)
@@ -739,6 +757,18 @@ def retarget(binding: Binding, clip: Clip) -> RetargetResult:
         coverage=coverage,
     )
     return RetargetResult(clip=out, root_motion=travel_t, binding=binding)
+
+
+def _planted_legs(binding: Binding) -> list[tuple[str, Leg]]:
+    """The legs whose feet the plant pass holds: both rigs map the foot and the target its thigh
+    and shin."""
+    tgt = binding.target.slots
+    out = []
+    for side in SIDES:
+        foot, thigh, shin = (sided(p, side) for p in ("foot", "thigh", "shin"))
+        if foot in binding.framed and all(s in tgt for s in (thigh, shin, foot)):
+            out.append((foot, Leg(tgt[thigh], tgt[shin], tgt[foot])))
+    return out
 
 
 def framed_slot_names() -> tuple[str, ...]:

@@ -163,6 +163,19 @@ def write_object_travel(obj: Any, action: Any, travel: Any, frames: Any) -> None
         curve.update()
 
 
+def foot_slide(report: dict[str, Any]) -> dict[str, float]:
+    """How far each foot slides while the source's is planted, and the source's own slide (in hip
+    heights, summed over the contact frames): ``{"foot.L": ..., "foot.L source": ...}``."""
+    skate = report.get("foot_skating", {})
+    out = {}
+    for side in ("L", "R"):
+        foot = f"foot.{side}"
+        if skate.get(f"{foot} contact frames"):
+            out[foot] = float(skate[f"{foot} slide"])
+            out[f"{foot} source"] = float(skate[f"{foot} source slide"])
+    return out
+
+
 def format_summary(report: dict[str, Any]) -> str:
     """The quality figures a person reads after a retarget."""
     s = report["summary"]
@@ -222,7 +235,9 @@ def demo(output: str | Path, frames: int = 96) -> RetargetOutcome:
     target = bpy.context.active_object
     target.name = "Metarig"
     target.location.x = 1.5
-    outcome = retarget_action(source, source_action, target, scene_fps=24.0, name="SampleWalk_on_Metarig")
+    outcome = retarget_action(
+        source, source_action, target, scene_fps=24.0, name="SampleWalk_on_Metarig", options=RetargetOptions(plant_feet=True)
+    )
     scene.frame_start, scene.frame_end = 1, frames
     save_blend(output)
     return outcome

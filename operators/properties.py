@@ -76,6 +76,12 @@ class MarionetteSettings(bpy.types.PropertyGroup):
         description="Key the source's frame numbers as they are instead of keeping its timing at the scene's frame rate",
     )
     fingers: BoolProperty(name="Fingers", default=True, description="Retarget fingers when both rigs have them")  # type: ignore[valid-type]
+    plant_feet: BoolProperty(  # type: ignore[valid-type]
+        name="Plant Feet",
+        default=True,
+        description="Hold each foot still where the source foot is planted, bending the legs to reach. "
+        "Off: every bone's direction is carried exactly, and feet slide on legs proportioned unlike the source's",
+    )
     match_rest: BoolProperty(  # type: ignore[valid-type]
         name="Match Rest Poses",
         default=False,

@@ -54,6 +54,7 @@ def options_of(settings: Any) -> RetargetOptions:
         horizontal_scale=None if settings.auto_scale else settings.horizontal_scale,
         vertical_scale=None if settings.auto_scale else settings.vertical_scale,
         fingers=settings.fingers,
+        plant_feet=settings.plant_feet,
     )
 
 
@@ -123,7 +124,9 @@ class MARIONETTE_OT_retarget_clip(bpy.types.Operator):
             return {"CANCELLED"}
         if rows is None:
             fill_rows(s, outcome.source_mapping, outcome.target_mapping)
-        s.last_report = json.dumps({"action": outcome.action.name, **outcome.report["summary"]})
+        s.last_report = json.dumps(
+            {"action": outcome.action.name, **outcome.report["summary"], "foot_slide": jobs.foot_slide(outcome.report)}
+        )
         if s.color_bones:
             jobs.color_bones_by_error(s.target, outcome.binding, outcome.report)
         summary = outcome.report["summary"]

@@ -108,6 +108,7 @@ class VIEW3D_PT_marionette_options(MarionettePanel, bpy.types.Panel):
         sub.prop(s, "vertical_scale")
         col.prop(s, "keep_frames")
         col.prop(s, "fingers")
+        col.prop(s, "plant_feet")
         col.prop(s, "match_rest")
         col.prop(s, "replace_action")
         col.prop(s, "color_bones")
@@ -129,6 +130,10 @@ class VIEW3D_PT_marionette_quality(MarionettePanel, bpy.types.Panel):
         col.label(text=f"Elbow/knee planes: max {r['max_limb_plane_error']:.2f}°")
         col.label(text=f"Hips height: max {100 * r['hips_height_error']:.1f}% of hip height")
         col.label(text=f"Silhouette overlap: front {r['silhouette_front']:.2f}, side {r['silhouette_side']:.2f}")
+        slide = r.get("foot_slide", {})
+        for foot in ("foot.L", "foot.R"):
+            if foot in slide:
+                col.label(text=f"{foot} slide while planted: {100 * slide[foot]:.1f}% of hip height (source {100 * slide[foot + ' source']:.1f}%)")
 
 
 classes = (

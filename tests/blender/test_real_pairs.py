@@ -135,3 +135,52 @@ def test_every_clip_onto_every_target(scene, capsys):
             print(f"| {label} | {d:.3f} | {p:.3f} | {h:.2f} | {100 * k:.0f} % ({n}) | {palm_text} | {100 * st:.0f} % |")
     assert failures == []
     assert len(rows) == len(CLIPS) * len(TARGETS)
+
+
+PLANT_PAIRS = [
+    ("bvh/cmu/12_03_motionbuilder.bvh", "rigify basic metarig"),
+    ("bvh/cmu/12_03_motionbuilder.bvh", "fbx/quaternius_male_casual.fbx"),
+    ("bvh/cmu/02_02_daz.bvh", "blend/vrm_addon_apose_rest.blend"),
+]
+
+
+@pytest.mark.parametrize("clip_file, target_file", PLANT_PAIRS)
+def test_planted_feet_stop_mocap_feet_sliding_on_real_characters(scene, clip_file, target_file):
+    """CMU walks onto characters whose legs are proportioned otherwise: carried direction by
+    direction, the feet slide about as far as the hips travel during contacts; planted, a small
+    fraction of that. Only thighs and shins change, and knees still bend forward."""
+    bpy, loaded = scene
+    from marionette.core.retarget import RetargetOptions, source_placements
+    from marionette.operators.armature_io import clip_from_action
+    from marionette.operators.jobs import retarget_action
+
+    source, actions = loaded[clip_file]
+    action = _action(actions, None)
+    original, _ = loaded[target_file]
+    target = original.copy()
+    bpy.context.scene.collection.objects.link(target)
+    if target.animation_data is not None:
+        target.animation_data.action = None
+    reports = {}
+    try:
+        for plant in (False, True):
+            outcome = retarget_action(
+                source, action, target, scene_fps=24.0, name="plant", options=RetargetOptions(plant_feet=plant), measure_frames=10_000
+            )
+            reports[plant] = outcome.report
+        clip = clip_from_action(source, action).resample(24.0)
+        played = clip_from_action(target, outcome.action, frames=clip.frame_numbers(24.0), fps=24.0)
+        sk = outcome.binding.target.skeleton
+        world = sk.placement @ sk.forward_kinematics(played.rotations, played.translations)
+        knees, bent = _knees_forward(outcome.binding, source_placements(outcome.binding, clip), world, WORLD_FORWARD[target_file])
+    finally:
+        bpy.data.objects.remove(target, do_unlink=True)
+    for side in "LR":
+        off = reports[False]["foot_skating"][f"foot.{side} slide"]
+        on = reports[True]["foot_skating"][f"foot.{side} slide"]
+        assert off > 0.1 and on < 0.25 * off, (side, off, on)
+    legs = {"thigh.L", "thigh.R", "shin.L", "shin.R"}
+    for slot, figures in reports[True]["direction_error_deg"].items():
+        if slot not in legs:
+            assert abs(figures["max"] - reports[False]["direction_error_deg"][slot]["max"]) < 1e-3, slot
+    assert knees >= 0.99 and bent > 50

@@ -98,7 +98,37 @@ def test_retarget_clip_bakes_a_new_action_that_plays_the_clip(pair):
     clip = clip_from_action(source, action).resample(24.0)
     played = evaluated_pose_matrices(target, np.arange(1, clip.frame_count + 1))
     errs = bone_direction_errors(binding, source_placements(binding, clip), played)
-    assert max(float(v.max()) for v in errs.values()) < 1.0
+    # Plant Feet (on by default) bends thighs and shins to hold the feet; every other segment,
+    # the feet included, follows the clip's directions.
+    bent = {"thigh.L", "thigh.R", "shin.L", "shin.R"}
+    assert max(float(v.max()) for s, v in errs.items() if s not in bent) < 1.0
+
+
+def test_plant_feet_off_carries_every_direction_and_on_stops_the_slide(pair):
+    bpy, source, target, action = pair
+    from marionette.core.measure import bone_direction_errors
+    from marionette.core.retarget import bind, source_placements
+    from marionette.operators.armature_io import clip_from_action, evaluated_pose_matrices
+    from marionette.operators.jobs import rig_input
+
+    s = bpy.context.scene.marionette
+    binding = bind(rig_input(source)[0], rig_input(target)[0])
+    clip = clip_from_action(source, action).resample(24.0)
+    slides = {}
+    for plant in (False, True):
+        s.plant_feet = plant
+        assert bpy.ops.marionette.retarget_clip() == {"FINISHED"}
+        played = evaluated_pose_matrices(target, np.arange(1, clip.frame_count + 1))
+        errs = bone_direction_errors(binding, source_placements(binding, clip), played)
+        worst = max(float(v.max()) for v in errs.values())
+        assert worst < 1.0 if not plant else worst > 1.0  # the legs bend only when asked
+        report = json.loads(s.last_report)
+        slides[plant] = report["foot_slide"]
+    # The metarig's legs are longer for its hip height than the sample's: unplanted, its feet
+    # slide several times as far as the source's; planted, a fraction of that.
+    for foot in ("foot.L", "foot.R"):
+        assert slides[False][foot] > 3.0 * slides[False][f"{foot} source"]
+        assert slides[True][foot] < 0.25 * slides[False][foot]
 
 
 def test_second_retarget_keeps_the_first_and_undo_restores(pair):
@@ -184,12 +214,19 @@ def test_bones_coloured_by_their_error(pair):
     bpy, source, target, action = pair
     s = bpy.context.scene.marionette
     s.color_bones = True
+    s.plant_feet = False
     assert bpy.ops.marionette.retarget_clip() == {"FINISHED"}
     coloured = {pb.name: tuple(pb.color.custom.normal) for pb in target.pose.bones if pb.color.palette == "CUSTOM"}
     assert {"upper_arm.L", "thigh.R", "spine"} <= set(coloured)
     # Exact retarget: every measured bone is green (red share ~ error / 5 degrees).
     assert all(r < 0.05 and g > 0.95 for r, g, _ in coloured.values())
     assert target.pose.bones["heel.02.L"].color.palette != "CUSTOM"  # not measured, left alone
+    # Planted feet bend the legs away from the clip's directions: the colours say where.
+    s.plant_feet = True
+    assert bpy.ops.marionette.retarget_clip() == {"FINISHED"}
+    red = {pb.name: pb.color.custom.normal[0] for pb in target.pose.bones if pb.color.palette == "CUSTOM"}
+    assert min(red["thigh.L"], red["thigh.R"]) > 0.05
+    assert max(red["upper_arm.L"], red["spine"], red["foot.L"]) < 0.05
 
 
 def test_the_method_column_is_saved_and_loaded_with_the_target_mapping(pair, tmp_path):

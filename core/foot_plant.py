@@ -1,0 +1,228 @@
+"""Planted feet: where the source foot stands still, the target's foot stands still too.
+
+Carrying every bone's direction keeps the pose but not the contacts: when the target's legs are
+not a scaled copy of the source's (another thigh-to-shin ratio, legs longer than hip height
+suggests), a foot that the source plants slides on the target while the hips travel. This pass
+finds the frames where the source ankle rests near its ground and barely moves, picks one spot on
+the target's ground plane per contact (where the target ankle is on average during it), and bends
+each leg with a two-bone solve (hip, knee, ankle; the knee keeps its plane) so the ankle stays on
+that spot; the foot keeps its orientation. Over a short ramp before and after each contact the
+hold eases in and out, so the leg never pops.
+
+Everything here works on plain arrays (skeleton-space positions, local rotations) so the retarget
+and the measurements share the contact rule.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from .ik import two_bone_ik
+from .rotations import FloatArray, matrix_between_vectors, quat_from_matrix
+from .skeleton import Skeleton
+
+#: A source ankle closer to its ground than this (in source hip heights) may be planted ...
+CONTACT_HEIGHT = 0.35
+#: ... when it moves slower than this over the ground (hip heights per second).
+CONTACT_SPEED = 0.5
+#: Contacts shorter than this (seconds) are passing touches, not steps.
+MIN_CONTACT = 0.08
+#: The hold eases in before and out after a contact over this long (seconds).
+RAMP = 0.12
+
+
+def planted_frames(ankle: FloatArray, ground: float, up: FloatArray, hip_height: float, times: FloatArray) -> NDArray[np.bool_]:
+    """Frames ``(T,)`` where an ankle ``(T, 3)`` is planted: within :data:`CONTACT_HEIGHT` hip
+    heights of ``ground`` (a height along ``up``) and slower than :data:`CONTACT_SPEED` hip heights
+    per second along the ground, in runs of at least :data:`MIN_CONTACT` seconds."""
+    t = ankle.shape[0]
+    if t < 2 or not hip_height > 0.0:
+        return np.zeros(t, dtype=bool)
+    height = ankle @ up
+    flat = ankle - np.outer(height, up)
+    speed = np.linalg.norm(np.gradient(flat, times, axis=0), axis=-1) / hip_height
+    planted = ((height - ground) / hip_height < CONTACT_HEIGHT) & (speed < CONTACT_SPEED)
+    # Drop runs too short to be a step.
+    for start, stop in _runs(planted):
+        if times[stop - 1] - times[start] < MIN_CONTACT:
+            planted[start:stop] = False
+    return planted
+
+
+def _runs(mask: NDArray[np.bool_]) -> list[tuple[int, int]]:
+    """``(start, stop)`` of every run of ``True``."""
+    edges = np.diff(np.concatenate([[0], mask.astype(np.int8), [0]]))
+    return list(zip(np.flatnonzero(edges == 1).tolist(), np.flatnonzero(edges == -1).tolist(), strict=True))
+
+
+@dataclass(frozen=True)
+class Leg:
+    """A target leg as skeleton joints: the thigh (hip joint at its head), the shin (knee at its
+    head) and the foot (ankle at its head)."""
+
+    thigh: int
+    shin: int
+    foot: int
+
+
+@dataclass(frozen=True)
+class PlantReport:
+    contact_frames: dict[int, int]  # per leg (its foot joint): frames held
+    unreachable_frames: dict[int, int]  # per leg: frames where the spot was out of the leg's reach
+
+
+def hold_weights(planted: NDArray[np.bool_], times: FloatArray, ramp: float = RAMP) -> tuple[FloatArray, NDArray[np.int64]]:
+    """How strongly each frame is held ``(T,)`` (1 inside a contact, easing to 0 over ``ramp``
+    seconds on each side) and which contact (run of ``planted``, in order) holds it ``(T,)``
+    (-1: none; where two ramps meet, the stronger hold wins)."""
+    t = planted.shape[0]
+    weight = np.zeros(t)
+    owner = np.full(t, -1, dtype=np.int64)
+    for r, (start, stop) in enumerate(_runs(planted)):
+        lo = int(np.searchsorted(times, times[start] - ramp, side="left"))
+        hi = int(np.searchsorted(times, times[stop - 1] + ramp, side="right"))
+        tw = times[lo:hi]
+        if ramp > 0.0:
+            w = np.clip(np.minimum((tw - times[start]) / ramp + 1.0, 1.0 - (tw - times[stop - 1]) / ramp), 0.0, 1.0)
+            w = 0.5 - 0.5 * np.cos(np.pi * w)  # smooth at both ends of the ramp
+        else:
+            w = ((tw >= times[start]) & (tw <= times[stop - 1])).astype(np.float64)
+        take = w > weight[lo:hi]
+        weight[lo:hi][take] = w[take]
+        owner[lo:hi][take] = r
+    return weight, owner
+
+
+def plant_legs(
+    skeleton: Skeleton,
+    legs: list[Leg],
+    planted: list[NDArray[np.bool_]],
+    rotations: FloatArray,
+    translations: FloatArray,
+    up: FloatArray,
+    times: FloatArray,
+) -> tuple[FloatArray, FloatArray, PlantReport]:
+    """Local rotations ``(T, B, 4)`` and translations ``(T, B, 3)`` with each leg's ankle held on
+    its contact spot over the frames ``planted[leg]`` (eased in and out). The inputs are not
+    modified; bones other than the legs' keep their locals."""
+    rot_out, tr_out = rotations.copy(), translations.copy()
+    parents = skeleton.parents
+    parts = [_parts(skeleton, leg) for leg in legs]
+    # Only the joints that get new locals (where a part starts below a joint moving otherwise)
+    # and their parents need placements, besides hip, knee and ankle: walk just those.
+    roots = [[j for j, kind in part.items() if parents[j] < 0 or part.get(int(parents[j])) != kind] for part in parts]
+    wanted = {j for leg in legs for j in (leg.thigh, leg.shin, leg.foot)}
+    wanted |= {j for rs in roots for j in rs} | {int(parents[j]) for rs in roots for j in rs if parents[j] >= 0}
+    bones = _with_ancestors(skeleton, wanted)
+    row = {j: r for r, j in enumerate(bones)}
+    lin, pos = skeleton.bone_placements(
+        bones, np.swapaxes(rotations[:, bones], 0, 1), np.swapaxes(translations[:, bones], 0, 1)
+    )
+    held: dict[int, int] = {}
+    unreachable: dict[int, int] = {}
+    for leg, mask, part, leg_roots in zip(legs, planted, parts, roots, strict=True):
+        held[leg.foot] = int(mask.sum())
+        unreachable[leg.foot] = 0
+        weight, owner = hold_weights(mask, times)
+        frames = np.flatnonzero(weight > 0.0)
+        if frames.size == 0:
+            continue
+        hip, knee, ankle = (pos[row[j], frames] for j in (leg.thigh, leg.shin, leg.foot))
+        # One spot per contact: the ankle's average place over it; heights stay the retarget's.
+        full = pos[row[leg.foot]]
+        spots = np.stack([full[start:stop].mean(axis=0) for start, stop in _runs(mask)])
+        shift = spots[owner[frames]] - ankle
+        shift -= np.outer(shift @ up, up)
+        goal = ankle + weight[frames, None] * shift
+        # No tolerance: a leg a hair off its spot is still solved (the hold is exact).
+        solve = two_bone_ik(np.stack([hip, knee, ankle], axis=1), goal, tolerance=0.0)
+        unreachable[leg.foot] = int((~solve.reachable).sum())
+        new_knee, new_ankle = solve.points[:, 1], solve.points[:, 2]
+        r1 = matrix_between_vectors(knee - hip, new_knee - hip)
+        r21 = matrix_between_vectors(np.einsum("tij,tj->ti", r1, ankle - knee), new_ankle - new_knee) @ r1
+
+        turn = _Turn(hip, knee, ankle, new_knee, new_ankle, r1, r21)
+
+        def moved(
+            j: int, turn: _Turn = turn, part: dict[int, str] = part, frames: NDArray[np.int64] = frames
+        ) -> tuple[FloatArray, FloatArray]:
+            return turn.place(part.get(j), lin[row[j], frames], pos[row[j], frames])
+
+        for j in leg_roots:
+            p = int(parents[j])
+            w_r, w_p = moved(j)
+            if p >= 0:
+                p_r, p_p = moved(p)
+                rel_r = np.swapaxes(p_r, -1, -2) @ w_r
+                rel_p = np.einsum("tji,tj->ti", p_r, w_p - p_p)
+            else:
+                rel_r, rel_p = w_r, w_p
+            local_r, local_p = _local_from_relative(skeleton, j, rel_r, rel_p)
+            q = quat_from_matrix(local_r)
+            old = rot_out[frames, j]
+            rot_out[frames, j] = np.where(np.sum(q * old, axis=-1, keepdims=True) < 0.0, -q, q)  # stay continuous
+            if np.any(translations[:, j] != 0.0):
+                tr_out[frames, j] = local_p
+    return rot_out, tr_out, PlantReport(held, unreachable)
+
+
+@dataclass(frozen=True)
+class _Turn:
+    """How a leg moves over the held frames: the thigh turns by ``r1`` about the hip, the shin by
+    ``r21`` (r2 after r1) about its new knee, the foot is carried to the new ankle."""
+
+    hip: FloatArray
+    knee: FloatArray
+    ankle: FloatArray
+    new_knee: FloatArray
+    new_ankle: FloatArray
+    r1: FloatArray
+    r21: FloatArray
+
+    def place(self, kind: str | None, m_r: FloatArray, m_p: FloatArray) -> tuple[FloatArray, FloatArray]:
+        """A joint's new placement (linear part, position) given the part it moves with: the
+        foot's part keeps its orientation, joints outside the leg stay."""
+        if kind == "foot":
+            return m_r, m_p + (self.new_ankle - self.ankle)
+        if kind == "shin":
+            return self.r21 @ m_r, np.einsum("tij,tj->ti", self.r21, m_p - self.knee) + self.new_knee
+        if kind == "thigh":
+            return self.r1 @ m_r, np.einsum("tij,tj->ti", self.r1, m_p - self.hip) + self.hip
+        return m_r, m_p
+
+
+def _local_from_relative(skeleton: Skeleton, j: int, rel_r: FloatArray, rel_p: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """Local rotation and translation of joint ``j`` from its placement relative to its parent
+    (``inv(P) @ M``): ``T = inv(C0) @ rel @ C1``, by parts."""
+    c0 = np.linalg.inv(skeleton.parent_frames[j])
+    c1 = np.eye(4) if skeleton.child_frames is None else skeleton.child_frames[j]
+    r = c0[:3, :3] @ rel_r @ c1[:3, :3]
+    p = (np.einsum("tij,j->ti", rel_r, c1[:3, 3]) + rel_p) @ c0[:3, :3].T + c0[:3, 3]
+    return r, p
+
+
+def _with_ancestors(skeleton: Skeleton, joints: set[int]) -> NDArray[np.int64]:
+    out = set()
+    for j in joints:
+        while j >= 0 and j not in out:
+            out.add(j)
+            j = int(skeleton.parents[j])
+    return np.array(sorted(out), dtype=np.int64)
+
+
+def _parts(skeleton: Skeleton, leg: Leg) -> dict[int, str]:
+    """Joints that move with the thigh, shin or foot: each joint with its nearest of the three
+    among itself and its ancestors (a foot parented elsewhere, as IK rigs do, is its own part)."""
+    out: dict[int, str] = {}
+    names = {leg.foot: "foot", leg.shin: "shin", leg.thigh: "thigh"}
+    for j in range(len(skeleton)):
+        a = j
+        while a >= 0:
+            if a in names:
+                out[j] = names[a]
+                break
+            a = int(skeleton.parents[a])
+    return out

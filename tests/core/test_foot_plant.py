@@ -1,0 +1,145 @@
+"""Planted feet (core/foot_plant.py): contacts found on the source, target ankles held on their
+spot while the source foot is planted, nothing else touched."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from test_retarget import rig_input, with_root_and_ik_feet
+
+from marionette.core.foot_plant import hold_weights, planted_frames
+from marionette.core.measure import foot_skating
+from marionette.core.retarget import RetargetOptions, bind, ground_points, heights_along, retarget, source_placements
+from marionette.core.samples import sample_humanoid, sample_walk
+
+UP = np.array([0.0, 0.0, 1.0])
+SOURCE = sample_humanoid()
+WALK = sample_walk(SOURCE, frames=96)
+
+
+def test_planted_frames_are_the_low_still_runs():
+    fps, hip = 24.0, 1.0
+    times = np.arange(60) / fps
+    # Still on the ground for 0-19, a fast swing (2 hip heights/s, lifted) for 20-39, still
+    # again for 40-59 but raised half a hip height from frame 50 (a foot on a box is not planted
+    # when the ground is the floor), and a one-frame pause at 30 inside the swing.
+    x = np.zeros(60)
+    for f in range(20, 40):
+        x[f] = x[f - 1] + (0.0 if f == 30 else 2.0 / fps)
+    x[40:] = x[39]
+    z = np.full(60, 0.08)
+    z[20:40] = 0.2
+    z[50:] = 0.6
+    ankle = np.column_stack([x, np.zeros(60), z])
+    planted = planted_frames(ankle, 0.0, UP, hip, times)
+    # Central differences see motion on a frame next to a move: frame 19 (before the first step)
+    # and 39 (the last step) go; frame 40 (after it) is still.
+    expected = np.zeros(60, dtype=bool)
+    expected[0:19] = True
+    expected[40:50] = True
+    assert np.array_equal(planted, expected)
+
+
+def test_hold_weights_are_one_inside_contacts_and_ease_out_over_the_ramp():
+    times = np.arange(48) / 24.0
+    planted = np.zeros(48, dtype=bool)
+    planted[10:20] = True
+    planted[34:40] = True
+    weight, owner = hold_weights(planted, times, ramp=0.125)  # three frames
+    assert np.all(weight[planted] == 1.0)
+    assert np.all(owner[10:20] == 0) and np.all(owner[34:40] == 1)
+    # Three frames of ramp: the hold starts easing in two frames before a contact and is gone
+    # three frames after it.
+    assert np.all(weight[:8] == 0.0) and np.all(weight[22:32] == 0.0) and np.all(weight[42:] == 0.0)
+    assert np.all(owner[weight == 0.0] == -1)
+    assert np.all(np.diff(weight[7:11]) > 0.0) and np.all(np.diff(weight[19:23]) < 0.0)
+    assert np.all(owner[8:10] == 0) and np.all(owner[20:22] == 0) and np.all(owner[32:34] == 1)
+
+
+def _plant_run(target, **options):
+    off = bind(rig_input(SOURCE), rig_input(target), RetargetOptions(**options))
+    on = bind(rig_input(SOURCE), rig_input(target), RetargetOptions(plant_feet=True, **options))
+    r_off, r_on = retarget(off, WALK), retarget(on, WALK)
+    fk = target.skeleton.forward_kinematics
+    w_off = fk(r_off.clip.rotations, r_off.clip.translations)
+    w_on = fk(r_on.clip.rotations, r_on.clip.translations)
+    return on, r_off, r_on, w_off, w_on
+
+
+def _source_contacts(binding):
+    ws = source_placements(binding, WALK)
+    up = binding.source_canonical.body[:, 2]
+    ground = float(np.percentile(heights_along(ground_points(binding.source), ws, up).min(axis=-1), 5))
+    out = {}
+    for foot in ("foot.L", "foot.R"):
+        ankle = ws[:, binding.source.slots[foot], :3, 3]
+        out[foot] = planted_frames(ankle, ground, up, binding.source_hip_height, WALK.times)
+    return ws, out
+
+
+@pytest.mark.parametrize("target", [sample_humanoid(leg_scale=1.25), sample_humanoid(leg_scale=0.8, proportions=1.1)],
+                         ids=["long legs", "short legs"])
+def test_target_ankles_hold_still_while_the_source_foot_is_planted(target):
+    binding, r_off, r_on, w_off, w_on = _plant_run(target)
+    ws, contacts = _source_contacts(binding)
+    up = binding.target_canonical.body[:, 2]
+    h = binding.target_hip_height
+    for foot, planted in contacts.items():
+        assert planted.sum() >= 20, foot  # the walk has stance phases to hold
+        ankle = w_on[:, binding.target.slots[foot], :3, 3]
+        flat = ankle - np.outer(ankle @ up, up)
+        edges = np.flatnonzero(np.diff(np.concatenate([[0], planted.astype(int), [0]])))
+        for start, stop in zip(edges[0::2], edges[1::2], strict=True):
+            drift = np.linalg.norm(flat[start:stop] - flat[start:stop].mean(axis=0), axis=-1).max()
+            assert drift < 1e-9 * h, (foot, start, stop, drift)
+        # Heights stay the retarget's, and the foot keeps its orientation at every frame.
+        ankle_off = w_off[:, binding.target.slots[foot], :3, 3]
+        assert np.abs(ankle @ up - ankle_off @ up).max() < 1e-9 * h
+        j = binding.target.slots[foot]
+        assert np.abs(w_on[:, j, :3, :3] - w_off[:, j, :3, :3]).max() < 1e-9
+    # Sliding as the report measures it (on its own contact rule): below the unplanted result's
+    # and below the source's own.
+    slide_off = foot_skating(binding, ws, w_off)
+    slide_on = foot_skating(binding, ws, w_on)
+    for foot in ("foot.L", "foot.R"):
+        assert slide_on[f"{foot} slide"] < 0.6 * slide_off[f"{foot} slide"], foot
+        assert slide_on[f"{foot} slide"] < slide_on[f"{foot} source slide"], foot
+
+
+def test_planting_touches_only_the_legs_and_only_near_contacts():
+    target = sample_humanoid(leg_scale=1.25)
+    binding, r_off, r_on, w_off, w_on = _plant_run(target)
+    _, contacts = _source_contacts(binding)
+    sk = target.skeleton
+    legs = {sk.index(n) for n in ("Thigh.L", "Shin.L", "Foot.L", "Thigh.R", "Shin.R", "Foot.R")}
+    changed = np.flatnonzero(np.abs(r_on.clip.rotations - r_off.clip.rotations).max(axis=(0, 2)) > 0.0)
+    assert set(changed.tolist()) <= legs and len(changed) > 0
+    assert np.array_equal(r_on.clip.translations, r_off.clip.translations)
+    hips = sk.index("Hips")
+    assert np.array_equal(w_on[:, hips], w_off[:, hips])
+    # Far from any contact (beyond the ramp) a leg is exactly the unplanted one.
+    for side in "LR":
+        weight, _ = hold_weights(contacts[f"foot.{side}"], WALK.times)
+        free = weight == 0.0
+        assert free.sum() > 5
+        for name in ("Thigh", "Shin", "Foot"):
+            j = sk.index(f"{name}.{side}")
+            assert np.array_equal(r_on.clip.rotations[free, j], r_off.clip.rotations[free, j])
+
+
+def test_feet_parented_to_the_root_are_held_through_their_keyed_location():
+    target = with_root_and_ik_feet(sample_humanoid(leg_scale=1.2))
+    binding, r_off, r_on, w_off, w_on = _plant_run(target)
+    _, contacts = _source_contacts(binding)
+    up = binding.target_canonical.body[:, 2]
+    for side in "LR":
+        planted = contacts[f"foot.{side}"]
+        foot, shin = target.skeleton.index(f"Foot.{side}"), target.skeleton.index(f"Shin.{side}")
+        ankle = w_on[:, foot, :3, 3]
+        flat = ankle - np.outer(ankle @ up, up)
+        edges = np.flatnonzero(np.diff(np.concatenate([[0], planted.astype(int), [0]])))
+        for start, stop in zip(edges[0::2], edges[1::2], strict=True):
+            assert np.linalg.norm(flat[start:stop] - flat[start:stop].mean(axis=0), axis=-1).max() < 1e-9
+        # The shin still ends at the ankle: the foot's location follows the bent leg.
+        shin_len = np.linalg.norm(w_off[:, foot, :3, 3] - w_off[:, shin, :3, 3], axis=-1)
+        assert np.abs(np.linalg.norm(ankle - w_on[:, shin, :3, 3], axis=-1) - shin_len).max() < 1e-9
