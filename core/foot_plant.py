@@ -81,15 +81,20 @@ def hold_weights(planted: NDArray[np.bool_], times: FloatArray, ramp: float = RA
     t = planted.shape[0]
     weight = np.zeros(t)
     owner = np.full(t, -1, dtype=np.int64)
-    for r, (start, stop) in enumerate(_runs(planted)):
-        lo = int(np.searchsorted(times, times[start] - ramp, side="left"))
-        hi = int(np.searchsorted(times, times[stop - 1] + ramp, side="right"))
+    runs = _runs(planted)
+    if not runs:
+        return weight, owner
+    first = times[[start for start, _ in runs]]
+    last = times[[stop - 1 for _, stop in runs]]
+    los = np.searchsorted(times, first - ramp, side="left").tolist()
+    his = np.searchsorted(times, last + ramp, side="right").tolist()
+    for r, (lo, hi) in enumerate(zip(los, his, strict=True)):
         tw = times[lo:hi]
         if ramp > 0.0:
-            w = np.clip(np.minimum((tw - times[start]) / ramp + 1.0, 1.0 - (tw - times[stop - 1]) / ramp), 0.0, 1.0)
+            w = np.clip(np.minimum((tw - first[r]) / ramp + 1.0, 1.0 - (tw - last[r]) / ramp), 0.0, 1.0)
             w = 0.5 - 0.5 * np.cos(np.pi * w)  # smooth at both ends of the ramp
         else:
-            w = ((tw >= times[start]) & (tw <= times[stop - 1])).astype(np.float64)
+            w = ((tw >= first[r]) & (tw <= last[r])).astype(np.float64)
         take = w > weight[lo:hi]
         weight[lo:hi][take] = w[take]
         owner[lo:hi][take] = r
@@ -133,7 +138,9 @@ def plant_legs(
         hip, knee, ankle = (pos[row[j], frames] for j in (leg.thigh, leg.shin, leg.foot))
         # One spot per contact: the ankle's average place over it; heights stay the retarget's.
         full = pos[row[leg.foot]]
-        spots = np.stack([full[start:stop].mean(axis=0) for start, stop in _runs(mask)])
+        bounds = np.array(_runs(mask), dtype=np.int64)
+        sums = np.concatenate([np.zeros((1, 3)), np.cumsum(full, axis=0)])
+        spots = (sums[bounds[:, 1]] - sums[bounds[:, 0]]) / (bounds[:, 1] - bounds[:, 0])[:, None]
         shift = spots[owner[frames]] - ankle
         shift -= np.outer(shift @ up, up)
         goal = ankle + weight[frames, None] * shift
@@ -199,7 +206,10 @@ def _local_from_relative(skeleton: Skeleton, j: int, rel_r: FloatArray, rel_p: F
     (``inv(P) @ M``): ``T = inv(C0) @ rel @ C1``, by parts."""
     c0 = np.linalg.inv(skeleton.parent_frames[j])
     c1 = np.eye(4) if skeleton.child_frames is None else skeleton.child_frames[j]
-    r = c0[:3, :3] @ rel_r @ c1[:3, :3]
+    t = rel_r.shape[0]
+    # A constant on the right of a block of frames is one (3T, 3) @ (3, 3) product.
+    right = (np.ascontiguousarray(rel_r).reshape(3 * t, 3) @ c1[:3, :3]).reshape(t, 3, 3)
+    r = np.einsum("ij,tjk->tik", c0[:3, :3], right)
     p = (np.einsum("tij,j->ti", rel_r, c1[:3, 3]) + rel_p) @ c0[:3, :3].T + c0[:3, 3]
     return r, p
 
