@@ -986,6 +986,9 @@ def write_action(
     Keys are written in bulk (``keyframe_points.add`` then ``foreach_set``).
     """
     obj = _armature(obj)
+    problem = linked_problem(obj)
+    if problem is not None:
+        raise RigError(problem)
     skeleton = _skeleton(obj)
     _validated(clip)
     pbs = obj.pose.bones
@@ -1110,6 +1113,18 @@ def write_action(
     if previous is not None and previous != action and previous.users == 0 and not previous.use_fake_user:
         previous.use_fake_user = True
     return action
+
+
+def linked_problem(obj: Any) -> str | None:
+    """Why ``obj`` cannot keep a new animation, or ``None``: an object linked from a library file
+    (not overridden) accepts an action in memory, and loses it when the file is saved and opened
+    again."""
+    if getattr(obj, "library", None) is not None and getattr(obj, "override_library", None) is None:
+        return (
+            f"armature {obj.name!r} is linked from {obj.library.filepath!r}, so an action given to it would be lost "
+            "on save; make a library override of it (Object > Library Override > Make) and use that"
+        )
+    return None
 
 
 def _new_action(name: str, replace: bool) -> bpy.types.Action:

@@ -22,7 +22,7 @@ from ..core.measure import measure
 from ..core.retarget import Binding, RetargetOptions, RigInput, bind, source_placements
 from ..core.retarget_methods import retarget_with_methods
 from . import compat
-from .armature_io import clip_from_action, rest_heads_tails, skeleton_from_armature, write_action
+from .armature_io import clip_from_action, linked_problem, rest_heads_tails, skeleton_from_armature, write_action
 
 #: Bindings of the rig pairs retargeted in this session: the clips of a pack bind their pair once;
 #: an edited mapping or rest gets a new binding (the key holds both).
@@ -91,6 +91,9 @@ def retarget_action(
     unchanged. Everything that can fail is checked before the Action is created. ``judge``
     measures the result (SPEC 6) into the report; without it the report says only what was done.
     """
+    problem = linked_problem(target)
+    if problem is not None:
+        raise RigError(problem)
     src_in, src_map = rig_input(source, source_mapping)
     tgt_in, tgt_map = rig_input(target, target_mapping)
     clip = clip_from_action(source, action)

@@ -16,7 +16,7 @@ from ..core.errors import MarionetteError
 from ..core.mapping import BoneMapping, auto_map_skeleton, preset_mapping, preset_names
 from ..core.retarget import RetargetOptions
 from . import jobs
-from .armature_io import rest_heads_tails, skeleton_from_armature
+from .armature_io import linked_problem, rest_heads_tails, skeleton_from_armature
 from .file_import import scene_fps
 from .properties import fill_rows, mapping_from_rows, mappings_from_rows, methods_from_rows, pair_key
 
@@ -99,6 +99,10 @@ class MARIONETTE_OT_retarget_clip(bpy.types.Operator):
             return False
         if clip_of(_settings(context)) is None:
             cls.poll_message_set("The source has no active action; pick a clip")
+            return False
+        problem = linked_problem(_settings(context).target)
+        if problem is not None:
+            cls.poll_message_set(problem[0].upper() + problem[1:])
             return False
         return True
 
