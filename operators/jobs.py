@@ -120,6 +120,7 @@ def retarget_action(
     }
     report["mapping"] = {"source": json.loads(src_map.to_json()), "target": json.loads(tgt_map.to_json())}
     report["method"] = {"native": run.native, "table": run.methods, "match_rest": match_rest, "warnings": list(run.warnings)}
+    report["options"] = {"root_motion": opts.root_motion, "plant_feet": opts.plant_feet, "fingers": opts.fingers}
     return RetargetOutcome(new_action, binding, report, src_map, tgt_map)
 
 
@@ -198,6 +199,8 @@ def format_summary(report: dict[str, Any]) -> str:
             )
     for palm, err in report.get("palm_normal_error_deg", {}).items():
         lines.append(f"  {palm} normal error   max {err:.2f} deg")
+    if report.get("options", {}).get("plant_feet") and not report.get("method", {}).get("native"):
+        lines.append("  (Plant Feet: thighs and shins bend away from the clip's directions to hold the feet)")
     if "measured_frames" in report:
         lines.append(f"  (measured on {report['measured_frames']} evenly spread frames of the keys written)")
     for warning in report.get("warnings", []):
