@@ -30,20 +30,24 @@ CONTACT_HEIGHT = 0.35
 CONTACT_SPEED = 0.5
 #: Contacts shorter than this (seconds) are passing touches, not steps.
 MIN_CONTACT = 0.08
-#: The hold eases in before and out after a contact over this long (seconds).
-RAMP = 0.12
+#: Before the first contact and after the last, the hold eases in and out over this long (seconds).
+LEAD = 0.25
 
 
 def planted_frames(ankle: FloatArray, ground: float, up: FloatArray, hip_height: float, times: FloatArray) -> NDArray[np.bool_]:
     """Frames ``(T,)`` where an ankle ``(T, 3)`` is planted: within :data:`CONTACT_HEIGHT` hip
-    heights of ``ground`` (a height along ``up``) and slower than :data:`CONTACT_SPEED` hip heights
-    per second along the ground, in runs of at least :data:`MIN_CONTACT` seconds."""
+    heights of ``ground`` (a height along ``up``) and, towards the frame before or after, slower
+    than :data:`CONTACT_SPEED` hip heights per second along the ground; in runs of at least
+    :data:`MIN_CONTACT` seconds."""
     t = ankle.shape[0]
     if t < 2 or not hip_height > 0.0:
         return np.zeros(t, dtype=bool)
     height = ankle @ up
     flat = ankle - np.outer(height, up)
-    speed = np.linalg.norm(np.gradient(flat, times, axis=0), axis=-1) / hip_height
+    # A frame is still when the foot rests on either side of it: the frame it lands on and the
+    # frame it lifts off from belong to the contact.
+    step = np.linalg.norm(np.diff(flat, axis=0), axis=-1) / np.maximum(np.diff(times), 1e-12) / hip_height
+    speed = np.minimum(np.concatenate([[np.inf], step]), np.concatenate([step, [np.inf]]))
     planted = ((height - ground) / hip_height < CONTACT_HEIGHT) & (speed < CONTACT_SPEED)
     # Drop runs too short to be a step.
     for start, stop in _runs(planted):
@@ -74,31 +78,45 @@ class PlantReport:
     unreachable_frames: dict[int, int]  # per leg: frames where the spot was out of the leg's reach
 
 
-def hold_weights(planted: NDArray[np.bool_], times: FloatArray, ramp: float = RAMP) -> tuple[FloatArray, NDArray[np.int64]]:
-    """How strongly each frame is held ``(T,)`` (1 inside a contact, easing to 0 over ``ramp``
-    seconds on each side) and which contact (run of ``planted``, in order) holds it ``(T,)``
-    (-1: none; where two ramps meet, the stronger hold wins)."""
+def hold_offsets(planted: NDArray[np.bool_], times: FloatArray, ankle: FloatArray, up: FloatArray, lead: float = LEAD) -> FloatArray:
+    """How far ``(T, 3)``, along the ground, each frame moves an ankle ``(T, 3)`` so it stays put
+    over every contact (run of ``planted``).
+
+    Inside a contact the ankle goes to the contact's spot, its average place over the contact.
+    Between two contacts the shift blends smoothly from the one the foot leaves to the one it
+    lands with (the swing is bent gradually rather than snapped back to the unheld path); before
+    the first contact and after the last it eases in and out over ``lead`` seconds. Frames far
+    from any contact are not moved (zero)."""
     t = planted.shape[0]
-    weight = np.zeros(t)
-    owner = np.full(t, -1, dtype=np.int64)
+    offset = np.zeros((t, 3))
     runs = _runs(planted)
     if not runs:
-        return weight, owner
-    first = times[[start for start, _ in runs]]
-    last = times[[stop - 1 for _, stop in runs]]
-    los = np.searchsorted(times, first - ramp, side="left").tolist()
-    his = np.searchsorted(times, last + ramp, side="right").tolist()
-    for r, (lo, hi) in enumerate(zip(los, his, strict=True)):
-        tw = times[lo:hi]
-        if ramp > 0.0:
-            w = np.clip(np.minimum((tw - first[r]) / ramp + 1.0, 1.0 - (tw - last[r]) / ramp), 0.0, 1.0)
-            w = 0.5 - 0.5 * np.cos(np.pi * w)  # smooth at both ends of the ramp
-        else:
-            w = ((tw >= first[r]) & (tw <= last[r])).astype(np.float64)
-        take = w > weight[lo:hi]
-        weight[lo:hi][take] = w[take]
-        owner[lo:hi][take] = r
-    return weight, owner
+        return offset
+    flat_up = np.outer(ankle @ up, up)
+    ground = ankle - flat_up
+    bounds = np.array(runs, dtype=np.int64)
+    sums = np.concatenate([np.zeros((1, 3)), np.cumsum(ground, axis=0)])
+    spots = (sums[bounds[:, 1]] - sums[bounds[:, 0]]) / (bounds[:, 1] - bounds[:, 0])[:, None]
+    for (start, stop), spot in zip(runs, spots, strict=True):
+        offset[start:stop] = spot - ground[start:stop]
+
+    def blend(lo: int, hi: int, a: FloatArray, b: FloatArray, t0: float, t1: float) -> None:
+        """Frames ``lo:hi`` go from shift ``a`` at time ``t0`` to ``b`` at ``t1`` (smoothstep)."""
+        if hi <= lo:
+            return
+        u = np.clip((times[lo:hi] - t0) / max(t1 - t0, 1e-12), 0.0, 1.0)
+        s = u * u * (3.0 - 2.0 * u)
+        offset[lo:hi] = (1.0 - s)[:, None] * a + s[:, None] * b
+
+    zero = np.zeros(3)
+    first, last = runs[0][0], runs[-1][1] - 1
+    lo = int(np.searchsorted(times, times[first] - lead, side="left"))
+    blend(lo, first, zero, offset[first], times[first] - lead, times[first])
+    for (_, stop), (start, _) in zip(runs[:-1], runs[1:], strict=True):
+        blend(stop, start, offset[stop - 1], offset[start], times[stop - 1], times[start])
+    hi = int(np.searchsorted(times, times[last] + lead, side="right"))
+    blend(last + 1, hi, offset[last], zero, times[last], times[last] + lead)
+    return offset
 
 
 def plant_legs(
@@ -131,19 +149,12 @@ def plant_legs(
     for leg, mask, part, leg_roots in zip(legs, planted, parts, roots, strict=True):
         held[leg.foot] = int(mask.sum())
         unreachable[leg.foot] = 0
-        weight, owner = hold_weights(mask, times)
-        frames = np.flatnonzero(weight > 0.0)
+        shift = hold_offsets(mask, times, pos[row[leg.foot]], up)
+        frames = np.flatnonzero(np.any(shift != 0.0, axis=1))
         if frames.size == 0:
             continue
         hip, knee, ankle = (pos[row[j], frames] for j in (leg.thigh, leg.shin, leg.foot))
-        # One spot per contact: the ankle's average place over it; heights stay the retarget's.
-        full = pos[row[leg.foot]]
-        bounds = np.array(_runs(mask), dtype=np.int64)
-        sums = np.concatenate([np.zeros((1, 3)), np.cumsum(full, axis=0)])
-        spots = (sums[bounds[:, 1]] - sums[bounds[:, 0]]) / (bounds[:, 1] - bounds[:, 0])[:, None]
-        shift = spots[owner[frames]] - ankle
-        shift -= np.outer(shift @ up, up)
-        goal = ankle + weight[frames, None] * shift
+        goal = ankle + shift[frames]
         # No tolerance: a leg a hair off its spot is still solved (the hold is exact).
         solve = two_bone_ik(np.stack([hip, knee, ankle], axis=1), goal, tolerance=0.0)
         unreachable[leg.foot] = int((~solve.reachable).sum())

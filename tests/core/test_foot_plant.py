@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from test_retarget import rig_input, with_root_and_ik_feet
 
-from marionette.core.foot_plant import hold_weights, planted_frames
+from marionette.core.foot_plant import LEAD, hold_offsets, planted_frames
 from marionette.core.measure import foot_skating
 from marionette.core.retarget import RetargetOptions, bind, ground_points, heights_along, retarget, source_placements
 from marionette.core.samples import sample_humanoid, sample_walk
@@ -32,28 +32,38 @@ def test_planted_frames_are_the_low_still_runs():
     z[50:] = 0.6
     ankle = np.column_stack([x, np.zeros(60), z])
     planted = planted_frames(ankle, 0.0, UP, hip, times)
-    # Central differences see motion on a frame next to a move: frame 19 (before the first step)
-    # and 39 (the last step) go; frame 40 (after it) is still.
+    # A frame is still when the foot rests towards either neighbour: 19 (it lifts off from there)
+    # and 39 (it lands there) belong to the contacts; the one-frame pause at 30 is too short.
     expected = np.zeros(60, dtype=bool)
-    expected[0:19] = True
-    expected[40:50] = True
+    expected[0:20] = True
+    expected[39:50] = True
     assert np.array_equal(planted, expected)
 
 
-def test_hold_weights_are_one_inside_contacts_and_ease_out_over_the_ramp():
-    times = np.arange(48) / 24.0
-    planted = np.zeros(48, dtype=bool)
-    planted[10:20] = True
-    planted[34:40] = True
-    weight, owner = hold_weights(planted, times, ramp=0.125)  # three frames
-    assert np.all(weight[planted] == 1.0)
-    assert np.all(owner[10:20] == 0) and np.all(owner[34:40] == 1)
-    # Three frames of ramp: the hold starts easing in two frames before a contact and is gone
-    # three frames after it.
-    assert np.all(weight[:8] == 0.0) and np.all(weight[22:32] == 0.0) and np.all(weight[42:] == 0.0)
-    assert np.all(owner[weight == 0.0] == -1)
-    assert np.all(np.diff(weight[7:11]) > 0.0) and np.all(np.diff(weight[19:23]) < 0.0)
-    assert np.all(owner[8:10] == 0) and np.all(owner[20:22] == 0) and np.all(owner[32:34] == 1)
+def test_hold_offsets_hold_each_contact_on_its_spot_and_blend_smoothly_between():
+    times = np.arange(72) / 24.0
+    planted = np.zeros(72, dtype=bool)
+    planted[20:30] = True
+    planted[40:50] = True
+    rng = np.random.default_rng(2)
+    ankle = np.column_stack([np.cumsum(rng.uniform(0.0, 0.05, 72)), rng.normal(0.0, 0.01, 72), 0.1 + rng.uniform(0, 0.1, 72)])
+    offset = hold_offsets(planted, times, ankle, UP)
+    held = ankle + offset
+    assert np.all(offset[:, 2] == 0.0)  # along the ground only
+    for lo, hi in ((20, 30), (40, 50)):
+        spot = ankle[lo:hi, :2].mean(axis=0)
+        assert np.abs(held[lo:hi, :2] - spot).max() < 1e-12
+    # Between the contacts: on the way from the shift the foot leaves with to the one it lands
+    # with, never back, and without a jump at either end.
+    a, b = offset[29], offset[40]
+    u = (offset[30:40] - a) @ (b - a) / ((b - a) @ (b - a))
+    assert np.abs(offset[30:40] - (a + u[:, None] * (b - a))).max() < 1e-12
+    assert np.all(np.diff(np.concatenate([[0.0], u, [1.0]])) >= 0.0)
+    assert u[0] < 0.05 and u[-1] > 0.95
+    # Before the first contact and after the last, only the lead is moved.
+    lead = int(round(LEAD * 24.0))
+    assert np.all(offset[: 20 - lead] == 0.0) and np.any(offset[20 - lead + 1 : 20] != 0.0)
+    assert np.all(offset[50 + lead :] == 0.0) and np.any(offset[50:50 + lead - 1] != 0.0)
 
 
 def _plant_run(target, **options):
@@ -106,7 +116,7 @@ def test_target_ankles_hold_still_while_the_source_foot_is_planted(target):
         assert slide_on[f"{foot} slide"] < slide_on[f"{foot} source slide"], foot
 
 
-def test_planting_touches_only_the_legs_and_only_near_contacts():
+def test_planting_touches_only_the_legs_and_only_where_they_are_held():
     target = sample_humanoid(leg_scale=1.25)
     binding, r_off, r_on, w_off, w_on = _plant_run(target)
     _, contacts = _source_contacts(binding)
@@ -117,14 +127,16 @@ def test_planting_touches_only_the_legs_and_only_near_contacts():
     assert np.array_equal(r_on.clip.translations, r_off.clip.translations)
     hips = sk.index("Hips")
     assert np.array_equal(w_on[:, hips], w_off[:, hips])
-    # Far from any contact (beyond the ramp) a leg is exactly the unplanted one.
+    # Where a leg's ankle is not moved, the leg is exactly the unplanted one.
+    up = binding.target_canonical.body[:, 2]
     for side in "LR":
-        weight, _ = hold_weights(contacts[f"foot.{side}"], WALK.times)
-        free = weight == 0.0
-        assert free.sum() > 5
+        ankle = w_off[:, sk.index(f"Foot.{side}"), :3, 3]
+        free = ~np.any(hold_offsets(contacts[f"foot.{side}"], WALK.times, ankle, up) != 0.0, axis=1)
         for name in ("Thigh", "Shin", "Foot"):
             j = sk.index(f"{name}.{side}")
             assert np.array_equal(r_on.clip.rotations[free, j], r_off.clip.rotations[free, j])
+        moved = ~free
+        assert np.abs(r_on.clip.rotations[moved, sk.index(f"Thigh.{side}")] - r_off.clip.rotations[moved, sk.index(f"Thigh.{side}")]).max() > 1e-3
 
 
 def test_feet_parented_to_the_root_are_held_through_their_keyed_location():
