@@ -696,7 +696,42 @@ def _target_locals(
     quats[:, driven] = np.swapaxes(quat_from_matrix(local), 0, 1)
 
 
-def retarget(binding: Binding, clip: Clip) -> RetargetResult:
+def _plant(
+    binding: Binding,
+    legs: list[tuple[str, Leg]],
+    clip: Clip,
+    ankles: FloatArray,
+    heights: FloatArray,
+    quats: FloatArray,
+    loc_t: FloatArray,
+) -> tuple[FloatArray, FloatArray]:
+    """Target locals with the feet of ``legs`` held where the source's ankles ``(feet, T, 3)``
+    are planted over its ground (from the ground points' heights ``(T, P)``)."""
+    up_s = binding.source_canonical.body[:, 2]
+    ground_s = float(np.percentile(heights.min(axis=-1), 5))
+    planted = [planted_frames(ankles[i], ground_s, up_s, binding.source_hip_height, clip.times) for i in range(len(legs))]
+    rot, loc, _ = plant_legs(
+        binding.target.skeleton, [leg for _, leg in legs], planted, quats, loc_t, binding.target_canonical.body[:, 2], clip.times
+    )
+    return rot, loc
+
+
+def plant_feet(binding: Binding, clip: Clip, result: RetargetResult) -> RetargetResult:
+    """``result`` (of ``clip``, e.g. merged from several methods) with its feet held where the
+    source plants them: the pass :func:`retarget` runs when ``options.plant_feet`` is on."""
+    legs = _planted_legs(binding)
+    if not legs:
+        return result
+    tables = binding.tables
+    lin, pos = _source_pose(binding, clip, tables.source_bones, slice(None))
+    up_s = binding.source_canonical.body[:, 2]
+    heights = np.stack([(np.einsum("tij,j->ti", lin[r], off) + pos[r]) @ up_s for r, off in tables.ground_rows], axis=-1)
+    ankles = pos[tables.slot_rows[[binding.framed.index(foot) for foot, _ in legs]]]
+    rot, loc = _plant(binding, legs, clip, ankles, heights, result.clip.rotations, result.clip.translations)
+    return replace(result, clip=replace(result.clip, rotations=make_quat_continuous(rot, axis=0), translations=loc))
+
+
+def retarget(binding: Binding, clip: Clip, *, plant: bool | None = None) -> RetargetResult:
     """Carry ``clip`` (local transforms of the source rig) onto the target rig.
 
     Per-bone arrays are bone-major inside (``(bones, t, ...)``): every bone's or slot's frames are
@@ -709,7 +744,7 @@ def retarget(binding: Binding, clip: Clip) -> RetargetResult:
     blocks = [slice(s, min(s + _BLOCK_FRAMES, t)) for s in range(0, t, _BLOCK_FRAMES)]
 
     # 1. Every framed slot, block by block.
-    legs = _planted_legs(binding) if binding.options.plant_feet else []
+    legs = _planted_legs(binding) if (binding.options.plant_feet if plant is None else plant) else []
     feet = [binding.framed.index(foot) for foot, _ in legs]
     parts = [_slot_motions(binding, tables, clip, b, feet) for b in blocks]
 
@@ -735,14 +770,8 @@ def retarget(binding: Binding, clip: Clip) -> RetargetResult:
     # 4. Feet held where the source plants them.
     if legs:
         heights = np.concatenate([p[2] for p in parts])
-        ground_s = float(np.percentile(heights.min(axis=-1), 5))
         ankles = np.concatenate([p[3] for p in parts], axis=1)  # (feet, T, 3)
-        planted = [
-            planted_frames(ankles[i], ground_s, up_s, binding.source_hip_height, clip.times) for i in range(len(legs))
-        ]
-        quats, loc_t, _ = plant_legs(
-            sk, [leg for _, leg in legs], planted, quats, loc_t, binding.target_canonical.body[:, 2], clip.times
-        )
+        quats, loc_t = _plant(binding, legs, clip, ankles, heights, quats, loc_t)
     del parts
 
     coverage = binding.driven.astype(np.float64)

@@ -36,7 +36,7 @@ from .clip import Clip
 from .errors import ClipError, MappingError
 from .humanoid import AXIAL, EXTRA_SLOTS, FINGER_SLOTS, SIDES, SLOT_PARENT, SLOTS, TWIST_SLOTS, sided
 from .rest_space import RestSpaceBinding, RestSpaceResult, retarget_rest_space
-from .retarget import Binding, RetargetOptions, RetargetResult, RigInput, retarget
+from .retarget import Binding, RetargetOptions, RetargetResult, RigInput, plant_feet, retarget
 from .rotations import FloatArray, make_quat_continuous, matrix_from_quat, quat_from_matrix
 
 GEOMETRIC = "GEOMETRIC"
@@ -281,10 +281,14 @@ def retarget_with_methods(
         keys = native.apply(clip.validate())
         result = RetargetResult(clip=keys, root_motion=np.zeros((clip.frame_count, 3)), binding=geometric_binding)
         return MethodOutcome(result, True, table, None, ())
-    geometric_result = retarget(geometric_binding, clip)
     if not needs_rest_space(table):
-        return MethodOutcome(geometric_result, False, table, None, geometric_binding.warnings)
+        return MethodOutcome(retarget(geometric_binding, clip), False, table, None, geometric_binding.warnings)
+    # Feet are planted on the merged result: the hips and legs may come from either method.
+    geometric_result = retarget(geometric_binding, clip, plant=False)
     rs_binding = cache.rest_space(source, target, options, match_rest=match_rest, translate=translate)
     combined = combine_methods(geometric_result, retarget_rest_space(rs_binding, clip), table)
+    result = combined.result
+    if geometric_binding.options.plant_feet:
+        result = plant_feet(geometric_binding, clip, result)
     warnings = tuple(dict.fromkeys(geometric_binding.warnings + rs_binding.warnings + combined.warnings))
-    return MethodOutcome(combined.result, False, table, rs_binding, warnings)
+    return MethodOutcome(result, False, table, rs_binding, warnings)

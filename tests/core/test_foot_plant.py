@@ -155,3 +155,33 @@ def test_feet_parented_to_the_root_are_held_through_their_keyed_location():
         # The shin still ends at the ankle: the foot's location follows the bent leg.
         shin_len = np.linalg.norm(w_off[:, foot, :3, 3] - w_off[:, shin, :3, 3], axis=-1)
         assert np.abs(np.linalg.norm(ankle - w_on[:, shin, :3, 3], axis=-1) - shin_len).max() < 1e-9
+
+
+def test_feet_are_planted_on_a_result_merged_from_two_methods():
+    from marionette.core.binding_cache import BindingCache
+    from marionette.core.retarget_methods import parse_method_table, retarget_with_methods
+
+    target = sample_humanoid(leg_scale=1.25)
+    table = parse_method_table("geometric,legs=rest-space,hips=rest-space")
+    runs = {
+        plant: retarget_with_methods(BindingCache(), rig_input(SOURCE), rig_input(target), WALK, table, RetargetOptions(plant_feet=plant))
+        for plant in (False, True)
+    }
+    assert runs[True].methods == runs[False].methods and runs[True].rest_space is not None
+    binding = runs[True].result.binding
+    _, contacts = _source_contacts(binding)
+    up = binding.target_canonical.body[:, 2]
+    fk = target.skeleton.forward_kinematics
+    worlds = {p: fk(r.result.clip.rotations, r.result.clip.translations) for p, r in runs.items()}
+    for side in "LR":
+        j = target.skeleton.index(f"Foot.{side}")
+        ankle = worlds[True][:, j, :3, 3]
+        flat = ankle - np.outer(ankle @ up, up)
+        planted = contacts[f"foot.{side}"]
+        edges = np.flatnonzero(np.diff(np.concatenate([[0], planted.astype(int), [0]])))
+        for start, stop in zip(edges[0::2], edges[1::2], strict=True):
+            assert np.linalg.norm(flat[start:stop] - flat[start:stop].mean(axis=0), axis=-1).max() < 1e-9
+        # Unplanted, the same merged result lets that foot move during the contacts.
+        loose = worlds[False][:, j, :3, 3]
+        loose = loose - np.outer(loose @ up, up)
+        assert max(np.ptp(loose[a:b], axis=0).max() for a, b in zip(edges[0::2], edges[1::2], strict=True)) > 1e-3
