@@ -106,6 +106,9 @@ class Binding:
     root_bone: int  # target bone that carries travel in ROOT_BONE mode, -1 if none
     options: RetargetOptions
     warnings: tuple[str, ...] = field(default=())
+    #: Twist bones of the target that take a share of the distal joint's twist, as
+    #: ``(bone, limb slot, distal slot, share)``: a forearm twist takes part of the wrist's.
+    twists: tuple[tuple[int, str, str, float], ...] = field(default=())
 
     @property
     def tables(self) -> _Tables:
@@ -300,6 +303,9 @@ def bind(source: RigInput, target: RigInput, options: RetargetOptions | None = N
         if owner[i] < 0:
             driven[i] = False
 
+    twists = _twist_shares(target, tgt, tgt_can, framed)
+    for b, _, _, _ in twists:
+        driven[b] = True
     scales = travel_scales(src, tgt, src_can.body[:, 2], tgt_can.body[:, 2], opts, warnings)
 
     hips_t = tgt.slots["hips"]
@@ -328,6 +334,7 @@ def bind(source: RigInput, target: RigInput, options: RetargetOptions | None = N
         target_ground=scales.target_ground,
         root_bone=root_bone,
         options=opts,
+        twists=twists,
         warnings=tuple(warnings),
     )
 
@@ -372,6 +379,9 @@ class _Tables:
     #: Axial runs whose bend is spread over in-between bones: (slot index, parent slot index,
     #: bones from the slot's bone down, fractions, canonical head-to-head vectors).
     spread: tuple[tuple[int, int, NDArray[np.int64], FloatArray, FloatArray], ...]
+    #: Twist bones as (bone, limb slot index, distal slot index, canonical limb axis, share, and
+    #: the turn that takes the distal bone's canonical relation to the limb back to its rest one).
+    twists: tuple[tuple[int, int, int, FloatArray, float, FloatArray], ...]
     #: Source bones whose placement the retarget reads (slot bones, segment and ground points,
     #: the hips) and their ancestors, in skeleton order; "rows" index into this subset.
     source_bones: NDArray[np.int64]
@@ -478,6 +488,7 @@ def _tables(binding: Binding) -> _Tables:
         hips_row=int(row[src.slots["hips"]]),
         rest_rel=np.linalg.inv(tgt.rest[tgt.anatomical_parents.clip(0)]) @ tgt.rest,
         spread=_spread_runs(binding, slot_of_target_bone),
+        twists=tuple(_twist_entry(binding, b, ls, ds, share) for b, ls, ds, share in binding.twists),
         slot_bones=slot_bones,
         carried=np.stack([binding.carried[s] for s in binding.framed]),
         target_inv=np.stack([binding.target_frames_inv[s] for s in binding.framed]),
@@ -492,6 +503,72 @@ def _tables(binding: Binding) -> _Tables:
 
 
 _SPREAD_SLOTS = ("spine", "chest", "upper_chest", "neck")
+
+
+#: Twist slots that share the twist of the joint at the far end of their limb.
+_DISTAL_TWISTS = (("forearm_twist", "forearm", "hand"), ("shin_twist", "shin", "foot"))
+
+
+def _twist_shares(
+    target: RigInput, tgt: RigAnatomy, canonical: CanonicalPose, framed: tuple[str, ...]
+) -> tuple[tuple[int, str, str, float], ...]:
+    """The target's forearm and shin twist bones (mapped by the target's mapping, whatever the
+    source has) and the share of the wrist's (ankle's) twist each takes: how far along the limb
+    its middle lies, so a twist bone next to the wrist turns almost with the hand and one at the
+    elbow hardly at all. A twist bone must hang from its limb bone."""
+    sk = target.skeleton
+    placed = canonical.placements
+    out = []
+    for side in SIDES:
+        for part, limb, distal in _DISTAL_TWISTS:
+            slot, limb_s, distal_s = sided(part, side), sided(limb, side), sided(distal, side)
+            name = target.slots.get(slot)
+            b = None if name is None else sk.find(name)
+            if b is None or limb_s not in framed or distal_s not in framed:
+                continue
+            limb_b, distal_b = tgt.slots[limb_s], tgt.slots[distal_s]
+            p = int(sk.parents[b])
+            while p >= 0 and p not in (limb_b, distal_b):
+                p = int(sk.parents[p])
+            if p != limb_b or int(tgt.owner[b]) != limb_b:
+                continue
+            start = placed[limb_b, :3, 3]
+            axis = evaluate_point(tgt.segment_end[limb_s], placed[None])[0] - start
+            length = float(np.linalg.norm(axis))
+            if length <= 0.0:
+                continue
+            tail = placed[b] @ np.linalg.inv(tgt.rest[b]) @ np.append(tgt.ends[b], 1.0)
+            middle = 0.5 * (placed[b, :3, 3] + tail[:3])
+            share = float(np.clip((middle - start) @ axis / (length * length), 0.0, 1.0))
+            out.append((b, limb_s, distal_s, share))
+    return tuple(out)
+
+
+def _twist(motion: FloatArray, twists: tuple[tuple[int, int, int, FloatArray, float, FloatArray], ...],
+           canonical_rot: FloatArray, w_r: FloatArray) -> None:
+    """Turn each twist bone about its limb's axis by its share of the distal joint's twist
+    relative to the limb, counted from their relation at rest (``motion`` ``(K, T, 3, 3)``,
+    ``w_r`` ``(Bt, T, 3, 3)``, bone-major)."""
+    for b, k, k2, axis, share, at_rest in twists:
+        limb = motion[k]
+        # The distal bone seen from the limb, less the turn their rest relation already holds.
+        q = quat_from_matrix(_times_each((np.swapaxes(limb, -1, -2) @ motion[k2])[None], at_rest[None])[0])
+        angle = 2.0 * np.arctan2(q[:, 1:] @ axis, q[:, 0])
+        angle = (angle + np.pi) % (2.0 * np.pi) - np.pi  # the short way round
+        turn = matrix_from_quat(quat_from_axis_angle(axis[None], share * angle))
+        w_r[b] = limb @ turn @ canonical_rot[b]
+
+
+def _twist_entry(
+    binding: Binding, b: int, limb: str, distal: str, share: float
+) -> tuple[int, int, int, FloatArray, float, FloatArray]:
+    tgt = binding.target
+    c = binding.target_canonical_rot
+    rest = orientations(tgt.rest)
+    lb, db = tgt.slots[limb], tgt.slots[distal]
+    at_rest = c[db] @ rest[db].T @ rest[lb] @ c[lb].T
+    axis = binding.target_canonical.frames[limb][:, 0]
+    return (b, binding.framed.index(limb), binding.framed.index(distal), axis, share, at_rest)
 
 
 def _spread_runs(
@@ -652,6 +729,7 @@ def _target_locals(
     for i, k in zip(driven, tables.driven_owner, strict=True):  # one (3t, 3) @ (3, 3) product each
         np.matmul(motion[k].reshape(3 * t, 3), canonical_rot[i], out=w_r[i].reshape(3 * t, 3))
     _spread(motion, tables.spread, canonical_rot, w_r)
+    _twist(motion, tables.twists, canonical_rot, w_r)
     rest_rel = tables.rest_rel
     hips_t = tgt.slots["hips"]
     root_travel = binding.options.root_motion == "ROOT_BONE" and binding.root_bone >= 0
