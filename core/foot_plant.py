@@ -127,10 +127,15 @@ def plant_legs(
     translations: FloatArray,
     up: FloatArray,
     times: FloatArray,
+    drift: FloatArray | None = None,
 ) -> tuple[FloatArray, FloatArray, PlantReport]:
     """Local rotations ``(T, B, 4)`` and translations ``(T, B, 3)`` with each leg's ankle held on
-    its contact spot over the frames ``planted[leg]`` (eased in and out). The inputs are not
-    modified; bones other than the legs' keep their locals."""
+    its contact spot over the frames ``planted[leg]`` (see :func:`hold_offsets`). The inputs are
+    not modified; bones other than the legs' keep their locals.
+
+    ``drift`` ``(T, 3)`` is travel the armature does not carry itself (root motion moved to the
+    object, or dropped to play in place): the ground moves by it under the skeleton, so a held
+    foot moves back by it in skeleton space."""
     rot_out, tr_out = rotations.copy(), translations.copy()
     parents = skeleton.parents
     parts = [_parts(skeleton, leg) for leg in legs]
@@ -149,7 +154,7 @@ def plant_legs(
     for leg, mask, part, leg_roots in zip(legs, planted, parts, roots, strict=True):
         held[leg.foot] = int(mask.sum())
         unreachable[leg.foot] = 0
-        shift = hold_offsets(mask, times, pos[row[leg.foot]], up)
+        shift = hold_offsets(mask, times, pos[row[leg.foot]] + (0.0 if drift is None else drift), up)
         frames = np.flatnonzero(np.any(shift != 0.0, axis=1))
         if frames.size == 0:
             continue

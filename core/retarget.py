@@ -782,14 +782,19 @@ def _plant(
     heights: FloatArray,
     quats: FloatArray,
     loc_t: FloatArray,
+    travel: FloatArray,
 ) -> tuple[FloatArray, FloatArray]:
     """Target locals with the feet of ``legs`` held where the source's ankles ``(feet, T, 3)``
-    are planted over its ground (from the ground points' heights ``(T, P)``)."""
+    are planted over its ground (from the ground points' heights ``(T, P)``). ``travel`` is the
+    target's root travel: where the skeleton does not carry it (on the object, or in place), the
+    held feet move back by it."""
     up_s = binding.source_canonical.body[:, 2]
     ground_s = float(np.percentile(heights.min(axis=-1), 5))
     planted = [planted_frames(ankles[i], ground_s, up_s, binding.source_hip_height, clip.times) for i in range(len(legs))]
+    carried = binding.options.root_motion in ("HIPS", "ROOT_BONE")  # the hips, or a root bone above them
     rot, loc, _ = plant_legs(
-        binding.target.skeleton, [leg for _, leg in legs], planted, quats, loc_t, binding.target_canonical.body[:, 2], clip.times
+        binding.target.skeleton, [leg for _, leg in legs], planted, quats, loc_t, binding.target_canonical.body[:, 2], clip.times,
+        drift=None if carried else travel,
     )
     return rot, loc
 
@@ -805,7 +810,7 @@ def plant_feet(binding: Binding, clip: Clip, result: RetargetResult) -> Retarget
     up_s = binding.source_canonical.body[:, 2]
     heights = np.stack([(np.einsum("tij,j->ti", lin[r], off) + pos[r]) @ up_s for r, off in tables.ground_rows], axis=-1)
     ankles = pos[tables.slot_rows[[binding.framed.index(foot) for foot, _ in legs]]]
-    rot, loc = _plant(binding, legs, clip, ankles, heights, result.clip.rotations, result.clip.translations)
+    rot, loc = _plant(binding, legs, clip, ankles, heights, result.clip.rotations, result.clip.translations, result.root_motion)
     return replace(result, clip=replace(result.clip, rotations=make_quat_continuous(rot, axis=0), translations=loc))
 
 
@@ -849,7 +854,7 @@ def retarget(binding: Binding, clip: Clip, *, plant: bool | None = None) -> Reta
     if legs:
         heights = np.concatenate([p[2] for p in parts])
         ankles = np.concatenate([p[3] for p in parts], axis=1)  # (feet, T, 3)
-        quats, loc_t = _plant(binding, legs, clip, ankles, heights, quats, loc_t)
+        quats, loc_t = _plant(binding, legs, clip, ankles, heights, quats, loc_t, travel_t)
     del parts
 
     coverage = binding.driven.astype(np.float64)

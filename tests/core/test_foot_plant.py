@@ -185,3 +185,24 @@ def test_feet_are_planted_on_a_result_merged_from_two_methods():
         loose = worlds[False][:, j, :3, 3]
         loose = loose - np.outer(loose @ up, up)
         assert max(np.ptp(loose[a:b], axis=0).max() for a, b in zip(edges[0::2], edges[1::2], strict=True)) > 1e-3
+
+
+@pytest.mark.parametrize("mode", ["IN_PLACE", "OBJECT", "ROOT_BONE"])
+def test_held_feet_stay_put_on_the_ground_whoever_carries_the_travel(mode):
+    """In place the ground runs back under the character and on the object the object carries
+    the travel: a held foot is still where the ground is, not in the armature's own space."""
+    target = with_root_and_ik_feet(sample_humanoid(leg_scale=1.25)) if mode == "ROOT_BONE" else sample_humanoid(leg_scale=1.25)
+    binding = bind(rig_input(SOURCE), rig_input(target), RetargetOptions(plant_feet=True, root_motion=mode))
+    result = retarget(binding, WALK)
+    world = target.skeleton.forward_kinematics(result.clip.rotations, result.clip.translations)
+    _, contacts = _source_contacts(binding)
+    up = binding.target_canonical.body[:, 2]
+    carried_elsewhere = result.root_motion if mode in ("IN_PLACE", "OBJECT") else 0.0
+    assert np.abs(result.root_motion).max() > 0.5  # the walk travels
+    for side in "LR":
+        ankle = world[:, target.skeleton.index(f"Foot.{side}"), :3, 3] + carried_elsewhere
+        flat = ankle - np.outer(ankle @ up, up)
+        planted = contacts[f"foot.{side}"]
+        edges = np.flatnonzero(np.diff(np.concatenate([[0], planted.astype(int), [0]])))
+        for start, stop in zip(edges[0::2], edges[1::2], strict=True):
+            assert np.linalg.norm(flat[start:stop] - flat[start:stop].mean(axis=0), axis=-1).max() < 1e-9, (side, start)
