@@ -80,7 +80,8 @@ def _neutral(options: RetargetOptions | None) -> bool:
     if options is None:
         return True
     unit = all(v is None or float(v) == 1.0 for v in (options.scale, options.horizontal_scale, options.vertical_scale))
-    return options.root_motion == "HIPS" and unit and options.fingers and not options.plant_feet
+    # Planted feet need no conversion either: a clip on the target's own rig has its proportions.
+    return options.root_motion == "HIPS" and unit and options.fingers
 
 
 def native_refusal(clip: Clip, clip_layout: Skeleton, target: Skeleton, options: RetargetOptions | None = None) -> str | None:
@@ -94,7 +95,7 @@ def native_refusal(clip: Clip, clip_layout: Skeleton, target: Skeleton, options:
     if unknown:
         return f"the clip names joints the target does not have: {', '.join(unknown[:5])}"
     if not _neutral(options):
-        return "the options ask for a conversion (root motion off the hips, a travel scale, no fingers, or planted feet)"
+        return "the options ask for a conversion (root motion off the hips, a travel scale, or no fingers)"
     return None
 
 

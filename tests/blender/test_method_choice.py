@@ -67,7 +67,10 @@ def test_method_column_drives_the_retarget_and_survives_auto_map(pair):
     src_in, _ = rig_input(source)
     tgt_in, _ = rig_input(target)
     clip = clip_from_action(source, action)
-    core = retarget_with_methods(BindingCache(), src_in, tgt_in, clip, {"upper_arm.L": "REST_SPACE", "forearm.L": "REST_SPACE", "thigh.R": "REST_SPACE"})
+    from marionette.operators.retarget_ops import options_of
+
+    table = {"upper_arm.L": "REST_SPACE", "forearm.L": "REST_SPACE", "thigh.R": "REST_SPACE"}
+    core = retarget_with_methods(BindingCache(), src_in, tgt_in, clip, table, options_of(s))  # the sidebar's options
     played = clip_from_action(target, written, frames=clip.frame_numbers(24.0), fps=24.0)
     sk = tgt_in.skeleton
     w_core = sk.forward_kinematics(core.result.clip.rotations, core.result.clip.translations)

@@ -102,6 +102,8 @@ def test_other_names_other_parents_and_converting_options_are_not_native():
         assert native_binding(WALK, sk, sk, opts) is None
         assert "conversion" in native_refusal(WALK, sk, sk, opts)
     assert native_binding(WALK, sk, sk, RetargetOptions(scale=1.0)) is not None
+    # Planted feet convert nothing on the clip's own rig: its feet are where the clip puts them.
+    assert native_binding(WALK, sk, sk, RetargetOptions(plant_feet=True)) is not None
     stranger = dataclasses.replace(WALK.subset(["Hips"]), names=("NotABone",))
     assert "does not have" in native_refusal(stranger, sk, sk)
 
