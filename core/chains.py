@@ -26,10 +26,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from numpy.typing import ArrayLike
+from numpy.typing import ArrayLike, NDArray
 
 from .errors import RigError
-from .rotation_kernels import quat_between_unit, quat_conj, quat_from_rotation_matrix, quat_mul, rotation_matrices
+from .rotation_kernels import (
+    normalized_rotation_matrices,
+    quat_between_unit,
+    quat_conj,
+    quat_from_rotation_matrix,
+    quat_mul,
+    quat_mul_and_matrix,
+)
 from .rotations import FloatArray
 from .skeleton import Skeleton
 
@@ -88,14 +95,40 @@ class JointPath:
         return len(self.joints)
 
 
+@dataclass(frozen=True)
+class Lineage:
+    """Each joint's parent and a bit mask of the joint and its ancestors (bit ``j`` for joint
+    ``j``): a write to some joints invalidates exactly the placements whose mask meets theirs.
+    Build it once per skeleton (:meth:`of`) and share it."""
+
+    parents: tuple[int, ...]
+    masks: tuple[int, ...]
+
+    @classmethod
+    def of(cls, skeleton: Skeleton) -> Lineage:
+        parents = tuple(int(p) for p in skeleton.parents)
+        masks: list[int] = []
+        for j, p in enumerate(parents):
+            # Parents come before their children (the skeleton's order), so the parent's mask
+            # is already there.
+            masks.append((1 << j) | (masks[p] if p >= 0 else 0))
+        return cls(parents, tuple(masks))
+
+
 class PoseBuffers:
     """A working copy of a pose, frames first: rotations ``(T, B, 4)``, translations
     ``(T, B, 3)``, optional scales, and each joint's attached transform ``C0 @ T @ inv(C1)``
     ``(T, B, 4, 4)`` kept in step with them. It never aliases the arrays it was built from, so
     controls cannot write into the animation they read. Skeleton-space placements are computed
-    on demand and cached until the next write."""
+    on demand and cached until a write changes them: with a :class:`Lineage` only those of the
+    written joints and their descendants are dropped (a control on the fingers keeps the spine's
+    placements an arm control left), without one every placement.
 
-    __slots__ = ("skeleton", "rotations", "translations", "scales", "attached", "_inv_c1", "_world")
+    A write refreshes the written joints' attached transforms only when they are next read: a
+    control stack writes after every control, and the last write (or one of several in a row)
+    is never read back, so one refresh serves every write since the previous read."""
+
+    __slots__ = ("skeleton", "rotations", "translations", "scales", "_attached_all", "_stale", "_inv_c1", "_world", "_lineage")
 
     def __init__(
         self,
@@ -103,6 +136,7 @@ class PoseBuffers:
         rotations: ArrayLike,
         translations: ArrayLike | None = None,
         scales: ArrayLike | None = None,
+        lineage: Lineage | None = None,
     ) -> None:
         n = len(skeleton)
         rot = np.array(rotations, dtype=np.float64)
@@ -115,17 +149,32 @@ class PoseBuffers:
         sc = None if scales is None else np.array(scales, dtype=np.float64)
         if sc is not None and sc.shape != (t, n, 3):
             raise ValueError(f"scales must have shape ({t}, {n}, 3), got {sc.shape}")
+        if lineage is not None and len(lineage.parents) != n:
+            raise ValueError(f"the lineage is for {len(lineage.parents)} joints, the skeleton has {n}")
         self.skeleton = skeleton
         self.rotations: FloatArray = rot
         self.translations: FloatArray = tr
         self.scales: FloatArray | None = sc
         self._inv_c1: FloatArray | None = None if skeleton.child_frames is None else np.linalg.inv(skeleton.child_frames)
         self._world: dict[int, FloatArray] = {}
-        self.attached: FloatArray = self._attached(slice(None))
+        self._lineage = lineage
+        #: Joints written since their attached transforms were last computed.
+        self._stale: dict[int, None] = {}
+        self._attached_all: FloatArray = self._attached(slice(None))
+
+    @property
+    def attached(self) -> FloatArray:
+        """Each joint's attached transform ``(T, B, 4, 4)`` (refreshed for joints written since
+        the last read)."""
+        if self._stale:
+            idx = list(self._stale)
+            self._stale = {}
+            self._attached_all[:, idx] = self._attached(idx)
+        return self._attached_all
 
     def _attached(self, joints: slice | Sequence[int]) -> FloatArray:
         sk = self.skeleton
-        r = rotation_matrices(self.rotations[:, joints])
+        r = normalized_rotation_matrices(self.rotations[:, joints])
         if self.scales is not None:
             r = r * self.scales[:, joints, None, :]
         local = np.zeros(r.shape[:-2] + (4, 4))
@@ -148,35 +197,60 @@ class PoseBuffers:
         out.scales = None if self.scales is None else self.scales.copy()
         out._inv_c1 = self._inv_c1  # read only: the skeleton's constant
         out._world = {}
-        out.attached = self.attached.copy()
+        out._lineage = self._lineage
+        out._stale = dict(self._stale)
+        out._attached_all = self._attached_all.copy()
         return out
 
     @property
     def frames(self) -> int:
         return int(self.rotations.shape[0])
 
-    def set_rotations(self, joints: Sequence[int], rotations: FloatArray) -> None:
-        """Write ``(T, len(joints), 4)`` rotations and refresh those joints' attached transforms."""
+    def set_rotations(self, joints: Sequence[int], rotations: FloatArray, index: NDArray[np.intp] | None = None) -> None:
+        """Write ``(T, len(joints), 4)`` rotations and refresh those joints' attached transforms
+        (``index``: the joints as an index array, when the caller has one)."""
         idx = list(joints)
-        self.rotations[:, idx] = rotations
-        self.attached[:, idx] = self._attached(idx)
-        self._world.clear()
+        self.rotations[:, idx if index is None else index] = rotations
+        self._written(idx)
 
-    def set_translations(self, joints: Sequence[int], translations: FloatArray) -> None:
+    def set_translations(self, joints: Sequence[int], translations: FloatArray, index: NDArray[np.intp] | None = None) -> None:
         """Write ``(T, len(joints), 3)`` translations and refresh those joints' attached transforms."""
         idx = list(joints)
-        self.translations[:, idx] = translations
-        self.attached[:, idx] = self._attached(idx)
-        self._world.clear()
+        self.translations[:, idx if index is None else index] = translations
+        self._written(idx)
+
+    def _written(self, idx: list[int]) -> None:
+        self._stale.update(dict.fromkeys(idx))
+        if not self._world:
+            return
+        if self._lineage is None:
+            self._world = {}
+            return
+        hit = 0
+        for j in idx:
+            hit |= 1 << int(j)
+        masks = self._lineage.masks
+        self._world = {k: v for k, v in self._world.items() if not masks[k] & hit}
 
     def world(self, joint: int) -> FloatArray:
-        """Skeleton-space placement ``(T, 4, 4)`` of ``joint`` (cached until the next write)."""
-        cached = self._world.get(joint)
+        """Skeleton-space placement ``(T, 4, 4)`` of ``joint`` (cached until a write changes it)."""
+        cache = self._world
+        cached = cache.get(joint)
         if cached is not None:
             return cached
-        parent = int(self.skeleton.parents[joint])
-        out: FloatArray = self.attached[:, joint] if parent < 0 else self.world(parent) @ self.attached[:, joint]
-        self._world[joint] = out
+        parents = self._lineage.parents if self._lineage is not None else None
+        attached = self.attached
+        # Down from the nearest cached ancestor (or the root), parent first.
+        chain = []
+        j = joint
+        while j >= 0 and j not in cache:
+            chain.append(j)
+            j = parents[j] if parents is not None else int(self.skeleton.parents[j])
+        out: FloatArray | None = None if j < 0 else cache[j]
+        for k in reversed(chain):
+            out = attached[:, k] if out is None else out @ attached[:, k]
+            cache[k] = out
+        assert out is not None
         return out
 
     def placement_of(self, chain: Sequence[int]) -> FloatArray:
@@ -187,9 +261,10 @@ class PoseBuffers:
 
     def forward_kinematics(self) -> FloatArray:
         """Skeleton-space placements ``(T, B, 4, 4)`` of every joint."""
-        world = np.empty_like(self.attached)
+        attached = self.attached
+        world = np.empty_like(attached)
         for i, p in enumerate(self.skeleton.parents):
-            world[:, i] = self.attached[:, i] if p < 0 else world[:, p] @ self.attached[:, i]
+            world[:, i] = attached[:, i] if p < 0 else world[:, p] @ attached[:, i]
         return world
 
 
@@ -275,7 +350,7 @@ class PathKinematics:
 
     def _current_mats(self) -> FloatArray:
         if self._mats is None:
-            self._mats = rotation_matrices(self.rotations)
+            self._mats = normalized_rotation_matrices(self.rotations)
         return self._mats
 
     def rebased(self, pose: PoseBuffers) -> PathKinematics:
@@ -317,7 +392,7 @@ class PathKinematics:
             return self._current
         r = self.rotations if rotations is None else rotations
         n = r.shape[1]
-        mats = self._current_mats() if rotations is None else rotation_matrices(r)
+        mats = self._current_mats() if rotations is None else normalized_rotation_matrices(r)
         out = np.empty((self.frames, n + 1, 3))
         parent = self.base
         for k in range(n):
@@ -325,7 +400,7 @@ class PathKinematics:
             out[:, k] = frame[:, :3, 3]
             if k == n - 1:
                 lin = frame[:, :3, :3] @ mats[:, k]
-                out[:, n] = out[:, k] + np.einsum("tij,tj->ti", lin, self.reach[:, k])
+                out[:, n] = out[:, k] + (lin @ self.reach[:, k, :, None])[..., 0]
             parent = self._step(frame, k, mats[:, k])
         result = (out, parent)
         if rotations is None:
@@ -339,7 +414,7 @@ class PathKinematics:
     def placements(self, rotations: FloatArray | None = None) -> FloatArray:
         """Placements ``(F, n, 4, 4)`` of the path's joints for ``rotations`` (default current)."""
         r = self.rotations if rotations is None else rotations
-        mats = rotation_matrices(r)
+        mats = normalized_rotation_matrices(r)
         out = np.empty((self.frames, r.shape[1], 4, 4))
         parent = self.base
         for k in range(r.shape[1]):
@@ -368,7 +443,7 @@ class PathKinematics:
         got = np.empty_like(pts)
         mats = self._current_mats()
         # Each segment's current direction in its rotation-output space, all joints at once.
-        currents = np.einsum("tkij,tkj->tki", mats, self.reach)
+        currents = (mats @ self.reach[..., None])[..., 0]
         parent = self.base
         for k in range(n):
             frame = parent @ self.pre[:, k]
@@ -379,13 +454,13 @@ class PathKinematics:
             # back through the current parent frame (which may carry scale: solve, not transpose).
             wanted = np.linalg.solve(frame[:, :3, :3], (pts[:, k + 1] - pivot)[..., None])[..., 0]
             delta = quat_between_unit(current, wanted)
-            out[:, k] = quat_mul(delta, r0[:, k])
-            turned = rotation_matrices(delta, unit=True) @ mats[:, k]
+            out[:, k], delta_m = quat_mul_and_matrix(delta, r0[:, k])
+            turned = delta_m @ mats[:, k]
             if k + 1 < n:
                 parent = self._step(frame, k, turned)
             else:
                 lin = frame[:, :3, :3] @ turned
-                got[:, n] = pivot + np.einsum("tij,tj->ti", lin, self.reach[:, k])
+                got[:, n] = pivot + (lin @ self.reach[:, k, :, None])[..., 0]
                 parent = self._step(frame, k, turned)
         return out, got, parent
 

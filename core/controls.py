@@ -22,7 +22,9 @@ frame's output becomes the next frame's input: warm starts only seed a solver, a
 frame starts from is the animation's.
 
 Consecutive two-bone controls that neither write what another reads (four limbs) are solved in
-one batched call; the result is the same as running them one after the other.
+one batched call; the result is the same as running them one after the other. Consecutive spring
+chains of as many joints likewise share their path kinematics and writeback (each still steps
+on its own).
 
 Control kinds: IK chains and look-at (SPEC 7.2-7.3), ground adaptation (7.4, :mod:`core.ground`),
 spring chains (7.5, :mod:`core.springs`), bone inheritance and fixed axes (7.6,
@@ -43,7 +45,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -51,7 +53,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from .chains import JointPath, PathKinematics, PoseBuffers, end_rotations
+from .chains import JointPath, Lineage, PathKinematics, PoseBuffers, end_rotations
 from .closure import STOP_REASONS, DiamondClosure, solve_closure
 from .errors import RigError
 from .ground import GroundMemory, GroundRig, RayCast, adapt_to_ground
@@ -61,7 +63,7 @@ from .joint_limits import JointLimit
 from .look_at import LookAtChain, look_at
 from .rotations import FloatArray, quat_normalize, quat_slerp
 from .skeleton import Skeleton
-from .springs import SpringChain, SpringSnapshot, SpringState, advance
+from .springs import SpringChain, SpringSnapshot, SpringState, advance_rows
 
 BoolArray = NDArray[np.bool_]
 
@@ -147,7 +149,7 @@ class LookAtControl:
 
     @property
     def written(self) -> tuple[int, ...]:
-        return tuple(j for j, w in zip(self.chain.path.joints, self.chain.weights, strict=True) if w > 0.0)
+        return tuple(self.chain.path.joints[k] for k in self.chain.turning)
 
     @property
     def moved(self) -> tuple[int, ...]:
@@ -331,14 +333,22 @@ def _run_order(controls: Sequence[Control]) -> list[int]:
     return order
 
 
-def _reads(c: IKControl) -> set[int]:
-    p = c.path
-    return set(p.joints) | set(p.ancestors) | ({p.end_joint} if p.end_joint >= 0 else set())
+def _reads(path: JointPath) -> set[int]:
+    return set(path.joints) | set(path.ancestors) | ({path.end_joint} if path.end_joint >= 0 else set())
+
+
+def _independent(a: IKControl | SpringControl, b: IKControl | SpringControl) -> bool:
+    """Neither of two path controls writes a joint the other reads."""
+    pa = a.path if isinstance(a, IKControl) else a.chain.path
+    pb = b.path if isinstance(b, IKControl) else b.chain.path
+    return not (set(a.written) & _reads(pb)) and not (set(b.written) & _reads(pa))
 
 
 def _batch_groups(controls: Sequence[Control]) -> tuple[tuple[int, ...], ...]:
     """Consecutive two-bone controls with the same settings, none writing a joint another one
-    reads, are solved together: the same result as one after the other, in one batched call."""
+    reads, are solved together: the same result as one after the other, in one batched call.
+    Likewise consecutive spring chains of as many joints (each simulates on its own; their
+    path kinematics and writeback are batched)."""
     groups: list[list[int]] = []
     for i, c in enumerate(controls):
         if groups and isinstance(c, IKControl) and c.solver == "two_bone" and c.limits is None:
@@ -349,12 +359,15 @@ def _batch_groups(controls: Sequence[Control]) -> tuple[tuple[int, ...], ...]:
                 and lead.solver == "two_bone"
                 and lead.limits is None
                 and (lead.tolerance, lead.max_passes, lead.softness) == (c.tolerance, c.max_passes, c.softness)
-                and all(
-                    isinstance(o, IKControl)
-                    and not (set(o.written) & _reads(c))
-                    and not (set(c.written) & _reads(o))
-                    for o in prev
-                )
+                and all(isinstance(o, IKControl) and _independent(o, c) for o in prev)
+            ):
+                groups[-1].append(i)
+                continue
+        if groups and isinstance(c, SpringControl):
+            prev = [controls[j] for j in groups[-1]]
+            if all(
+                isinstance(o, SpringControl) and len(o.chain.path) == len(c.chain.path) and _independent(o, c)
+                for o in prev
             ):
                 groups[-1].append(i)
                 continue
@@ -366,7 +379,10 @@ class ControlStack:
     """Shared, immutable definition: a skeleton, its controls in run order and the prebuilt
     joint -> controls table. Build a new stack to change it; instances keep the one they got."""
 
-    __slots__ = ("skeleton", "controls", "_index", "groups", "joint_controls", "needs_time", "needs_placement", "_sealed")
+    __slots__ = (
+        "skeleton", "controls", "_index", "groups", "joint_controls", "needs_time", "needs_placement", "lineage",
+        "written", "moved", "_layouts", "_sealed",
+    )
 
     def __init__(self, skeleton: Skeleton, controls: Sequence[Control]) -> None:
         seen: set[str] = set()
@@ -395,6 +411,13 @@ class ControlStack:
         #: (springs, ground); evaluation skips that bookkeeping otherwise.
         self.needs_time: bool = any(isinstance(c, SpringControl) for c in self.controls)
         self.needs_placement: bool = any(isinstance(c, SpringControl | GroundControl) for c in self.controls)
+        #: The skeleton's parents and ancestor masks, for the working pose's placement cache.
+        self.lineage = Lineage.of(skeleton)
+        #: Per control (run order), the joints it may rotate and move (the properties, taken once).
+        self.written: tuple[tuple[int, ...], ...] = tuple(c.written for c in self.controls)
+        self.moved: tuple[tuple[int, ...], ...] = tuple(c.moved for c in self.controls)
+        #: Column layouts of the groups' blends by the members that ran (filled as they occur).
+        self._layouts: dict[tuple[int, ...], _Layout] = {}
         self._sealed = True
 
     def __setattr__(self, key: str, value: object) -> None:
@@ -420,6 +443,40 @@ class ControlStack:
     def instance(self) -> ControlInstance:
         """A fresh per-object state for this stack."""
         return ControlInstance(self)
+
+    def layout(self, active: tuple[int, ...]) -> _Layout:
+        """Where the candidates of the group members ``active`` go in the pose."""
+        hit = self._layouts.get(active)
+        if hit is None:
+            hit = self._layouts[active] = _Layout.of([self.written[i] for i in active], [self.moved[i] for i in active])
+        return hit
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """The joints a group's candidates write, side by side in member order: which members
+    rotate (``rot_members``) and move (``tr_members``), the joints (a list for the pose's
+    bookkeeping, an index array for numpy) and each member's column count."""
+
+    rot_members: tuple[int, ...]
+    rot_cols: list[int]
+    rot_index: NDArray[np.intp]
+    rot_widths: tuple[int, ...]
+    tr_members: tuple[int, ...]
+    tr_cols: list[int]
+    tr_index: NDArray[np.intp]
+    tr_widths: tuple[int, ...]
+
+    @classmethod
+    def of(cls, written: list[tuple[int, ...]], moved: list[tuple[int, ...]]) -> _Layout:
+        rot_m = tuple(m for m, w in enumerate(written) if w)
+        tr_m = tuple(m for m, w in enumerate(moved) if w)
+        rot_cols = [j for m in rot_m for j in written[m]]
+        tr_cols = [j for m in tr_m for j in moved[m]]
+        return cls(
+            rot_m, rot_cols, np.array(rot_cols, dtype=np.intp), tuple(len(written[m]) for m in rot_m),
+            tr_m, tr_cols, np.array(tr_cols, dtype=np.intp), tuple(len(moved[m]) for m in tr_m),
+        )
 
 
 @dataclass(frozen=True)
@@ -662,9 +719,13 @@ class ControlInstance:
     ) -> tuple[FloatArray | None, FloatArray | None]:
         """Per-frame ``dt`` (for smoothing) and scene times (for springs; NaN = unknown)."""
         if time is not None:
-            times = np.array(np.broadcast_to(np.asarray(time, dtype=np.float64), (frames,)))
-            previous = np.nan if self._clock is None else self._clock
-            dts = np.diff(np.concatenate([[previous], times]))
+            given = np.asarray(time, dtype=np.float64)
+            times = given.reshape(-1).copy() if given.size == frames else np.array(np.broadcast_to(given, (frames,)))
+            previous = math.nan if self._clock is None else self._clock
+            dts = np.empty(frames)
+            if frames:
+                dts[0] = times[0] - previous
+                dts[1:] = times[1:] - times[:-1]
         elif dt is not None:
             given = np.asarray(dt, dtype=np.float64)
             # A scalar dt (every live frame) is spread with one call; broadcast_to costs more.
@@ -719,7 +780,7 @@ class ControlInstance:
         and smoothing, which carry state by nature, run through the frames in order).
         """
         sk = self.stack.skeleton
-        pose = PoseBuffers(sk, rotations, translations, scales)
+        pose = PoseBuffers(sk, rotations, translations, scales, lineage=self.stack.lineage)
         frames = pose.frames
         n = len(sk)
         if coverage is None:
@@ -756,7 +817,7 @@ class ControlInstance:
             elif isinstance(first, GroundControl):
                 outputs = [self._run_ground(first, st0, pose, dts, places)]
             elif isinstance(first, SpringControl):
-                outputs = [self._run_spring(first, st0, pose, times, places)]
+                outputs = self._run_springs(active, pose, times, places)
             elif isinstance(first, InheritControl):
                 outputs = [_run_inherit(first, pose)]
             elif isinstance(first, FixedAxisControl):
@@ -781,69 +842,41 @@ class ControlInstance:
         Members of a group are independent (none writes what another reads), so their blends
         go in together: the same as running them one after the other."""
         frames = pose.frames
-        rot_cols: list[int] = []
-        rot_cands: list[FloatArray] = []
-        # Per control its frame mask and how many columns it spans (expanded only when needed).
-        rot_ok: list[tuple[BoolArray | None, int]] = []
-        rot_w: list[float] = []
-        tr_cols: list[int] = []
-        tr_cands: list[FloatArray] = []
-        tr_ok: list[tuple[BoolArray | None, int]] = []
-        tr_w: list[float] = []
-        oks: list[BoolArray | None] = []
-        for ci, out in zip(active, outputs, strict=True):
-            control = self.stack.controls[ci]
-            weight = self._states[ci].weight
-            # The usual frame is finite and not skipped: test that with one reduction per
-            # array before building the per-frame mask (a live frame pays per numpy call).
-            usable = np.isfinite(out.rotations).all() and not out.report.skipped.any()
-            if usable and out.translations is not None:
-                usable = bool(np.isfinite(out.translations).all())
-            # None marks "every frame usable", the common case, so the report stands as is.
-            ok: BoolArray | None = None
-            if not usable:
+        lay = self.stack.layout(tuple(active))
+        weights = [self._states[ci].weight for ci in active]
+        moves = [outputs[m].translations for m in lay.tr_members]
+        rot_cand = _joined([outputs[m].rotations for m in lay.rot_members])
+        tr_cand = _joined([t for t in moves if t is not None])
+        if len(moves) != sum(t is not None for t in moves):
+            raise RigError("a control that moves joints gave no translations")
+        # The usual frame: every candidate finite and no control skipped it. One reduction per
+        # array for the whole group (a live frame pays per numpy call), the per-frame masks
+        # only when that fails.
+        skipped = _joined([o.report.skipped for o in outputs], axis=0)
+        usable = (
+            not skipped.any()
+            and (rot_cand is None or bool(np.isfinite(rot_cand).all()))
+            and (tr_cand is None or bool(np.isfinite(tr_cand).all()))
+        )
+        # None marks "every frame usable", so the report stands as is.
+        oks: list[BoolArray | None] = [None] * len(outputs)
+        if not usable:
+            for m, out in enumerate(outputs):
                 ok = ~out.report.skipped & np.isfinite(out.rotations).all(axis=(1, 2))
                 if out.translations is not None:
                     ok &= np.isfinite(out.translations).all(axis=(1, 2))
-                if ok.all():
-                    ok = None
-            oks.append(ok)
-            if control.written:
-                rot_cols.extend(control.written)
-                rot_cands.append(out.rotations)
-                rot_ok.append((ok, len(control.written)))
-                rot_w.extend([weight] * len(control.written))
-            if control.moved and out.translations is not None:
-                tr_cols.extend(control.moved)
-                tr_cands.append(out.translations)
-                tr_ok.append((ok, len(control.moved)))
-                tr_w.extend([weight] * len(control.moved))
+                oks[m] = None if ok.all() else ok
         partial = any(o is not None for o in oks)
-        if rot_cols:
-            cand = rot_cands[0] if len(rot_cands) == 1 else np.concatenate(rot_cands, axis=1)
-            old = pose.rotations[:, rot_cols]
-            changed = np.any(cand != old, axis=-1)
-            if partial:
-                changed &= _column_masks(rot_ok, frames)
-            if changed.any():
-                w = np.array(rot_w)
-                blended = cand
-                if min(rot_w) < 1.0:
-                    blended = np.where((w >= 1.0)[:, None], cand, quat_slerp(old, cand, w))
-                pose.set_rotations(rot_cols, np.where(changed[..., None], blended, old))
-                before = cov[:, rot_cols]
-                cov[:, rot_cols] = np.where(changed, np.maximum(before, w), before)
-        if tr_cols:
-            cand = tr_cands[0] if len(tr_cands) == 1 else np.concatenate(tr_cands, axis=1)
-            old = pose.translations[:, tr_cols]
-            changed = np.any(cand != old, axis=-1)
-            if partial:
-                changed &= _column_masks(tr_ok, frames)
-            if changed.any():
-                w = np.array(tr_w)
-                blended = np.where((w >= 1.0)[:, None], cand, old + w[:, None] * (cand - old))
-                pose.set_translations(tr_cols, np.where(changed[..., None], blended, old))
-                cov[:, tr_cols] = np.where(changed, np.maximum(cov[:, tr_cols], w), cov[:, tr_cols])
+        if rot_cand is not None:
+            w = [weights[m] for m, width in zip(lay.rot_members, lay.rot_widths, strict=True) for _ in range(width)]
+            masks = _column_masks([(oks[m], k) for m, k in zip(lay.rot_members, lay.rot_widths, strict=True)], frames) if partial else None
+            _blend(pose.rotations, cov, lay.rot_cols, lay.rot_index, rot_cand, w, masks, pose.set_rotations, rotation=True)
+        if tr_cand is not None:
+            w = [weights[m] for m, width in zip(lay.tr_members, lay.tr_widths, strict=True) for _ in range(width)]
+            masks = _column_masks([(oks[m], k) for m, k in zip(lay.tr_members, lay.tr_widths, strict=True)], frames) if partial else None
+            _blend(pose.translations, cov, lay.tr_cols, lay.tr_index, tr_cand, w, masks, pose.set_translations, rotation=False)
+        if not partial:
+            return [o.report for o in outputs]
         result: list[ControlReport] = []
         for out, ok_or_none in zip(outputs, oks, strict=True):
             report = out.report
@@ -992,9 +1025,9 @@ class ControlInstance:
         valid = np.isfinite(target).all(axis=1)
         safe = target if valid.all() else np.where(valid[:, None], target, 0.0)
         solve = look_at(sk, control.chain, pose, safe)
-        keep = [k for k, w in enumerate(control.chain.weights) if w > 0.0]
+        keep = control.chain.turning
         ok = valid & solve.valid
-        return solve.rotations[:, keep], ControlReport(
+        return solve.rotations if len(keep) == solve.rotations.shape[1] else solve.rotations[:, keep], ControlReport(
             name=control.name,
             ran=ok,
             skipped=~ok,
@@ -1041,59 +1074,83 @@ class ControlInstance:
         tr = None if solve.pelvis_translation is None else solve.pelvis_translation[:, None]
         return _Output(solve.rotations, tr, report)
 
-    def _run_spring(
-        self, control: SpringControl, st: _State, pose: PoseBuffers, times: FloatArray | None, places: FloatArray
-    ) -> _Output:
-        state = st.runtime if isinstance(st.runtime, SpringState) else SpringState()
-        st.runtime = state
-        kin = PathKinematics(self.stack.skeleton, control.chain.path, pose)
-        animated = kin.points()
+    def _run_springs(
+        self, members: list[int], pose: PoseBuffers, times: FloatArray | None, places: FloatArray
+    ) -> list[_Output]:
+        """Simulate a group of independent spring chains of as many joints: each chain steps on
+        its own, their path kinematics and writeback go in one batched call (rows member-major,
+        ``frames`` rows per member, as for IK groups)."""
+        springs = [c for c in (self.stack.controls[i] for i in members) if isinstance(c, SpringControl)]
+        count = len(springs)
         frames = pose.frames
-        world = np.einsum("tij,tkj->tki", places[:, :3, :3], animated) + places[:, None, :3, 3]
-        usable = np.isfinite(world).all(axis=(1, 2)) & np.isfinite(places).all(axis=(1, 2))
+        kin = PathKinematics(self.stack.skeleton, [c.chain.path for c in springs], pose)
+        animated = kin.points()
+        points_n = animated.shape[1]
+        by_member = animated.reshape(count, frames, points_n, 3)
+        lin = places[:, :3, :3]
+        world = np.einsum("tij,mtkj->mtki", lin, by_member) + places[None, :, None, :3, 3]
+        usable = np.isfinite(world).all(axis=(2, 3)) & np.isfinite(places).all(axis=(1, 2))[None]
         simulated = world.copy()
-        reset = np.full(frames, "", dtype="<U10")
-        recomputed = np.zeros(frames, dtype=bool)
-        substeps = np.zeros(frames, dtype=np.int64)
-        for t in range(frames):
-            if not usable[t]:
-                # A non-finite input frame is skipped and leaves the state as it was.
-                continue
-            when = None if times is None or not math.isfinite(float(times[t])) else float(times[t])
-            step = advance(control.chain, state, when, world[t])
-            simulated[t] = step.points
-            reset[t] = step.reset
-            recomputed[t] = step.recomputed
-            substeps[t] = step.substeps
+        # Per member and frame, gathered as Python values and turned into arrays once.
+        resets = [[""] * frames for _ in range(count)]
+        again = [[False] * frames for _ in range(count)]
+        steps = [[0] * frames for _ in range(count)]
+        clock = [None if t is None or not math.isfinite(t) else t for t in ([None] * frames if times is None else times.tolist())]
+        for m, c in enumerate(springs):
+            st = self._states[members[m]]
+            state = st.runtime if isinstance(st.runtime, SpringState) else SpringState()
+            st.runtime = state
+            rows = world[m].tolist()
+            ok = usable[m].tolist()
+            for t in range(frames):
+                if not ok[t]:
+                    # A non-finite input frame is skipped and leaves the state as it was.
+                    continue
+                step = advance_rows(c.chain, state, clock[t], rows[t])
+                simulated[m, t] = step.points
+                resets[m][t] = step.reset
+                again[m][t] = step.recomputed
+                steps[m][t] = step.substeps
+        reset = np.array(resets, dtype="<U10")
+        recomputed = np.array(again, dtype=bool)
+        substeps = np.array(steps, dtype=np.int64)
         # Every frame usable is the live case: spare it the masking (numpy's per-call overhead).
         all_usable = bool(usable.all())
-        inv = np.linalg.inv(places if all_usable else np.where(usable[:, None, None], places, np.eye(4)))
-        points = np.einsum("tij,tkj->tki", inv[:, :3, :3], simulated) + inv[:, None, :3, 3]
+        safe = places if all_usable else np.where(np.isfinite(places).all(axis=(1, 2))[:, None, None], places, np.eye(4))
+        inv = np.linalg.inv(safe)
+        points = np.einsum("tij,mtkj->mtki", inv[:, :3, :3], simulated) + inv[None, :, None, :3, 3]
         if not all_usable:
-            points = np.where(usable[:, None, None], points, animated)
-        rot, got, _ = kin.rotations_from_points(points)
+            points = np.where(usable[..., None, None], points, by_member)
+        rot, got, _ = kin.rotations_from_points(points.reshape(count * frames, points_n, 3))
         # The miss per point and the segment lengths before and after, in one norm call (the
         # same per-row arithmetic as three).
-        n = animated.shape[1] - 1
+        n = points_n - 1
+        flat = points.reshape(count * frames, points_n, 3)
         norms = np.linalg.norm(
-            np.concatenate([got - points, np.diff(animated, axis=1), np.diff(got, axis=1)], axis=1), axis=-1
+            np.concatenate([got - flat, np.diff(animated, axis=1), np.diff(got, axis=1)], axis=1), axis=-1
         )
-        residual = norms[:, : n + 1].max(axis=1)
+        residual = norms[:, : n + 1].max(axis=1).reshape(count, frames)
         before, after = norms[:, n + 1 : 2 * n + 1], norms[:, 2 * n + 1 :]
-        length_error = (np.abs(after - before) / np.maximum(before, 1e-300)).max(axis=1)
-        report = ControlReport(
-            name=control.name,
-            ran=usable,
-            skipped=~usable,
-            residual=residual,
-            iterations=substeps,
-            converged=usable,
-            limited=np.zeros(frames, dtype=bool),
-            details=MappingProxyType(
-                {"reset": reset, "recomputed": recomputed, "length_error": length_error, "points": points}
-            ),
-        )
-        return _Output(rot if all_usable else np.where(usable[:, None, None], rot, np.nan), None, report)
+        length_error = (np.abs(after - before) / np.maximum(before, 1e-300)).max(axis=1).reshape(count, frames)
+        rot = rot.reshape(count, frames, n, 4)
+        if not all_usable:
+            rot = np.where(usable[..., None, None], rot, np.nan)
+        out: list[_Output] = []
+        for m, c in enumerate(springs):
+            report = ControlReport(
+                name=c.name,
+                ran=usable[m],
+                skipped=~usable[m],
+                residual=residual[m],
+                iterations=substeps[m],
+                converged=usable[m],
+                limited=np.zeros(frames, dtype=bool),
+                details=MappingProxyType(
+                    {"reset": reset[m], "recomputed": recomputed[m], "length_error": length_error[m], "points": points[m]}
+                ),
+            )
+            out.append(_Output(rot[m], None, report))
+        return out
 
     def _run_closure(self, control: ClosureControl, st: _State, pose: PoseBuffers, dts: FloatArray | None) -> _Output:
         assert st.target is not None and st.second is not None
@@ -1152,6 +1209,59 @@ def _run_fixed_axis(control: FixedAxisControl, pose: PoseBuffers) -> _Output:
         control.name, yes, ~yes, np.zeros(frames), np.ones(frames, dtype=np.int64), yes.copy(), ~yes
     )
     return _Output(rot, None, report)
+
+
+def _joined(arrays: list[FloatArray] | list[BoolArray], axis: int = 1) -> Any:
+    """The arrays side by side along ``axis`` (``None`` for none; one is used as it is)."""
+    if not arrays:
+        return None
+    return arrays[0] if len(arrays) == 1 else np.concatenate(arrays, axis=axis)
+
+
+def _blend(
+    values: FloatArray,
+    cov: FloatArray,
+    cols: list[int],
+    index: NDArray[np.intp],
+    cand: FloatArray,
+    weights: list[float],
+    masks: BoolArray | None,
+    write: Callable[..., None],
+    rotation: bool,
+) -> None:
+    """Blend candidates ``(T, C, w)`` of columns ``cols`` (``index`` the same as an array) into
+    ``values`` (through ``write``) by their weights, where they differ from the current values
+    (and ``masks`` allows), and raise those columns' coverage to the weights.
+
+    The usual live frame changes every column at full weight: it writes the candidates as they
+    are, which is what the masked blend gives then, in a third of the numpy calls."""
+    old = values[:, index]
+    changed = (cand != old).any(axis=-1)
+    if masks is not None:
+        changed &= masks
+    full = min(weights) >= 1.0
+    if changed.all():
+        w = np.array(weights)
+        write(cols, cand if full else _weighted(old, cand, w, rotation), index=index)
+        cov[:, index] = np.maximum(cov[:, index], w)
+        return
+    if not changed.any():
+        return
+    w = np.array(weights)
+    blended = cand if full else _weighted(old, cand, w, rotation)
+    write(cols, np.where(changed[..., None], blended, old), index=index)
+    before = cov[:, index]
+    cov[:, index] = np.where(changed, np.maximum(before, w), before)
+
+
+def _weighted(old: FloatArray, cand: FloatArray, w: FloatArray, rotation: bool) -> FloatArray:
+    """Each column moved from ``old`` toward ``cand`` by its weight ``w`` ``(C,)``: slerp for
+    rotations, linear for translations; weight 1 gives the candidate itself."""
+    if rotation:
+        out: FloatArray = np.where((w >= 1.0)[:, None], cand, quat_slerp(old, cand, w))
+    else:
+        out = np.where((w >= 1.0)[:, None], cand, old + w[:, None] * (cand - old))
+    return out
 
 
 def _column_masks(masks: list[tuple[BoolArray | None, int]], frames: int) -> BoolArray:

@@ -28,7 +28,8 @@ all in world space. Per frame and foot:
 4. *Lift.* The vertical offset that puts the tilted sole at its animated clearance above the
    smoothed plane, clamped to ``+-max_offset``; never so low that the sole is below the ground
    actually hit (a late plane would sink the foot). On the animation's floor it is 0, so with no
-   ground the foot returns to its animation.
+   ground the foot returns to its animation; a lift within the rounding of a single-precision hit
+   (Blender's ray casts) counts as none.
 5. *Pelvis.* Aimed at the lowest negative lift (0 when none is negative) and smoothed with
    its own time constant, never above its animated height; lowered further, at once, when a leg
    could not reach its target otherwise (a smoothing lag must not leave a foot hanging); never
@@ -62,7 +63,10 @@ RayCast = Callable[[FloatArray, FloatArray, FloatArray], tuple[ArrayLike, ArrayL
 #: The largest foot tilt SPEC 7.4 allows.
 MAX_TILT = math.radians(35.0)
 _EPS = 1e-12
+#: Relative rounding of a ray's hit height: four units in the last place of single precision.
+_HIT_ROUNDING = 2.0**-21
 _Z = np.array([0.0, 0.0, 1.0])
+_DOWN = np.array([[0.0, 0.0, -1.0]])
 
 
 def _readonly(a: FloatArray) -> FloatArray:
@@ -226,11 +230,11 @@ def _infer_forward(skeleton: Skeleton, legs: list[GroundLeg], rest: FloatArray, 
 
 @dataclass
 class GroundMemory:
-    """Per-instance smoothing state: the ground plane under each foot (world normals ``(L, 3)``
-    and offsets ``(L,)``) and the pelvis offset."""
+    """Per-instance smoothing state: the ground plane under each foot (world normals and
+    offsets, one per leg) and the pelvis offset."""
 
-    normal: FloatArray | None = None
-    offset: FloatArray | None = None
+    normal: list[tuple[float, float, float]] | None = None
+    offset: list[float] | None = None
     pelvis: float | None = None
 
 
@@ -266,7 +270,7 @@ def _probe(
     ray_cast: RayCast, origins: FloatArray, distance: FloatArray
 ) -> tuple[BoolArray, FloatArray, FloatArray]:
     n = origins.shape[0]
-    directions = np.broadcast_to(-_Z, (n, 3)).copy()
+    directions = np.repeat(_DOWN, n, axis=0)
     hit_raw, pts_raw, nrm_raw = ray_cast(origins, directions, distance)
     hit = np.asarray(hit_raw, dtype=bool).reshape(-1)
     pts = np.asarray(pts_raw, dtype=np.float64)
@@ -276,8 +280,10 @@ def _probe(
             f"ray_cast must return hit ({n},), points ({n}, 3) and normals ({n}, 3), got {hit.shape}, {pts.shape}, {nrm.shape}"
         )
     # A hit with a non-finite point or normal, or beyond the probe, counts as a miss.
-    ok = hit & np.isfinite(pts).all(axis=1) & np.isfinite(nrm).all(axis=1) & (np.linalg.norm(nrm, axis=1) > 1e-9)
+    ok = hit & np.isfinite(np.concatenate([pts, nrm], axis=1)).all(axis=1) & (np.sqrt(np.einsum("ij,ij->i", nrm, nrm)) > 1e-9)
     ok &= (origins[:, 2] - pts[:, 2]) <= distance * (1.0 + 1e-9)
+    if ok.all():
+        return ok, pts, nrm
     return ok, np.where(ok[:, None], pts, 0.0), np.where(ok[:, None], nrm, _Z)
 
 
@@ -286,6 +292,168 @@ def _alpha(dt: float | None, tau: float) -> float:
     if tau <= 0.0 or dt is None or not math.isfinite(dt) or dt < 0.0:
         return 1.0
     return 1.0 - math.exp(-dt / tau)
+
+
+Vec = tuple[float, float, float]
+
+
+def _smooth_ground(
+    rig: GroundRig,
+    memory: GroundMemory,
+    table: list[list[list[float]]],
+    floor: list[float],
+    scale: list[float],
+    up: list[list[float]],
+    valid: list[bool],
+    dts: list[float] | None,
+    smooth_time: float,
+    pelvis_smooth_time: float,
+) -> tuple[list[list[float]], list[list[list[float]]], list[list[float]], list[list[float]], list[float], list[list[bool]]]:
+    """The ground under each foot, smoothed frame after frame (the state carries across calls
+    in ``memory``), and the lifts and pelvis offset it asks for. The plane is what is smoothed,
+    not the lift: on a planar slope it does not change while the body moves over it, so a
+    planted foot does not lag, while a step edge or a missed ray still eases in.
+
+    ``table[t][leg]`` holds whether the ray hit, the hit point and normal (world, 3 each), the
+    animated clearance, the sole and ankle (world, 3 each) and the hip, knee and ankle
+    (skeleton, 3 each); per frame, ``floor`` is the animation's floor height (world),
+    ``scale`` the world units per skeleton unit vertically and ``up`` world up in skeleton space.
+
+    Returns per leg and frame the applied tilt (world radians), the smoothed normal, the raw and
+    smoothed lifts (skeleton units; NaN on skipped frames), per frame the pelvis offset, and per
+    leg and frame whether the hit normal was steeper than the tilt allows."""
+    frames = len(table)
+    count = len(rig.legs)
+    tilt = [[0.0] * frames for _ in range(count)]
+    normal: list[list[list[float]]] = [[[0.0, 0.0, 1.0] for _ in range(frames)] for _ in range(count)]
+    raw = [[math.nan] * frames for _ in range(count)]
+    lift_s = [[math.nan] * frames for _ in range(count)]
+    capped = [[False] * frames for _ in range(count)]
+    pelvis_off = [math.nan] * frames
+    n_mem, d_mem, pelvis_mem = memory.normal, memory.offset, memory.pelvis
+    max_tilt, probe_height, max_offset = rig.max_tilt, rig.probe_height, rig.max_offset
+    for t in range(frames):
+        rows = table[t]
+        # Steepness is reported for every frame the ray hit; the rest waits for a usable pose.
+        for k in range(count):
+            row = rows[k]
+            if row[0]:
+                nz = row[6] / _length(row[4], row[5], row[6])
+                capped[k][t] = math.acos(min(max(abs(nz), -1.0), 1.0)) > max_tilt + 1e-12
+        if not valid[t]:
+            # A frame with a non-finite pose is skipped and leaves the memory alone.
+            continue
+        dt = None if dts is None else dts[t]
+        a_foot = _alpha(dt, smooth_time)
+        sc = scale[t]
+        bound = max_offset * sc
+        reach = probe_height * sc
+        n_new: list[Vec] = []
+        d_new: list[float] = []
+        lows: list[float] = []
+        for k in range(count):
+            (hit, px, py, pz, rx, ry, rz, keep, sx, sy, sz, ax, ay, az) = rows[k][:14]
+            # The ground under the foot as a world plane n . p = d, its normal pointing up; a
+            # missed ray aims at the plane that gives no lift (the animation's floor, level).
+            if hit:
+                length = _length(rx, ry, rz)
+                ntx, nty, ntz = rx / length, ry / length, rz / length
+                if ntz < 0.0:
+                    ntx, nty, ntz = -ntx, -nty, -ntz
+                d_t = ntx * px + nty * py + ntz * pz
+            else:
+                ntx, nty, ntz, d_t = 0.0, 0.0, 1.0, floor[t]
+            if n_mem is None or d_mem is None:
+                nx, ny, nz, d_s = ntx, nty, ntz, d_t
+            else:
+                mx, my, mz = n_mem[k]
+                vx, vy, vz = mx + a_foot * (ntx - mx), my + a_foot * (nty - my), mz + a_foot * (ntz - mz)
+                length = _length(vx, vy, vz)
+                nx, ny, nz = vx / length, vy / length, vz / length
+                d_s = d_mem[k] + a_foot * (d_t - d_mem[k])
+            n_new.append((nx, ny, nz))
+            d_new.append(d_s)
+            # Tilt from up toward the smoothed normal, capped, fading with clearance.
+            angle = min(math.acos(min(max(nz, -1.0), 1.0)), max_tilt)
+            fade = min(max(1.0 - max(keep, 0.0) / reach, 0.0), 1.0)
+            applied = angle * fade
+            tilt[k][t] = applied
+            normal[k][t] = [nx, ny, nz]
+            # About up x normal = (-ny, nx, 0), unit.
+            length = math.sqrt(ny * ny + nx * nx)
+            length = length if length > _EPS else 1.0
+            half = 0.5 * applied
+            sine = math.sin(half)
+            w, qx, qy = math.cos(half), sine * (-ny / length), sine * (nx / length)
+            # The sole turned about the ankle: v + w t + q x t with t = 2 q x v (q has no z).
+            vx, vy, vz = sx - ax, sy - ay, sz - az
+            tx, ty, tz = 2.0 * (qy * vz), 2.0 * (-(qx * vz)), 2.0 * (qx * vy - qy * vx)
+            ux, uy, uz = vx + w * tx + qy * tz, vy + w * ty - qx * tz, vz + w * tz + (qx * ty - qy * tx)
+            ux, uy, uz = ux + ax, uy + ay, uz + az
+            # The vertical move that puts the tilted sole at its animated clearance above the
+            # plane (measured along the normal), and the one that just touches the ground
+            # actually hit. A sole animated below its floor is raised by the touch bound where
+            # there is ground, and left alone where there is none. The sole's height above the
+            # hit plane serves both the target and the touch bound.
+            above_t = ntx * ux + nty * uy + ntz * uz - d_t
+            slope_t = max(ntz, 1e-6)
+            lift = min(max((keep - (nx * ux + ny * uy + nz * uz - d_s)) / max(nz, 1e-6), -bound), bound)
+            target = min(max((keep - above_t) / slope_t, -bound), bound)
+            if hit:
+                lift = max(lift, min(max(-above_t / slope_t, -bound), bound))
+            # Rounding is no reason to move a foot (or, through the lowest foot, the pelvis) on
+            # the floor the animation was made on: neither the plane arithmetic's nor the hit's,
+            # which Blender's ray casts give in single precision (a few units in the last place
+            # of the ray's height above the world origin).
+            if abs(lift) < _HIT_ROUNDING * (abs(sz) + reach):
+                lift = 0.0
+            raw[k][t] = target / sc
+            lows.append(lift / sc)
+            lift_s[k][t] = lows[-1]
+        n_mem, d_mem = n_new, d_new
+        if rig.pelvis >= 0:
+            ux, uy, uz = up[t]
+            goal = min(0.0, min(lows))
+            p = goal if pelvis_mem is None else pelvis_mem + _alpha(dt, pelvis_smooth_time) * (goal - pelvis_mem)
+            # Lower further, at once, if a leg could not reach its target otherwise: solve
+            # |hip - d up - goal|^2 = reach^2 for the smallest drop d.
+            most = -math.inf
+            for k in range(count):
+                hx, hy, hz, kx, ky, kz, fx, fy, fz = rows[k][14:23]
+                # How far the leg may be asked to extend: just short of straight, or as far as
+                # the animation itself extends it (a straight mocap leg is not a reason to lower
+                # the pelvis).
+                extent = max(
+                    (_distance(hx, hy, hz, kx, ky, kz) + _distance(kx, ky, kz, fx, fy, fz)) * (1.0 - 1e-6),
+                    _distance(hx, hy, hz, fx, fy, fz),
+                )
+                s = lows[k]
+                wx = hx + p * ux - (fx + s * ux)
+                wy = hy + p * uy - (fy + s * uy)
+                wz = hz + p * uz - (fz + s * uz)
+                along = wx * ux + wy * uy + wz * uz
+                disc = along * along - ((wx * wx + wy * wy + wz * wz) - extent * extent)
+                need = along - math.sqrt(max(disc, 0.0)) if disc >= 0.0 else along
+                # A leg already at its allowed extent asks for rounding, not for a drop.
+                most = max(most, need if need > 1e-9 * extent else 0.0)
+            p = min(p - most, 0.0)
+            pelvis_mem = p
+            pelvis_off[t] = p
+        else:
+            pelvis_off[t] = 0.0
+    memory.normal, memory.offset, memory.pelvis = n_mem, d_mem, pelvis_mem
+    return tilt, normal, raw, lift_s, pelvis_off, capped
+
+
+def _distance(ax: float, ay: float, az: float, bx: float, by: float, bz: float) -> float:
+    dx, dy, dz = bx - ax, by - ay, bz - az
+    return math.sqrt(dx * dx + dy * dy + dz * dz)
+
+
+def _length(x: float, y: float, z: float) -> float:
+    """Length of a vector, or 1 for one too short to have a direction (it is then left as is)."""
+    n = math.sqrt(x * x + y * y + z * z)
+    return n if n > _EPS else 1.0
 
 
 def adapt_to_ground(
@@ -309,14 +477,16 @@ def adapt_to_ground(
     if placement.shape != (frames, 4, 4):
         raise ValueError(f"placement must have shape ({frames}, 4, 4), got {placement.shape}")
     lin = placement[:, :3, :3]
-    up_raw = np.linalg.solve(lin, np.broadcast_to(_Z, (frames, 3))[..., None])[..., 0]
+    up_raw = np.linalg.solve(lin, _Z[None])
     scale = 1.0 / np.linalg.norm(up_raw, axis=1)  # world units per skeleton unit, vertically
     up = up_raw * scale[:, None]  # (T, 3) world up in skeleton space
 
     kin = PathKinematics(skeleton, [leg.path for leg in legs], pose)
-    pts = kin.points().reshape(count, frames, 3, 3)
+    walked, shins = kin.walk()
+    pts = walked.reshape(count, frames, 3, 3)
     ankle = pts[:, :, 2]  # (L, T, 3)
-    feet = np.stack([pose.world(leg.foot) for leg in legs])  # (L, T, 4, 4)
+    # Each foot placed by its shin, which the walk down the leg has just placed.
+    feet = shins.reshape(count, frames, 4, 4) @ np.swapaxes(pose.attached[:, [leg.foot for leg in legs]], 0, 1)
     sole = np.einsum("ltij,lj->lti", feet[..., :3, :3], np.stack([leg.sole for leg in legs])) + feet[..., :3, 3]
     floor_point = rig.floor_point
 
@@ -325,144 +495,87 @@ def adapt_to_ground(
     ankle_w = np.einsum("tij,ltj->lti", lin, ankle) + placement[None, :, :3, 3]
     floor_w = (placement[:, :3, :3] @ floor_point + placement[:, :3, 3])[:, 2]  # (T,)
     clearance_w = sole_w[..., 2] - floor_w[None]
-    reach = np.broadcast_to(rig.probe_height * scale, (count, frames))
-    origins = sole_w + reach[..., None] * _Z
-    hit_f, pts_w, nrm_w = _probe(ray_cast, origins.reshape(-1, 3), (2.0 * reach).reshape(-1))
+    reach = rig.probe_height * scale
+    origins = sole_w.copy()
+    origins[..., 2] += reach[None]
+    hit_f, pts_w, nrm_w = _probe(ray_cast, origins.reshape(-1, 3), np.tile(2.0 * reach, count))
     hit = hit_f.reshape(count, frames)
-    nrm_w = _unit_rows(nrm_w.reshape(count, frames, 3))
-    nrm_w = np.where((nrm_w[..., 2] < 0.0)[..., None], -nrm_w, nrm_w)
-    # The ground under each foot as a world plane n . p = d; a missed ray aims at the plane
-    # that gives no lift (the animation's floor, horizontal).
-    plane_n = np.where(hit[..., None], nrm_w, _Z)
-    plane_d = np.where(hit, np.einsum("lti,lti->lt", nrm_w, pts_w.reshape(count, frames, 3)), floor_w[None])
-    capped = hit & (np.arccos(np.clip(plane_n[..., 2], -1.0, 1.0)) > rig.max_tilt + 1e-12)
-    valid = (
-        np.isfinite(sole_w).all(axis=-1)
-        & np.isfinite(ankle_w).all(axis=-1)
-        & np.isfinite(pts[:, :, 0]).all(axis=-1)
-        & np.isfinite(up).all(axis=-1)[None]
-    ).all(axis=0)
-
-    # Smoothing, frame after frame (cheap per frame; the state carries across calls). The
-    # plane is what is smoothed, not the lift: on a planar slope it does not change while the
-    # body moves over it, so a planted foot does not lag, while a step edge or a missed ray
-    # still eases in.
-    lift_s = np.full((count, frames), np.nan)
-    raw = np.full((count, frames), np.nan)
-    tilt_w = np.zeros((count, frames))
-    tilt_normal = np.broadcast_to(_Z, (count, frames, 3)).copy()
-    pelvis_off = np.full(frames, np.nan)
-    n_mem, d_mem, pelvis_mem = memory.normal, memory.offset, memory.pelvis
-    lengths = kin.lengths().reshape(count, frames, 2).sum(axis=-1)
-    hips = pts[:, :, 0]
-    # How far each leg may be asked to extend: just short of straight, or as far as the
-    # animation itself extends it (a straight mocap leg is not a reason to lower the pelvis).
-    extent = np.maximum(lengths * (1.0 - 1e-6), np.linalg.norm(ankle - hips, axis=-1))
-    bound_w = rig.max_offset * scale
-    for t in range(frames):
-        if not valid[t]:
-            # A frame with a non-finite pose is skipped and leaves the memory alone.
-            continue
-        dt = None if dts is None else float(dts[t])
-        a_foot = _alpha(dt, smooth_time)
-        n_t, d_t = plane_n[:, t], plane_d[:, t]
-        if n_mem is None or d_mem is None:
-            n_s, d_s = n_t, d_t
-        else:
-            n_s = _unit_rows(n_mem + a_foot * (n_t - n_mem))
-            d_s = d_mem + a_foot * (d_t - d_mem)
-        n_mem, d_mem = n_s, d_s
-        # Tilt from up toward the smoothed normal, capped, fading with clearance.
-        angle = np.minimum(np.arccos(np.clip(n_s[:, 2], -1.0, 1.0)), rig.max_tilt)
-        fade = np.clip(1.0 - np.maximum(clearance_w[:, t], 0.0) / (rig.probe_height * scale[t]), 0.0, 1.0)
-        applied = angle * fade
-        tilt_w[:, t] = applied
-        tilt_normal[:, t] = n_s
-        axis = _unit_rows(cross(np.broadcast_to(_Z, n_s.shape), n_s))
-        q = np.concatenate([np.cos(0.5 * applied)[:, None], np.sin(0.5 * applied)[:, None] * axis], axis=1)
-        turned = _rotate_rows(q, sole_w[:, t] - ankle_w[:, t]) + ankle_w[:, t]
-        # The vertical move that puts the tilted sole at its animated clearance above the plane
-        # (measured along the normal), and the one that just touches the ground actually hit.
-        # A sole animated below its floor is raised by the touch bound where there is ground,
-        # and left alone where there is none.
-        keep = clearance_w[:, t]
-        # The sole's height above the hit plane serves both the target and the touch bound.
-        above_t = np.einsum("li,li->l", n_t, turned) - d_t
-        slope_t = np.maximum(n_t[:, 2], 1e-6)
-        lift = np.clip((keep - (np.einsum("li,li->l", n_s, turned) - d_s)) / np.maximum(n_s[:, 2], 1e-6), -bound_w[t], bound_w[t])
-        target = np.clip((keep - above_t) / slope_t, -bound_w[t], bound_w[t])
-        touch = np.clip(-above_t / slope_t, -bound_w[t], bound_w[t])
-        lift = np.where(hit[:, t], np.maximum(lift, touch), lift)
-        # Rounding in the plane arithmetic is no reason to move a foot (or, through the lowest
-        # foot, the pelvis) on the floor the animation was made on.
-        lift = np.where(np.abs(lift) < 1e-12 * rig.probe_height * scale[t], 0.0, lift)
-        raw[:, t] = target / scale[t]
-        s = lift / scale[t]
-        lift_s[:, t] = s
-        if rig.pelvis >= 0:
-            u = up[t]
-            goal = min(0.0, float(s.min()))
-            p = goal if pelvis_mem is None else pelvis_mem + _alpha(dt, pelvis_smooth_time) * (goal - pelvis_mem)
-            # Lower further, at once, if a leg could not reach its target otherwise: solve
-            # |hip - d up - goal|^2 = reach^2 for the smallest drop d.
-            w = hips[:, t] + p * u - (ankle[:, t] + s[:, None] * u)
-            along = w @ u
-            disc = along**2 - (np.einsum("li,li->l", w, w) - extent[:, t] ** 2)
-            need = np.where(disc >= 0.0, along - np.sqrt(np.maximum(disc, 0.0)), along)
-            # A leg already at its allowed extent asks for rounding, not for a drop.
-            need = np.where(need > 1e-9 * extent[:, t], need, 0.0)
-            p = min(p - float(need.max()), 0.0)
-            pelvis_mem = p
-            pelvis_off[t] = p
-        else:
-            pelvis_off[t] = 0.0
-    memory.normal, memory.offset, memory.pelvis = n_mem, d_mem, pelvis_mem
-    # The tilt as a skeleton-space turn: from up toward the smoothed normal (normals map with
-    # the transpose of the object's linear part).
-    n_skel = _unit_rows(np.einsum("tji,ltj->lti", lin, tilt_normal))
-    axis_skel = _unit_rows(cross(np.broadcast_to(up, n_skel.shape), n_skel))
-    tilt_s = np.concatenate([np.cos(0.5 * tilt_w)[..., None], np.sin(0.5 * tilt_w)[..., None] * axis_skel], axis=-1)
-
-    work = pose.copy()
-    pelvis_tr: FloatArray | None = None
-    if rig.pelvis >= 0:
-        parent = int(skeleton.parents[rig.pelvis])
-        frame = skeleton.parent_frames[rig.pelvis]
-        base = frame if parent < 0 else pose.world(parent) @ frame
-        base_lin = np.broadcast_to(base[..., :3, :3], (frames, 3, 3))
-        drop = np.where(valid, pelvis_off, 0.0)
-        shift = np.linalg.solve(base_lin, (drop[:, None] * np.where(valid[:, None], up, 0.0))[..., None])[..., 0]
-        pelvis_tr = pose.translations[:, rig.pelvis] + shift
-        work.set_translations([rig.pelvis], pelvis_tr[:, None])
-    # Only the pelvis (above every leg) moved: the legs' own parts are kin's.
-    kin2 = kin.rebased(work)
-    # Skipped frames aim at their own ankle so nothing non-finite enters the solve; they are
-    # marked non-finite again at the end.
-    targets = np.where(valid[None, :, None], ankle + np.nan_to_num(lift_s)[..., None] * up[None], ankle).reshape(-1, 3)
-    knee = kin2.points()[:, 1]
-    fwd_frame = (
-        work.world(rig.facing_joint)[:, :3, :3] if rig.facing_joint >= 0 else np.broadcast_to(np.eye(3), (frames, 3, 3))
+    # Per frame and leg, what the per-foot arithmetic reads, as Python floats in one table: it
+    # is a handful of operations per foot, and the smoothing recursion is sequential by nature,
+    # while a live frame pays per numpy call, not per float operation.
+    table = np.concatenate(
+        [hit[..., None], pts_w.reshape(count, frames, 3), nrm_w.reshape(count, frames, 3), clearance_w[..., None],
+         sole_w, ankle_w, pts.reshape(count, frames, 9)],
+        axis=-1,
     )
-    fwd = fwd_frame @ rig.forward
-    fwd = fwd - np.einsum("ti,ti->t", fwd, up)[:, None] * up
-    fwd_ok = np.linalg.norm(fwd, axis=1) > 1e-6
-    # Facing straight up or down has no horizontal forward: the pole is then unusable (NaN)
-    # and the solver keeps the existing bend.
-    fwd = np.where(fwd_ok[:, None], _unit_rows(fwd), np.nan)
-    pole = knee + np.tile(fwd, (count, 1)) * lengths.reshape(-1)[:, None]
-    solve = solve_path_ik(kin2, targets, solver="two_bone", pole=pole, tolerance=tolerance)
-    foot_lin = feet[..., :3, :3]
-    foot_lin = foot_lin / np.linalg.norm(foot_lin, axis=-2, keepdims=True)
-    wanted = quat_mul(tilt_s, quat_from_rotation_matrix(foot_lin)).reshape(-1, 4)
-    foot_rot = end_rotations(skeleton, [leg.foot for leg in legs], solve.tip, wanted)
-    rot = np.empty((frames, 3 * count, 4))
-    leg_rot = solve.rotations.reshape(count, frames, 2, 4)
-    foot_rot = foot_rot.reshape(count, frames, 4)
+    valid = np.isfinite(table).all(axis=(0, 2)) & np.isfinite(up).all(axis=1)
+    smoothed = _smooth_ground(
+        rig, memory, table.transpose(1, 0, 2).tolist(), floor_w.tolist(), scale.tolist(), up.tolist(), valid.tolist(),
+        None if dts is None else dts.tolist(), smooth_time, pelvis_smooth_time,
+    )
+    tilt_w, tilt_normal, raw, lift_s, pelvis_off, capped = (np.array(a) for a in smoothed)
+    pelvis_tr: FloatArray | None = None
+    if valid.all() and not lift_s.any() and not (rig.pelvis >= 0 and pelvis_off.any()):
+        # Nothing lifted and the pelvis where it was (the character on its own floor): each
+        # ankle's target is where it is, which the solve keeps as it is (the same arithmetic
+        # below gives exactly that), so the legs need no pole and no rebased pelvis.
+        if rig.pelvis >= 0:
+            pelvis_tr = pose.translations[:, rig.pelvis].copy()
+        solve = solve_path_ik(kin, ankle.reshape(-1, 3), solver="two_bone", tolerance=tolerance)
+    else:
+        work = pose.copy()
+        if rig.pelvis >= 0:
+            parent = int(skeleton.parents[rig.pelvis])
+            frame = skeleton.parent_frames[rig.pelvis]
+            base = frame if parent < 0 else pose.world(parent) @ frame
+            base_lin = np.broadcast_to(base[..., :3, :3], (frames, 3, 3))
+            drop = np.where(valid, pelvis_off, 0.0)
+            shift = np.linalg.solve(base_lin, (drop[:, None] * np.where(valid[:, None], up, 0.0))[..., None])[..., 0]
+            pelvis_tr = pose.translations[:, rig.pelvis] + shift
+            work.set_translations([rig.pelvis], pelvis_tr[:, None])
+        # Only the pelvis (above every leg) moved: the legs' own parts are kin's.
+        kin2 = kin.rebased(work)
+        # Skipped frames aim at their own ankle so nothing non-finite enters the solve; they are
+        # marked non-finite again at the end.
+        lifted = ankle + np.where(valid[None], lift_s, 0.0)[..., None] * up[None]
+        targets = (lifted if valid.all() else np.where(valid[None, :, None], lifted, ankle)).reshape(-1, 3)
+        points = kin2.points()
+        pole: FloatArray | None = None
+        # The solve keeps every leg whose ankle is within tolerance of its target (the same
+        # test as its own): the pole is needed only when some leg moves.
+        gap = points[:, -1] - targets
+        if not (np.sqrt(np.einsum("ti,ti->t", gap, gap)) <= tolerance).all():
+            fwd_frame = (
+                work.world(rig.facing_joint)[:, :3, :3] if rig.facing_joint >= 0 else np.broadcast_to(np.eye(3), (frames, 3, 3))
+            )
+            fwd = fwd_frame @ rig.forward
+            fwd = fwd - np.einsum("ti,ti->t", fwd, up)[:, None] * up
+            fwd_ok = np.linalg.norm(fwd, axis=1) > 1e-6
+            # Facing straight up or down has no horizontal forward: the pole is then unusable
+            # (NaN) and the solver keeps the existing bend.
+            fwd = np.where(fwd_ok[:, None], _unit_rows(fwd), np.nan)
+            lengths = kin.lengths().sum(axis=-1)
+            pole = points[:, 1] + np.tile(fwd, (count, 1)) * lengths[:, None]
+        solve = solve_path_ik(kin2, targets, solver="two_bone", pole=pole, tolerance=tolerance)
     # A leg left as it was with no tilt keeps its foot's rotation bit for bit (the round trip
     # through the world orientation would cost it rounding, and mark it changed).
     untouched = solve.kept.reshape(count, frames) & (tilt_w < 1e-12)
-    animated_feet = np.stack([pose.rotations[:, leg.foot] for leg in legs])
-    foot_rot = np.where(untouched[..., None], animated_feet, foot_rot)
+    animated_feet = np.swapaxes(pose.rotations[:, [leg.foot for leg in legs]], 0, 1)
+    if untouched.all():
+        foot_rot = animated_feet
+    else:
+        # The tilt as a skeleton-space turn: from up toward the smoothed normal (normals map
+        # with the transpose of the object's linear part).
+        n_skel = _unit_rows(np.einsum("tji,ltj->lti", lin, tilt_normal))
+        axis_skel = _unit_rows(cross(np.broadcast_to(up, n_skel.shape), n_skel))
+        tilt_s = np.concatenate([np.cos(0.5 * tilt_w)[..., None], np.sin(0.5 * tilt_w)[..., None] * axis_skel], axis=-1)
+        foot_lin = feet[..., :3, :3]
+        foot_lin = foot_lin / np.linalg.norm(foot_lin, axis=-2, keepdims=True)
+        wanted = quat_mul(tilt_s, quat_from_rotation_matrix(foot_lin)).reshape(-1, 4)
+        foot_rot = end_rotations(skeleton, [leg.foot for leg in legs], solve.tip, wanted).reshape(count, frames, 4)
+        foot_rot = np.where(untouched[..., None], animated_feet, foot_rot)
+    rot = np.empty((frames, 3 * count, 4))
+    leg_rot = solve.rotations.reshape(count, frames, 2, 4)
     for k in range(count):
         rot[:, 3 * k : 3 * k + 2] = leg_rot[k]
         rot[:, 3 * k + 2] = foot_rot[k]

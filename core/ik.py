@@ -813,7 +813,22 @@ def solve_path_ik(
     if tgt.shape != (frames, 3):
         raise ValueError(f"target must have shape ({frames}, 3), got {tgt.shape}")
     pts, tip_now = kin.walk()
-    keep = _norm(pts[:, -1] - tgt) <= tol
+    miss = _norm(pts[:, -1] - tgt)
+    keep = miss <= tol
+    if keep.all():
+        # Every frame already there (a leg the ground leaves on its floor): what the solve
+        # below gives kept frames, without running it.
+        return ChainSolve(
+            rotations=kin.rotations.copy(),
+            points=pts,
+            tip=tip_now,
+            residual=miss,
+            iterations=np.zeros(frames, dtype=np.int64),
+            converged=keep,
+            reachable=np.ones(frames, dtype=bool),
+            limited=np.zeros(frames, dtype=bool),
+            kept=keep,
+        )
     final: FloatArray | None = None
     tip: FloatArray | None = None
     if solver == "ccd":

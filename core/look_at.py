@@ -30,13 +30,14 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from .chains import JointPath, PathKinematics, PoseBuffers
 from .errors import RigError
-from .rotation_kernels import cross, pair_terms, quat_between_unit, quat_mul, rotation_matrices
+from .rotation_kernels import cross, normalized_rotation_matrices, pair_terms, quat_between_unit, quat_mul_and_matrix
 from .rotations import FloatArray
 from .skeleton import Skeleton
 
@@ -78,6 +79,11 @@ class LookAtChain:
     yaw_limits: tuple[float, float]
     pitch_limits: tuple[float, float]
     behind_falloff: bool
+
+    @cached_property
+    def turning(self) -> list[int]:
+        """Positions along the path of the joints that take a share of the turn (weight > 0)."""
+        return [k for k, w in enumerate(self.weights.tolist()) if w > 0.0]
 
     @classmethod
     def build(
@@ -311,7 +317,7 @@ def look_at(
     rot = kin.rotations.copy()
     n = rot.shape[1]
     post = kin.post
-    mats = rotation_matrices(rot)
+    mats = normalized_rotation_matrices(rot)
     # tail[k]: from joint k's rotation-output frame to the last joint's placement, with the
     # rotations as they are before this solve (joints below k have not turned yet when k turns).
     tails = np.zeros((frames, n, 4, 4))
@@ -348,8 +354,7 @@ def look_at(
             turn = _partial_between(facing, wanted, share)
             if not ok.all():
                 turn = np.where(ok[:, None], turn, identity)
-            rot[:, k] = quat_mul(turn, rot[:, k])
-            turn_m = rotation_matrices(turn, unit=True)
+            rot[:, k], turn_m = quat_mul_and_matrix(turn, rot[:, k])
             tails[:, k, :3, :] = turn_m @ tails[:, k, :3, :]
             turned = turn_m @ turned
             if k == last_turning:

@@ -221,3 +221,43 @@ def quat_from_rotation_matrix(m: FloatArray) -> FloatArray:
     q = q / np.sqrt(np.einsum("...i,...i->...", q, q))[..., None]
     out: FloatArray = np.where(q[..., :1] < 0.0, -q, q)
     return out
+
+
+# The matrix table with a tenth column, the squared norm (the diagonal of the outer product).
+_MATRIX_AND_NORM = np.concatenate([_MATRIX, np.eye(4).reshape(16, 1)], axis=1)
+
+
+def normalized_rotation_matrices(q: FloatArray) -> FloatArray:
+    """:func:`rotation_matrices` of quaternions of any length (one whose squared length is not
+    above ``_EPS`` is divided by 1, as there), with the squared length taken from the same table
+    product as the matrix entries rather than from a product of its own."""
+    lead = q.shape[:-1]
+    m = (q[..., :, None] * q[..., None, :]).reshape(lead + (16,)) @ _MATRIX_AND_NORM
+    norm2 = m[..., 9:]
+    out: FloatArray = (m[..., :9] / np.where(norm2 > _EPS, norm2, 1.0)).reshape(lead + (3, 3))
+    return out
+
+
+def _mul_and_matrix_table() -> FloatArray:
+    # For u = (a, b) (eight entries), the outer products a_i u_j (index 8 i + j) give in one
+    # matrix product the rotation matrix of a (from a_i a_j) and the Hamilton product a * b
+    # (from a_i b_j).
+    t = np.zeros((32, 13))
+    for i in range(4):
+        for j in range(4):
+            t[8 * i + j, :9] = _MATRIX[4 * i + j]
+            t[8 * i + 4 + j, 9:] = _QUAT_MUL[4 * i + j]
+    return t
+
+
+_MUL_AND_MATRIX = _mul_and_matrix_table()
+
+
+def quat_mul_and_matrix(a: FloatArray, b: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """``quat_mul(a, b)`` and ``rotation_matrices(a, unit=True)`` of same-shape ``(..., 4)``
+    quaternions (``a`` of unit length), from one outer product and one table product: a solver
+    turning a joint by ``a`` needs both, and on a live frame each numpy call is the cost."""
+    lead = a.shape[:-1]
+    u = np.concatenate([a, b], axis=-1)
+    m = (a[..., :, None] * u[..., None, :]).reshape(lead + (32,)) @ _MUL_AND_MATRIX
+    return m[..., 9:], m[..., :9].reshape(lead + (3, 3))

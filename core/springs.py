@@ -328,7 +328,7 @@ def _step(
     Pinning always runs from a segment to the chain's end, so it is kept as the index of the
     first pinned segment (``n``: none)."""
     r0, dr = frame.pts0[0], frame.moves[0]
-    root = (r0[0] + s * dr[0], r0[1] + s * dr[1], r0[2] + s * dr[2])
+    px, py, pz = r0[0] + s * dr[0], r0[1] + s * dr[1], r0[2] + s * dr[2]
     gx, gy, gz = chain.gravity
     if decay is None:
         decay = _decays(chain, h)
@@ -340,69 +340,74 @@ def _step(
     pts0, moves = frame.pts0, frame.moves
     lengths: list[float] = []
     targets: list[Vec] = []  # frame.ends(s), built in this loop
-    speed: list[Vec] = []
     pred: list[list[float]] = []
     pinned = n
     for k in range(n):
         lengths.append(len0[k] + s * grow[k])
         a, d = pts0[k + 1], moves[k + 1]
-        y = (a[0] + s * d[0], a[1] + s * d[1], a[2] + s * d[2])
-        targets.append(y)
-        b = before[k]
-        ux, uy, uz = (y[0] - b[0]) / h, (y[1] - b[1]) / h, (y[2] - b[2]) / h
-        speed.append((ux, uy, uz))
+        y0, y1, y2 = a[0] + s * d[0], a[1] + s * d[1], a[2] + s * d[2]
+        targets.append((y0, y1, y2))
         if k < pinned:
             xk, vk = x[k], v[k]
-            ex, ey, ez = xk[0] - y[0], xk[1] - y[1], xk[2] - y[2]
+            x0, x1, x2 = xk
+            v0, v1, v2 = vk
+            ex, ey, ez = x0 - y0, x1 - y1, x2 - y2
             # One test for six values: a sum is finite only if they are (or overflows, which
             # is as bad).
-            if not math.isfinite(xk[0] + xk[1] + xk[2] + vk[0] + vk[1] + vk[2]):
+            if not math.isfinite(x0 + x1 + x2 + v0 + v1 + v2):
                 reason = reason or "non_finite"
                 pinned = k
             elif ex * ex + ey * ey + ez * ez > stray[k]:
                 reason = reason or "strayed"
                 pinned = k
             else:
+                b = before[k]
+                ux, uy, uz = (y0 - b[0]) / h, (y1 - b[1]) / h, (y2 - b[2]) / h
                 stiff = stiffness[k]
                 dk = decay[k]
-                vx = ux + (vk[0] + (gx - stiff * ex) * h - ux) * dk
-                vy = uy + (vk[1] + (gy - stiff * ey) * h - uy) * dk
-                vz = uz + (vk[2] + (gz - stiff * ez) * h - uz) * dk
-                pred.append([xk[0] + vx * h, xk[1] + vy * h, xk[2] + vz * h])
+                vx = ux + (v0 + (gx - stiff * ex) * h - ux) * dk
+                vy = uy + (v1 + (gy - stiff * ey) * h - uy) * dk
+                vz = uz + (v2 + (gz - stiff * ez) * h - uz) * dk
+                pred.append([x0 + vx * h, x1 + vy * h, x2 + vz * h])
                 continue
-        pred.append([y[0], y[1], y[2]])
+        pred.append([y0, y1, y2])
     # Lengths: Newton steps on all the segment constraints at once, each end point weighing the
     # same and the root (animated) not giving, then one pass from the root that makes them
     # exact. Moving only the child end would let a parent whip its children with energy it never
     # loses. A chain's constraints couple neighbours only: each step is a tridiagonal solve.
     free = [1.0] * pinned + [0.0] * (n - pinned)
+    root = (px, py, pz)
     for _ in range(CONSTRAINT_STEPS):
         _project(root, pred, lengths, free)
-    px, py, pz = root
     for k in range(n):
-        b2 = pred[k]
-        y = targets[k]
+        y0, y1, y2 = y = targets[k]
         if k < pinned:
-            qx, qy, qz = b2[0] - px, b2[1] - py, b2[2] - pz
+            b0, b1, b2 = pred[k]
+            qx, qy, qz = b0 - px, b1 - py, b2 - pz
             lq = math.sqrt(qx * qx + qy * qy + qz * qz)
             if not (lq > _EPS and math.isfinite(lq)):
                 # On the pivot (or overflowed): no direction to restore along, take the target's.
-                qx, qy, qz = y[0] - px, y[1] - py, y[2] - pz
+                qx, qy, qz = y0 - px, y1 - py, y2 - pz
                 lq = math.sqrt(qx * qx + qy * qy + qz * qz)
             f = lengths[k] / lq if lq > _EPS else 0.0
             nx, ny, nz = px + qx * f, py + qy * f, pz + qz * f
-            xk = x[k]
-            vk = ((nx - xk[0]) / h, (ny - xk[1]) / h, (nz - xk[2]) / h) if commit else v[k]
-            if not math.isfinite(nx + ny + nz + vk[0] + vk[1] + vk[2]):
-                reason = reason or "non_finite"
-                pinned = k
-        if k >= pinned:
-            # Back to the animation, at rest relative to it.
-            nx, ny, nz = y
-            vk = speed[k]
-        x[k] = (nx, ny, nz)
-        v[k] = vk
-        px, py, pz = nx, ny, nz
+            if commit:
+                xk = x[k]
+                vk = ((nx - xk[0]) / h, (ny - xk[1]) / h, (nz - xk[2]) / h)
+            else:
+                vk = v[k]
+            if math.isfinite(nx + ny + nz + vk[0] + vk[1] + vk[2]):
+                x[k] = (nx, ny, nz)
+                v[k] = vk
+                px, py, pz = nx, ny, nz
+                continue
+            reason = reason or "non_finite"
+            pinned = k
+        # Back to the animation, at rest relative to it.
+        b = before[k]
+        x[k] = y
+        v[k] = ((y0 - b[0]) / h, (y1 - b[1]) / h, (y2 - b[2]) / h)
+        px, py, pz = y0, y1, y2
     return reason, targets
 
 
@@ -426,9 +431,16 @@ def advance(chain: SpringChain, state: SpringState, time: float | None, points: 
     n = len(chain.path)
     if pts.shape != (n + 1, 3):
         raise ValueError(f"points must have shape ({n + 1}, 3), got {pts.shape}")
-    root: Vec = (float(pts[0, 0]), float(pts[0, 1]), float(pts[0, 2]))
-    diff = np.diff(pts, axis=0)
-    segs: tuple[Vec, ...] = tuple((float(a[0]), float(a[1]), float(a[2])) for a in diff)
+    return advance_rows(chain, state, time, pts.tolist())
+
+
+def advance_rows(chain: SpringChain, state: SpringState, time: float | None, rows: Sequence[Sequence[float]]) -> SpringStep:
+    """:func:`advance` with the points given as ``n + 1`` rows of three floats, unchecked (the
+    control stack's entry: it has them as lists already, and a live frame pays per numpy call)."""
+    n = len(chain.path)
+    first = rows[0]
+    root: Vec = (first[0], first[1], first[2])
+    segs: tuple[Vec, ...] = tuple((b[0] - a[0], b[1] - a[1], b[2] - a[2]) for a, b in zip(rows[:-1], rows[1:], strict=True))
     if time is None:
         return _reset(state, None, root, segs, "no_time")
     if state.current is None:

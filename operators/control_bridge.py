@@ -46,7 +46,7 @@ from ..core.chains import JointPath
 from ..core.clip import Clip
 from ..core.controls import Control, ControlInstance, ControlReport, ControlStack, IKControl, LookAtControl, StackResult
 from ..core.errors import ClipError, MarionetteError, RigError
-from ..core.joint_limits import JointLimit, link_limit
+from ..core.joint_limits import ConeLimit, HingeLimit, JointLimit, link_limit
 from ..core.look_at import LookAtChain
 from ..core.rotations import (
     FloatArray,
@@ -59,7 +59,7 @@ from ..core.rotations import (
 from ..core.skeleton import Skeleton
 from . import compat
 from .armature_io import evaluate_fcurves, needs_evaluation, rest_heads_tails, write_action
-from .control_properties import AXIS_VECTORS, IK_KINDS
+from .control_properties import AXIS_VECTORS, CLOSURE_SOLVERS, IK_KINDS, LOOK_AT_BONES
 from .file_import import FPS_PROPERTY, scene_fps
 
 SIZES = {"rotation_quaternion": 4, "rotation_euler": 3, "rotation_axis_angle": 4, "location": 3, "scale": 3}
@@ -138,7 +138,10 @@ class PoseIO:
         self.props = ("location", "scale", *sorted({rotation_prop(m) for m in self.modes}))
         bones = obj.data.bones
         self.connected = np.array([bones[n].use_connect for n in skeleton.names])
+        self.any_connected = bool(self.connected.any())
         self.mode_signature = self._mode_codes(obj)
+        #: Per set of driven joints, which of them each rotation mode writes (see rotation_channels).
+        self._plans: dict[bytes, list[tuple[str, np.ndarray, np.ndarray]]] = {}
 
     def _mode_codes(self, obj: bpy.types.Object) -> bytes:
         buf = np.empty(self.count, dtype=np.int32)
@@ -168,29 +171,38 @@ class PoseIO:
         lead = channels["location"].shape[:-2]
         out = np.empty(lead + (len(self.names), 4))
         for mode, js in self.groups.items():
+            # One mode for every bone (the usual rig) needs no gathering.
+            sel: Any = slice(None) if len(self.groups) == 1 else js
             if mode == "QUATERNION":
-                q = channels["rotation_quaternion"][..., js, :].astype(np.float64)
+                q = channels["rotation_quaternion"][..., sel, :].astype(np.float64)
             elif mode == "AXIS_ANGLE":
-                q = _quat_from_axis_angle(channels["rotation_axis_angle"][..., js, :].astype(np.float64))
+                q = _quat_from_axis_angle(channels["rotation_axis_angle"][..., sel, :].astype(np.float64))
             else:
-                q = quat_from_euler(channels["rotation_euler"][..., js, :].astype(np.float64), mode)
-            n = np.linalg.norm(q, axis=-1, keepdims=True)
+                q = quat_from_euler(channels["rotation_euler"][..., sel, :].astype(np.float64), mode)
+            n = np.sqrt(np.einsum("...i,...i->...", q, q))[..., None]
             # Blender normalises before use; a zero quaternion is no rotation.
-            out[..., js, :] = np.where(n > 1e-12, q / np.where(n > 1e-12, n, 1.0), np.array([1.0, 0.0, 0.0, 0.0]))
+            ok = n > 1e-12
+            out[..., sel, :] = q / n if ok.all() else np.where(ok, q / np.where(ok, n, 1.0), np.array([1.0, 0.0, 0.0, 0.0]))
         return out
 
     def rotation_channels(self, q: FloatArray, joints: np.ndarray, current: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Channel arrays (copies of ``current``) with ``joints`` set to rotations ``q`` ``(J, 4)``,
         each in its bone's mode and continuous with the current value (no sign or 2-pi jumps)."""
         out: dict[str, np.ndarray] = {}
-        pos = {int(j): k for k, j in enumerate(joints)}
-        for mode, js in self.groups.items():
-            sel = [int(j) for j in js if int(j) in pos]
-            if not sel:
-                continue
+        key = joints.tobytes()
+        plan = self._plans.get(key)
+        if plan is None:
+            pos = {int(j): k for k, j in enumerate(joints)}
+            plan = []
+            for mode, js in self.groups.items():
+                sel = [int(j) for j in js if int(j) in pos]
+                if sel:
+                    plan.append((mode, np.array(sel, dtype=np.int64), np.array([pos[j] for j in sel], dtype=np.int64)))
+            self._plans[key] = plan
+        for mode, sel, rows in plan:
             prop = rotation_prop(mode)
             arr = out.setdefault(prop, current[prop].copy())
-            qs = q[[pos[j] for j in sel]]
+            qs = q[rows]
             cur = current[prop][sel].astype(np.float64)
             if mode == "QUATERNION":
                 flip = np.einsum("ji,ji->j", qs, cur) < 0.0
@@ -287,6 +299,12 @@ class KeyCache:
         between or beyond them (a subframe, a frame outside the range)."""
         if self.curve_count == 0:
             return np.empty((0, frames.shape[0]))
+        if frames.shape[0] == 1:
+            # The live frame: one index, checked in plain floats.
+            at = float(frames[0]) - self.first
+            k = round(at)
+            if abs(at - k) < 1e-6 and 0 <= k < self.values.shape[1]:
+                return self.values[:, k : k + 1]
         idx = frames - self.first
         whole = np.round(idx)
         if np.all(np.abs(idx - whole) < 1e-6) and whole.min() >= 0 and whole.max() < self.values.shape[1]:
@@ -430,7 +448,10 @@ class AnimatedPose:
         clean = {p: v.copy() for p, v in current.items()}
         self.tracked.animated(clean)
         t = frames.shape[0]
-        out = {p: np.broadcast_to(v.astype(np.float64), (t,) + v.shape).copy() for p, v in clean.items()}
+        if t == 1:
+            out = {p: v.astype(np.float64)[None] for p, v in clean.items()}
+        else:
+            out = {p: np.broadcast_to(v.astype(np.float64), (t,) + v.shape).copy() for p, v in clean.items()}
         values = self.keys.at(obj, self.skeleton, frames)
         for prop, (rows, js, ks) in self.keys.rows.items():
             if prop in out:
@@ -445,7 +466,7 @@ class AnimatedPose:
         ch, current = self.channels(obj, frames)
         rot = self.io.quats(ch)
         tr = ch["location"]
-        if np.any(self.io.connected):
+        if self.io.any_connected:
             tr[:, self.io.connected] = 0.0  # Blender ignores a connected bone's location
         sc = ch["scale"]
         return rot, tr, (None if np.all(sc == 1.0) else sc), current
@@ -601,6 +622,23 @@ def _ik_limits(obj: bpy.types.Object, skeleton: Skeleton, joints: list[int]) -> 
     return tuple(out) if any(x is not None for x in out) else None
 
 
+def _row_limits(obj: bpy.types.Object, skeleton: Skeleton, joints: list[int], row: Any) -> tuple[JointLimit | None, ...] | None:
+    """The limits of a chain's joints from a control row: the Bone IK Limits when asked for,
+    replaced by the cone on the first bone and the hinge on the bones after it when those are on."""
+    limits: list[JointLimit | None] = [None] * len(joints)
+    if row.use_bone_limits:
+        limits = list(_ik_limits(obj, skeleton, joints) or limits)
+    if row.use_cone_limit:
+        twist = float(row.cone_twist)
+        limits[0] = ConeLimit(np.array([0.0, 1.0, 0.0]), float(row.cone_angle), -twist, twist)
+    if row.use_hinge_limit:
+        if row.hinge_min > row.hinge_max:
+            raise _RowError("the hinge's minimum must not exceed its maximum")
+        for k in range(1, len(joints)):
+            limits[k] = HingeLimit(np.array(AXIS_VECTORS[row.hinge_axis], dtype=np.float64), float(row.hinge_min), float(row.hinge_max))
+    return tuple(limits) if any(x is not None for x in limits) else None
+
+
 def rig_forward(skeleton: Skeleton, tails: FloatArray) -> FloatArray:
     """The rig's rest forward in armature space: from the legs' knees and feet when the
     humanoid mapper finds them, else Blender's convention (-Y)."""
@@ -649,7 +687,7 @@ def _build_row(
             path = _tail_path(skeleton, lengths, joints)
         if row.target_object is None:
             raise _RowError("pick a target (an object, or an armature and a bone)")
-        limits = _ik_limits(obj, skeleton, joints) if row.use_bone_limits else None
+        limits = _row_limits(obj, skeleton, joints, row)
         control: Control = IKControl(
             path=path,
             solver={"TWO_BONE_IK": "two_bone", "FABRIK": "fabrik", "CCD": "ccd"}[kind],
@@ -677,23 +715,28 @@ def _build_row(
         else:
             p = int(skeleton.parents[joints[0]])
             space = p if p >= 0 else None
-        # The head takes the largest share of the turn, the joints above it less and less.
-        weights = np.arange(1, len(joints) + 1, dtype=np.float64)
+        if len(joints) > LOOK_AT_BONES:
+            raise _RowError(f"a look-at chain has at most {LOOK_AT_BONES} bones; {row.bone_start!r} to {row.bone_end!r} has {len(joints)}")
+        # Each bone's share of the turn, first bone first (by default the head takes the
+        # largest share, the bones above it less and less).
+        weights = np.array(row.look_weights[: len(joints)], dtype=np.float64)
         try:
             chain = LookAtChain.build(
                 skeleton, joints, weights=weights, facing_axis=facing, up_axis=up, space_joint=space,
                 yaw_limits=(float(row.yaw_min), float(row.yaw_max)), pitch_limits=(float(row.pitch_min), float(row.pitch_max)),
+                behind_falloff=bool(row.look_ease_behind),
             )
         except RigError as exc:
             raise _RowError(str(exc)) from exc
         control = LookAtControl(chain=chain, smooth_time=float(row.smooth_time), **common)
         spec.target = _ref(row.target_object, row.target_bone)
         return control, spec
-    return _build_secondary(skeleton, lengths, row, spec, common, forward)
+    return _build_secondary(obj, skeleton, lengths, row, spec, common, forward)
 
 
 def _build_secondary(
-    skeleton: Skeleton, lengths: FloatArray, row: Any, spec: ControlSpec, common: dict[str, Any], forward: Callable[[], FloatArray]
+    obj: bpy.types.Object, skeleton: Skeleton, lengths: FloatArray, row: Any, spec: ControlSpec, common: dict[str, Any],
+    forward: Callable[[], FloatArray],
 ) -> tuple[Control, ControlSpec]:
     """Ground feet, springs, inheritance, fixed axes and closures (SPEC 7.4-7.7)."""
     from ..core import controls as cc
@@ -746,11 +789,19 @@ def _build_secondary(
     if kind == "CLOSURE":
         from ..core.closure import DiamondClosure
 
-        left = _tail_path(skeleton, lengths, _chain(skeleton, row.bone_start, row.bone_end, "first branch"))
-        right = _tail_path(skeleton, lengths, _chain(skeleton, row.second_start, row.second_end, "second branch"))
+        left_joints = _chain(skeleton, row.bone_start, row.bone_end, "first branch")
+        right_joints = _chain(skeleton, row.second_start, row.second_end, "second branch")
+        left = _tail_path(skeleton, lengths, left_joints)
+        right = _tail_path(skeleton, lengths, right_joints)
         if row.target_object is None or row.second_object is None:
             raise _RowError("pick both branches' targets")
-        closure = DiamondClosure.build(skeleton, left, right, solver="fabrik")
+        try:
+            closure = DiamondClosure.build(
+                skeleton, left, right, solver=CLOSURE_SOLVERS[row.closure_solver],
+                limits_left=_row_limits(obj, skeleton, left_joints, row), limits_right=_row_limits(obj, skeleton, right_joints, row),
+            )
+        except RigError as exc:
+            raise _RowError(str(exc)) from exc
         spec.target = _ref(row.target_object, row.target_bone)
         spec.second = _ref(row.second_object, row.second_bone)
         control = cc.ClosureControl(
@@ -809,9 +860,11 @@ def build_controls(obj: bpy.types.Object, skeleton: Skeleton | None = None) -> B
 # --- evaluating targets ----------------------------------------------------------------------
 
 
-def _to_skeleton(placement: FloatArray, points: FloatArray) -> FloatArray:
-    """World points ``(T, 3)`` into skeleton (object) space with per-frame placements ``(T, 4, 4)``."""
-    inv = np.linalg.inv(placement)
+def _to_skeleton(placement: FloatArray, points: FloatArray, inv: FloatArray | None = None) -> FloatArray:
+    """World points ``(T, 3)`` into skeleton (object) space with per-frame placements ``(T, 4, 4)``
+    (``inv``: their inverses, when the caller has them)."""
+    if inv is None:
+        inv = np.linalg.inv(placement)
     return np.einsum("tij,tj->ti", inv[:, :3, :3], points) + inv[:, :3, 3]
 
 
@@ -1005,19 +1058,22 @@ def set_targets(
     instance: ControlInstance, built: BuiltControls, tracks: dict[TargetRef, FloatArray], placement: FloatArray, ray_cast: Any
 ) -> None:
     """Give every control of ``instance`` its targets (skeleton space) and ground query."""
+    inv: FloatArray | None = None
     for s in built.specs:
         if s.kind == "GROUND":
             instance.set_ground(s.name, ray_cast(s))
             continue
         if s.target is None:
             continue
+        if inv is None:
+            inv = np.linalg.inv(placement)
         world = tracks[s.target]
-        target = _to_skeleton(placement, world[:, :3, 3])
+        target = _to_skeleton(placement, world[:, :3, 3], inv)
         if s.kind == "CLOSURE":
             assert s.second is not None
-            instance.set_closure_targets(s.name, target, _to_skeleton(placement, tracks[s.second][:, :3, 3]))
+            instance.set_closure_targets(s.name, target, _to_skeleton(placement, tracks[s.second][:, :3, 3], inv))
             continue
-        pole = None if s.pole is None else _to_skeleton(placement, tracks[s.pole][:, :3, 3])
+        pole = None if s.pole is None else _to_skeleton(placement, tracks[s.pole][:, :3, 3], inv)
         orientation = _rotation_to_skeleton(placement, world) if s.orient and np.all(np.isfinite(world)) else None
         instance.set_target(s.name, target, pole=pole, orientation=orientation)
 
@@ -1043,16 +1099,20 @@ def make_ray_cast(scene: bpy.types.Scene, depsgraph: Any, built: BuiltControls) 
 def _cast_scene(scene: Any, depsgraph: Any, ignore: frozenset[str], origins: Any, directions: Any, distances: Any) -> tuple[Any, Any, Any]:
     origins = np.asarray(origins, dtype=np.float64)
     directions = np.asarray(directions, dtype=np.float64)
-    distances = np.asarray(distances, dtype=np.float64)
     n = origins.shape[0]
-    hit = np.zeros(n, dtype=bool)
-    points = np.zeros((n, 3))
-    normals = np.zeros((n, 3))
+    # Converted once for the whole batch: per ray, numpy calls on 3-vectors cost more than
+    # the ray cast itself.
+    lengths = np.sqrt(np.einsum("ij,ij->i", directions, directions))
+    units = (directions / np.maximum(lengths, 1e-12)[:, None]).tolist()
+    starts = origins.tolist()
+    lefts = np.asarray(distances, dtype=np.float64).reshape(-1).tolist()
+    hit = [False] * n
+    points = [(0.0, 0.0, 0.0)] * n
+    normals = [(0.0, 0.0, 0.0)] * n
     for i in range(n):
-        d = directions[i] / max(float(np.linalg.norm(directions[i])), 1e-12)
-        direction = Vector(d)
-        origin = Vector(origins[i])
-        left = float(distances[i])
+        direction = Vector(units[i])
+        origin = Vector(starts[i])
+        left = lefts[i]
         step = 1e-6 * max(left, 1.0)
         for _ in range(_MAX_SKIPS):
             ok, loc, normal, _index, ob, _matrix = scene.ray_cast(depsgraph, origin, direction, distance=left)
@@ -1067,10 +1127,10 @@ def _cast_scene(scene: Any, depsgraph: Any, ignore: frozenset[str], origins: Any
                 origin = loc + direction * step
                 continue
             hit[i] = True
-            points[i] = loc
-            normals[i] = normal
+            points[i] = loc.to_tuple()
+            normals[i] = normal.to_tuple()
             break
-    return hit, points, normals
+    return np.array(hit, dtype=bool), np.array(points, dtype=np.float64), np.array(normals, dtype=np.float64)
 
 
 def _cast_objects(grounds: Sequence[Any], origins: Any, directions: Any, distances: Any) -> tuple[Any, Any, Any]:

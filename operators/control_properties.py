@@ -60,6 +60,15 @@ AXIS_ITEMS = [
     ("NEG_Z", "-Z", "The bone's local -Z axis"),
 ]
 TWIST_AXIS_ITEMS = [item for item in AXIS_ITEMS if item[0] != "AUTO"]
+CLOSURE_SOLVER_ITEMS = [
+    ("FABRIK", "FABRIK", "Branches of any length (FABRIK passes)"),
+    ("CCD", "CCD", "Branches of any length (cyclic coordinate descent, in each bone's own axes)"),
+    ("TWO_BONE", "Two-Bone", "Analytic, exact when reachable: each branch has two bones"),
+]
+#: Core solver name per closure solver choice.
+CLOSURE_SOLVERS = {"FABRIK": "fabrik", "CCD": "ccd", "TWO_BONE": "two_bone"}
+#: Bones of a look-at chain that have a turn weight of their own.
+LOOK_AT_BONES = 8
 AXIS_VECTORS = {
     "POS_X": (1.0, 0.0, 0.0),
     "NEG_X": (-1.0, 0.0, 0.0),
@@ -149,6 +158,41 @@ class MarionetteControl(bpy.types.PropertyGroup):
         update=_definition_changed,
     )
 
+    # Joint limits of IK chains and closure branches: a cone on the chain's first bone (a ball
+    # joint: shoulder, hip) and a hinge on the bones after it (an elbow, a knee). Each replaces
+    # the Bone IK Limits of the bones it covers. Angles are measured from the rest pose, in the
+    # bone's own axes (Y runs from head to tail).
+    use_cone_limit: BoolProperty(  # type: ignore[valid-type]
+        name="Cone Limit", default=False,
+        description="Keep the chain's first bone within a cone about its rest direction, with limited twist (a shoulder, a hip)",
+        update=_definition_changed,
+    )
+    cone_angle: FloatProperty(  # type: ignore[valid-type]
+        name="Cone Angle", default=_deg(90.0), min=0.0, max=math.pi, unit="ROTATION",
+        description="Largest swing of the first bone away from its rest direction", update=_definition_changed,
+    )
+    cone_twist: FloatProperty(  # type: ignore[valid-type]
+        name="Cone Twist", default=_deg(90.0), min=0.0, max=math.pi, unit="ROTATION",
+        description="Largest twist of the first bone about its own Y axis, either way", update=_definition_changed,
+    )
+    use_hinge_limit: BoolProperty(  # type: ignore[valid-type]
+        name="Hinge Limit", default=False,
+        description="Let each bone after the first turn only about one of its axes, within a range (an elbow, a knee)",
+        update=_definition_changed,
+    )
+    hinge_axis: EnumProperty(  # type: ignore[valid-type]
+        name="Hinge Axis", items=TWIST_AXIS_ITEMS, default="POS_X",
+        description="The bones' local axis they turn about (Blender bones usually bend about X)", update=_definition_changed,
+    )
+    hinge_min: FloatProperty(  # type: ignore[valid-type]
+        name="Hinge Min", default=_deg(-150.0), min=-math.pi, max=math.pi, unit="ROTATION",
+        description="Smallest turn about the hinge axis, from the rest pose", update=_definition_changed,
+    )
+    hinge_max: FloatProperty(  # type: ignore[valid-type]
+        name="Hinge Max", default=_deg(150.0), min=-math.pi, max=math.pi, unit="ROTATION",
+        description="Largest turn about the hinge axis, from the rest pose", update=_definition_changed,
+    )
+
     # Look-at (SPEC 7.3).
     facing_axis: EnumProperty(name="Facing", items=AXIS_ITEMS, default="AUTO", description="The last bone's axis that should point at the target", update=_definition_changed)  # type: ignore[valid-type]
     up_axis: EnumProperty(name="Up", items=AXIS_ITEMS, default="AUTO", description="The last bone's axis that points up", update=_definition_changed)  # type: ignore[valid-type]
@@ -161,6 +205,22 @@ class MarionetteControl(bpy.types.PropertyGroup):
     yaw_max: FloatProperty(name="Yaw Max", default=_deg(80.0), min=0.0, max=math.pi, unit="ROTATION", update=_definition_changed)  # type: ignore[valid-type]
     pitch_min: FloatProperty(name="Pitch Min", default=_deg(-50.0), min=-math.pi / 2, max=0.0, unit="ROTATION", update=_definition_changed)  # type: ignore[valid-type]
     pitch_max: FloatProperty(name="Pitch Max", default=_deg(60.0), min=0.0, max=math.pi / 2, unit="ROTATION", update=_definition_changed)  # type: ignore[valid-type]
+    look_weights: FloatVectorProperty(  # type: ignore[valid-type]
+        name="Turn Weights", size=LOOK_AT_BONES, default=tuple(float(k + 1) for k in range(LOOK_AT_BONES)), min=0.0, soft_max=10.0,
+        description=(
+            "How much of the turn each bone of the chain takes, first bone first: each takes its weight over their sum"
+            " (the last bone's must be above 0; the defaults give the head the largest share)"
+        ),
+        update=_definition_changed,
+    )
+    look_ease_behind: BoolProperty(  # type: ignore[valid-type]
+        name="Ease Behind", default=True,
+        description=(
+            "Beyond the yaw limits, bring the head back toward the middle of its range as the target goes behind"
+            " (a target circling the head is followed without a snap); off: hold it at the limit"
+        ),
+        update=_definition_changed,
+    )
 
     # Ground feet (SPEC 7.4): the first chain is the left leg, the second the right one
     # (thigh down to foot, three bones each).
@@ -189,6 +249,10 @@ class MarionetteControl(bpy.types.PropertyGroup):
 
     # Closure (SPEC 7.7).
     max_iterations: IntProperty(name="Max Iterations", default=16, min=1, soft_max=64, description="Closure: solves of both branches at most", update=_definition_changed)  # type: ignore[valid-type]
+    closure_solver: EnumProperty(  # type: ignore[valid-type]
+        name="Solver", items=CLOSURE_SOLVER_ITEMS, default="FABRIK",
+        description="How each branch reaches the meeting point", update=_definition_changed,
+    )
 
 
 class MarionetteControls(bpy.types.PropertyGroup):

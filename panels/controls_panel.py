@@ -14,7 +14,7 @@ from typing import Any
 import bpy
 
 from ..operators import live_preview
-from ..operators.control_properties import IK_KINDS, KIND_ICON
+from ..operators.control_properties import IK_KINDS, KIND_ICON, LOOK_AT_BONES
 from .retarget_panel import MarionettePanel
 
 
@@ -63,6 +63,14 @@ class VIEW3D_PT_marionette_controls(ControlsPanel, bpy.types.Panel):
                 warn.label(text=rt.error, icon="ERROR")
             if not rt.problems and not rt.error and rt.built is not None:
                 col.label(text=f"Frame {rt.frame:g}: {1000 * rt.seconds:.2f} ms", icon="TIME")
+        if s.live_preview:
+            # F12 renders on a render thread, where controls never run, from a copy of the scene
+            # whose action sets the pose again: only a bake (or a render started from a script or
+            # the command line, prepared on the main thread) shows the controls.
+            note = col.column(align=True)
+            note.scale_y = 0.8
+            note.label(text="Renders from the interface (F12) show the action", icon="INFO")
+            note.label(text="without live controls: bake them first.", icon="BLANK1")
         row = col.row()
         row.template_list("MARIONETTE_UL_controls", "", s, "controls", s, "active_index", rows=4)
         side = row.column(align=True)
@@ -123,7 +131,7 @@ class VIEW3D_PT_marionette_control_settings(ControlsPanel, bpy.types.Panel):
             if kind != "TWO_BONE_IK":
                 col.prop(c, "tolerance")
                 col.prop(c, "max_passes")
-            col.prop(c, "use_bone_limits")
+            _limits(col, c)
         if kind in (*IK_KINDS, "LOOK_AT", "CLOSURE", "GROUND"):
             col.prop(c, "smooth_time")
         if kind == "LOOK_AT":
@@ -136,6 +144,8 @@ class VIEW3D_PT_marionette_control_settings(ControlsPanel, bpy.types.Panel):
             sub = col.column(align=True)
             sub.prop(c, "pitch_min")
             sub.prop(c, "pitch_max")
+            col.prop(c, "look_ease_behind")
+            _turn_weights(col, c, bones)
         elif kind == "GROUND":
             col.prop_search(c, "pelvis_bone", bones, "bones")
             col.prop(c, "ground_collection")
@@ -155,9 +165,54 @@ class VIEW3D_PT_marionette_control_settings(ControlsPanel, bpy.types.Panel):
         elif kind == "FIXED_AXIS":
             col.prop(c, "twist_axis")
         elif kind == "CLOSURE":
+            col.prop(c, "closure_solver")
             col.prop(c, "tolerance")
             col.prop(c, "max_iterations")
             col.prop(c, "max_passes")
+            _limits(col, c)
+
+
+def _limits(layout: Any, c: Any) -> None:
+    """Joint limits of a chain (or of each closure branch): Blender's bone IK limits, a cone on
+    the first bone, a hinge on the bones after it."""
+    col = layout.column(heading="Limits")
+    col.prop(c, "use_bone_limits")
+    col.prop(c, "use_cone_limit")
+    if c.use_cone_limit:
+        sub = col.column(align=True)
+        sub.prop(c, "cone_angle", text="Angle")
+        sub.prop(c, "cone_twist", text="Twist")
+    col.prop(c, "use_hinge_limit")
+    if c.use_hinge_limit:
+        col.prop(c, "hinge_axis")
+        sub = col.column(align=True)
+        sub.prop(c, "hinge_min", text="Min")
+        sub.prop(c, "hinge_max", text="Max")
+
+
+def _turn_weights(layout: Any, c: Any, armature: Any) -> None:
+    """One weight per bone of the look-at chain, with the share of the turn it gives."""
+    names = _chain_names(armature, c.bone_start, c.bone_end)[:LOOK_AT_BONES]
+    if not names:
+        return
+    weights = [float(c.look_weights[k]) for k in range(len(names))]
+    total = sum(weights)
+    col = layout.column(align=True, heading="Turn Weights")
+    for k, name in enumerate(names):
+        share = 100.0 * weights[k] / total if total > 0.0 else 0.0
+        col.prop(c, "look_weights", index=k, text=f"{name} ({share:.0f} %)")
+
+
+def _chain_names(armature: Any, start: str, end: str) -> list[str]:
+    """Bone names from ``start`` down to ``end`` through parents (empty if they are not)."""
+    bone = armature.bones.get(end or start)
+    out = []
+    while bone is not None:
+        out.append(bone.name)
+        if bone.name == start:
+            return out[::-1]
+        bone = bone.parent
+    return []
 
 
 def _target(layout: Any, c: Any, obj_prop: str, bone_prop: str, label: str) -> None:

@@ -389,3 +389,25 @@ def test_controls_refuse_inputs_of_another_kind() -> None:
         inst.set_ground("tail", lambda o, d, m: (None, None, None))
     with pytest.raises(RigError):
         inst.set_closure_targets("tail", [0.0, 0.0, 1.0], [0.0, 0.0, 1.0])
+
+
+def test_placements_kept_across_writes_are_those_of_a_fresh_forward_kinematics() -> None:
+    """The working pose keeps each placement until a write changes it (a write to an arm keeps
+    the spine's): after writes to scattered joints, every placement it gives equals the forward
+    kinematics of the pose as it now stands (to rounding; a stale one would be off by the
+    writes' turns, tenths of a unit)."""
+    from marionette.core.chains import Lineage
+
+    rng = np.random.default_rng(5)
+    rot, tr = animation(3)
+    pose = PoseBuffers(SKELETON, rot, tr, lineage=Lineage.of(SKELETON))
+    for _ in range(6):
+        for j in rng.choice(B, size=12, replace=False):
+            pose.world(int(j))
+        joints = sorted(int(j) for j in rng.choice(B, size=4, replace=False))
+        pose.set_rotations(joints, small_quats(rng, (3, 4), 0.3))
+        if rng.random() < 0.5:
+            pose.set_translations(joints[:1], rng.normal(scale=0.01, size=(3, 1, 3)))
+        fresh = SKELETON.forward_kinematics(pose.rotations, pose.translations)
+        kept = np.stack([pose.world(j) for j in range(B)], axis=1)
+        np.testing.assert_allclose(kept, fresh, rtol=0.0, atol=1e-14)

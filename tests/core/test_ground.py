@@ -388,3 +388,33 @@ def test_a_motion_capture_walk_on_a_y_up_skeleton(degrees: float, uphill) -> Non
     if degrees == 0.0:
         np.testing.assert_array_equal(out.translations, tr)
         np.testing.assert_allclose(out.rotations, rot, atol=1e-9)
+
+
+def test_a_floor_hit_in_single_precision_moves_nothing_and_a_real_step_still_does() -> None:
+    """Blender's ray casts give hits in single precision: on the animation's own floor the hit
+    heights are off by about a unit in the last place of the ray's height. That is rounding, not
+    ground: the walk comes back bit for bit (no lift, no pelvis move). A floor a tenth of a
+    millimetre higher is ground, and lifts the feet."""
+    times, rot, tr, places = scene(lambda x, y: np.zeros_like(x), lambda x, y: np.zeros_like(x), seconds=1.0)
+
+    def single_precision(level: float):
+        def cast(origins, directions, distances):
+            # Hits as Blender gives them: in float32, the height off by up to a unit in the last
+            # place of the ray's height (either way).
+            o = origins.astype(np.float32)
+            ulp = np.spacing(np.abs(o[:, 2])) * np.where(np.arange(len(o)) % 2 == 0, 1.0, -1.0)
+            z = (np.float32(level) + ulp).astype(np.float32)
+            hit = z >= o[:, 2] - distances
+            return hit, np.stack([o[:, 0], o[:, 1], z], axis=1).astype(np.float64), np.tile([0.0, 0.0, 1.0], (len(o), 1))
+
+        return cast
+
+    rounding = np.abs(single_precision(0.0)(np.array([[0.1, 0.2, 0.5107]]), None, np.array([1.0]))[1][0, 2])
+    _, out = adapt(single_precision(0.0), times, rot, tr, places=places)
+    _, raised = adapt(single_precision(1e-4), times, rot, tr, places=places)
+    lift = raised.reports["ground"].details["lift"]
+    print(f"\nsingle-precision floor (hit off by up to {rounding:.1e}): max change {np.abs(out.rotations - rot).max():.1e}; 0.1 mm step: lift {lift.max():.2e}")
+    np.testing.assert_array_equal(out.rotations, rot)
+    np.testing.assert_array_equal(out.translations, tr)
+    assert np.all(out.reports["ground"].details["lift"] == 0.0)
+    assert lift.max() > 0.9e-4

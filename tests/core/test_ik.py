@@ -485,3 +485,25 @@ def test_nan_free_on_zero_length_segments(solver: str) -> None:
     target = kin.points()[:, 0] + unit(rng.normal(size=(20, 3))) * 0.4
     sol = solve_path_ik(kin, target, solver=solver)
     assert np.isfinite(sol.rotations).all() and np.isfinite(sol.residual).all()
+
+
+def test_fused_rotation_kernels_match_the_separate_ones() -> None:
+    """The kernels that take a quaternion product and a rotation matrix (or a matrix and the
+    quaternion's length) from one table product agree with the separate kernels to rounding,
+    zero-length quaternions included."""
+    from marionette.core.rotation_kernels import (
+        normalized_rotation_matrices,
+        quat_mul,
+        quat_mul_and_matrix,
+        rotation_matrices,
+    )
+
+    rng = np.random.default_rng(3)
+    q = rng.normal(size=(200, 4)) * rng.uniform(0.1, 3.0, size=(200, 1))
+    q[:3] = 0.0
+    np.testing.assert_allclose(normalized_rotation_matrices(q), rotation_matrices(q), rtol=0.0, atol=1e-15)
+    a = unit(rng.normal(size=(200, 4)))
+    b = rng.normal(size=(200, 4))
+    product, matrix = quat_mul_and_matrix(a, b)
+    np.testing.assert_allclose(product, quat_mul(a, b), rtol=0.0, atol=1e-15 * np.abs(b).max())
+    np.testing.assert_allclose(matrix, rotation_matrices(a, unit=True), rtol=0.0, atol=1e-15)
