@@ -143,6 +143,21 @@ def _bake_pack_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="rest-space: turn the target's rest onto the source's bone directions (an A-pose pack onto a T-pose rig of one family)",
     )
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=600.0,
+        metavar="SECONDS",
+        help="stop a worker that stays silent this long on one file (a hanging importer) and report the file failed (0: no limit)",
+    )
+    p.add_argument(
+        "--max-file-mb",
+        type=float,
+        default=1024.0,
+        metavar="MB",
+        help="save the output in volumes (OUT.blend, OUT.002.blend, ...) of about this much Action memory each (0: one file)",
+    )
+    p.add_argument("--max-clips-per-file", type=int, default=0, metavar="N", help="also start a new volume after N clips (0: no limit)")
 
 
 @command(
@@ -156,12 +171,23 @@ def bake_pack(args: argparse.Namespace) -> int:
 
     from .core.retarget import RetargetOptions
     from .core.retarget_methods import parse_method_table
+    from .operators.batch_worker import start_pack
+
+    limits = (
+        ("--jobs", args.jobs, 1),
+        ("--timeout", args.timeout, 0),
+        ("--max-file-mb", args.max_file_mb, 0),
+        ("--max-clips-per-file", args.max_clips_per_file, 0),
+    )
+    for name, value, least in limits:
+        if value is not None and value < least:
+            print(f"marionette: error: {name} must be at least {least}", file=sys.stderr)
+            return 2
+    methods = parse_method_table(args.method)  # a bad table is refused before any file is read
+    # Workers start (and read their first files) while this process loads Blender and the target.
+    start = start_pack(args.pack, args.output, jobs=args.jobs, resume=args.resume)
     from .operators.batch_bake import bake_pack as run_bake_pack
 
-    if args.jobs is not None and args.jobs < 1:
-        print("marionette: error: --jobs must be at least 1", file=sys.stderr)
-        return 2
-    methods = parse_method_table(args.method)  # a bad table is refused before any file is read
     with job_output_to_stderr():  # progress, one line per file, goes there too
         report = run_bake_pack(
             args.pack,
@@ -176,7 +202,11 @@ def bake_pack(args: argparse.Namespace) -> int:
             options=RetargetOptions(root_motion=args.root_motion),
             methods=methods,
             match_rest=args.match_rest,
+            max_clips_per_file=args.max_clips_per_file or None,
+            max_file_mb=args.max_file_mb or None,
+            timeout=args.timeout or None,
             progress=lambda line: print(line, flush=True),
+            start=start,
         )
     lines = report.summary_lines()
     print(f"wrote {report.info['output']}: {lines[0]}")

@@ -25,13 +25,22 @@ Domain words, as used here and in :mod:`operators.batch_bake`:
 * A *part* is one baked clip message saved as ``.npz`` in the output's parts folder the moment it
   is computed; a run that dies leaves its parts, and ``--resume`` writes them into the output
   without computing them again.
+* The *settings record* (:meth:`BakeSettings.record`) is what a clip's keys depend on besides the
+  clip: method table, Match Rest, timing rule, scene rate, retarget options and the target
+  mapping. Every baked Action and every part carries it, so ``--resume`` re-bakes a clip baked
+  under other settings instead of keeping it (:func:`record_difference` says what changed).
+* An output too large to hold in memory at once is written as *volumes*
+  (:func:`volume_path`): ``OUT.blend``, ``OUT.002.blend``, ... each the target plus a share of
+  the clips in pack order.
+* A file with many long clips may be *split*: a second worker imports it too and bakes the last
+  of its clips (:func:`split_point`), when that ends the file sooner despite the second import.
 
 Timing follows :func:`operators.jobs.retarget_action`: a clip keeps its own timing on the scene's
 frame rate (resampled) unless ``keep_frames`` keeps its frame numbers. So does the choice of
 method: with a method table (per slot; see :mod:`core.retarget_methods`) or ``match_rest`` a clip
 is retargeted through :func:`core.retarget_methods.retarget_with_methods`, exactly as a single
-retarget (a clip already on the target's layout is bound natively, its keys unchanged); without
-either, through the geometric-frame binding alone, as before.
+retarget; without either, through the geometric-frame binding alone. In both cases a clip already
+on the target's layout is bound natively (its keys unchanged), as a single retarget binds it.
 """
 
 from __future__ import annotations
@@ -47,7 +56,7 @@ from typing import Any
 
 import numpy as np
 
-from .binding_cache import BindingCache
+from .binding_cache import BindingCache, native_binding
 from .bvh import BvhData, read_bvh
 from .clip import Clip
 from .errors import MarionetteError
@@ -64,6 +73,7 @@ BVH_EXTENSION = ".bvh"
 #: Custom properties on every baked Action (what ``--resume`` and the report read back).
 SOURCE_PROPERTY = "marionette_batch_source"
 CLIP_PROPERTY = "marionette_batch_clip"
+SETTINGS_PROPERTY = "marionette_batch_settings"
 KEY_SEPARATOR = "::"
 
 REPORT_FORMAT = "marionette.batch_report"
@@ -296,6 +306,22 @@ class BakeSettings:
         table mixes (``geometric+local-curl``)."""
         return method_summary(self.methods)
 
+    def record(self) -> dict[str, Any]:
+        """What a baked clip's keys depend on besides the clip itself (stored on every Action and
+        part as :meth:`record_text`)."""
+        return {
+            "method": self.method_name(),
+            "table": dict(sorted(self.methods.items())),
+            "match_rest": bool(self.match_rest),
+            "keep_frames": bool(self.keep_frames),
+            "scene_fps": float(self.scene_fps),
+            "options": json.loads(json.dumps(asdict(self.options))),
+            "target_mapping": self.target_mapping,
+        }
+
+    def record_text(self) -> str:
+        return json.dumps(self.record(), sort_keys=True)
+
     def to_message(self) -> Message:
         return {
             "target": rig_message(self.target),
@@ -322,6 +348,31 @@ class BakeSettings:
             methods={str(k): str(v) for k, v in dict(m.get("methods") or {}).items()},
             match_rest=bool(m.get("match_rest", False)),
         )
+
+
+def record_difference(earlier: Any, now: Mapping[str, Any]) -> str | None:
+    """``None`` when a clip baked under the settings record ``earlier`` (the stored text) has the
+    keys ``now`` would give; else what differs, in words (what ``--resume`` reports)."""
+    if not isinstance(earlier, str):
+        return "baked without a record of its settings"
+    try:
+        old = json.loads(earlier)
+    except ValueError:
+        return "baked with an unreadable record of its settings"
+    if not isinstance(old, dict):
+        return "baked with an unreadable record of its settings"
+    if old == json.loads(json.dumps(dict(now))):
+        return None
+    said: list[str] = []
+    flat_old = {**{k: v for k, v in old.items() if k != "options"}, **dict(old.get("options") or {})}
+    flat_now = {**{k: v for k, v in now.items() if k != "options"}, **dict(now.get("options") or {})}
+    for k in sorted(set(flat_old) | set(flat_now)):
+        if k == "table" and old.get("method") != now.get("method"):
+            continue  # the method's name says it
+        a, b = flat_old.get(k), flat_now.get(k)
+        if a != b:
+            said.append(f"{k.replace('_', ' ')} {a if a is not None else '(none)'} -> {b if b is not None else '(none)'}")
+    return "baked with other settings: " + ", ".join(said)
 
 
 def method_summary(methods: Mapping[str, str]) -> str:
@@ -414,12 +465,14 @@ def bake_clip(cache: PackCache, source: RigInput, layout: str, clip: Clip) -> Me
     target bones, their frame numbers and rate, as a message. Same timing rule and method choice
     as a single retarget: resampled to the scene rate unless frame numbers are kept; the settings'
     method table and ``match_rest`` through :func:`core.retarget_methods.retarget_with_methods`
-    (native binding included) when either is given, the geometric-frame binding alone otherwise.
-    The message says which (``method``: ``native`` or the table's :func:`method_summary`)."""
+    when either is given, the geometric-frame binding alone otherwise.
+    A clip already on the target's layout is bound natively either way (its keys unchanged, as a
+    single retarget binds it). The message says which (``method``: ``native`` or the table's
+    :func:`method_summary`)."""
     s = cache.settings
     source_frames, source_fps = clip.frame_count, clip.fps
     t0 = time.perf_counter()
-    if s.uses_methods:
+    if s.uses_methods or native_binding(clip, source.skeleton, s.target.skeleton, s.options) is not None:
         misses = cache.bindings.misses
         t1 = t0  # binding happens inside the one call; counted with the retarget
         timed = clip if s.keep_frames else clip.resample(s.scene_fps)
@@ -477,16 +530,18 @@ def clip_from_message(m: Mapping[str, Any], name: str) -> Clip:
     )
 
 
-def bvh_file_events(path: str, cache: PackCache, skip: Iterable[str] = ()) -> Iterator[Message]:
+def bvh_file_events(path: str, cache: PackCache, skip: Iterable[str] = (), data: BvhData | None = None) -> Iterator[Message]:
     """Read and retarget a BVH file without Blender, as the messages a worker sends.
 
     Yields ``{"op": "clips", "clips": [...]}`` once the file is read, then one ``clip`` message
     (or ``clip_failed``) per clip not in ``skip``. A file that cannot be read raises
     :class:`MarionetteError` before anything is yielded, one whose rig is refused right after
-    the ``clips`` message.
+    the ``clips`` message. ``data`` is the file already read (a worker reads ahead while the
+    main process starts).
     """
     t0 = time.perf_counter()
-    data = read_bvh(path)
+    if data is None:
+        data = read_bvh(path)
     clip_id = bvh_clip_id(path)
     yield {"op": "clips", "clips": [clip_id], "timings": {"read": time.perf_counter() - t0}}
     if clip_id in set(skip):
@@ -532,6 +587,22 @@ def write_part(directory: str, message: Mapping[str, Any]) -> str:
     return final
 
 
+def read_part(path: str) -> Message | None:
+    """One part as the message it was saved from; ``None`` when it is missing or cut short (a
+    part the process died while writing holds nothing usable)."""
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            m: Message = json.loads(str(z["meta"]))
+            for k in _ARRAYS:
+                m[k] = np.array(z[k])
+            for k in _OPTIONAL_ARRAYS:
+                if k in z.files:
+                    m[k] = np.array(z[k])
+    except (OSError, ValueError, KeyError, zipfile.BadZipFile):
+        return None
+    return m
+
+
 def read_parts(directory: str) -> list[Message]:
     """Every complete part in ``directory`` (sorted by file name); unreadable ones are skipped."""
     out: list[Message] = []
@@ -540,18 +611,81 @@ def read_parts(directory: str) -> list[Message]:
     for name in sorted(os.listdir(directory)):
         if not name.endswith(".npz") or name.endswith(".partial.npz"):
             continue
-        try:
-            with np.load(os.path.join(directory, name), allow_pickle=False) as z:
-                m: Message = json.loads(str(z["meta"]))
-                for k in _ARRAYS:
-                    m[k] = np.array(z[k])
-                for k in _OPTIONAL_ARRAYS:
-                    if k in z.files:
-                        m[k] = np.array(z[k])
-        except (OSError, ValueError, KeyError, zipfile.BadZipFile):
-            continue  # a part cut short by a crash holds nothing usable
-        out.append(m)
+        m = read_part(os.path.join(directory, name))
+        if m is not None:
+            out.append(m)
     return out
+
+
+def message_bytes(message: Mapping[str, Any]) -> int:
+    """Bytes of a baked clip message's arrays (what holding it costs)."""
+    return sum(int(np.asarray(message[k]).nbytes) for k in (*_ARRAYS, *_OPTIONAL_ARRAYS) if message.get(k) is not None)
+
+
+def drop_arrays(message: Message) -> None:
+    """Free a baked clip message's arrays (its part on disk still holds them: :func:`read_part`)."""
+    for k in (*_ARRAYS, *_OPTIONAL_ARRAYS):
+        message.pop(k, None)
+
+
+# --- output volumes --------------------------------------------------------------------------
+
+
+def volume_path(output: str, index: int) -> str:
+    """The ``index``-th file of an output written in volumes: ``OUT.blend`` itself first, then
+    ``OUT.002.blend``, ``OUT.003.blend``..."""
+    if index == 0:
+        return output
+    stem, ext = os.path.splitext(output)
+    return f"{stem}.{index + 1:03d}{ext or '.blend'}"
+
+
+def existing_volumes(output: str) -> list[str]:
+    """The volumes of ``output`` on disk, in order, stopping at the first one missing."""
+    out: list[str] = []
+    while os.path.isfile(volume_path(output, len(out))):
+        out.append(volume_path(output, len(out)))
+    return out
+
+
+def stray_volumes(output: str, kept: int) -> list[str]:
+    """Volumes of ``output`` numbered past the first ``kept`` (left by an earlier, larger run)."""
+    stem, ext = os.path.splitext(output)
+    folder = os.path.dirname(stem) or "."
+    base = os.path.basename(stem) + "."
+    ext = ext or ".blend"
+    out: list[str] = []
+    if not os.path.isdir(folder):
+        return out
+    for name in os.listdir(folder):
+        middle = name[len(base) : -len(ext)] if name.startswith(base) and name.endswith(ext) else ""
+        if len(middle) == 3 and middle.isdigit() and int(middle) > max(kept, 1):
+            out.append(os.path.join(folder, name))
+    return sorted(out)
+
+
+# --- splitting a file's clips between two workers --------------------------------------------
+
+def split_point(costs: Sequence[float], second_start: float, min_saving: float = 0.5) -> int | None:
+    """Where a second worker should take over a file's remaining clips, or ``None`` if that does
+    not pay.
+
+    ``costs`` are the estimated seconds of each remaining clip (in order); ``second_start`` the
+    seconds the second worker needs before its first clip (importing the file, and starting
+    Blender if it has not yet). The first worker keeps clips ``[:k]``, the second takes
+    ``[k:]``: ``k`` makes the two finish as close together as the clips allow, and the split is
+    only made when it ends the file at least ``min_saving`` seconds sooner.
+    """
+    c = np.asarray(costs, dtype=np.float64)
+    if c.size < 2:
+        return None
+    total = float(c.sum())
+    done_first = np.cumsum(c)[:-1]  # the first worker's time for k = 1 .. n-1
+    finish = np.maximum(done_first, second_start + (total - done_first))
+    k = int(np.argmin(finish))
+    if total - float(finish[k]) < min_saving:
+        return None
+    return k + 1
 
 
 # --- the report ------------------------------------------------------------------------------
@@ -585,6 +719,10 @@ class ClipOutcome:
     #: or the run's method (:func:`method_summary`: ``geometric``, ``rest-space``...).
     method: str | None = None
     warnings: list[str] = field(default_factory=list)
+    #: The output file (volume) holding the clip's Action, by file name.
+    output: str | None = None
+    #: Why a clip found in the output was baked again (:func:`record_difference`).
+    rebaked: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {k: v for k, v in asdict(self).items() if v is not None and v != []}
@@ -603,6 +741,8 @@ class FileOutcome:
     cancelled: bool = False
     finished: bool = False
     seconds: float = 0.0
+    #: Clips per worker when the file was split between two (empty: one worker baked it).
+    split: list[int] = field(default_factory=list)
 
     def clip(self, clip_id: str) -> ClipOutcome | None:
         for c in self.clips:
@@ -645,6 +785,8 @@ class FileOutcome:
             d["reason"] = reason
         d["clips"] = [c.to_dict() for c in self.clips]
         d["seconds"] = round(self.seconds, 4)
+        if self.split:
+            d["split"] = list(self.split)
         return d
 
 

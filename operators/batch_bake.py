@@ -3,37 +3,50 @@
 How the work is split, and why:
 
 * This process holds the target in Blender and is the only one that writes to it: Blender data
-  can only be changed from its main thread. It writes each baked clip as soon as it arrives
-  (:func:`.armature_io.write_action`, bulk ``foreach_set``) and saves once at the end.
+  can only be changed from its main thread. It writes the baked clips file by file in pack order
+  (:func:`.armature_io.write_action`, bulk ``foreach_set``), whatever order they arrive in, so
+  the output does not depend on which worker finished first.
 * Reading and retargeting, which do not need this Blender, run in *worker processes*
-  (``--jobs``, one per core by default), each started once and fed file after file. A worker
-  reads BVH with numpy alone (:mod:`core.bvh`) and imports ``bpy`` only when it first meets an
-  FBX, glTF or .blend file (starting Blender costs about 0.5 s and 260 MB, more than a clip's
-  own work). Workers keep a mapping and binding cache (:class:`core.batch.PackCache`), so a pack from one
-  capture shoot maps and binds once per worker. With ``--jobs 1`` BVH files are read in this
-  process (a single core gains nothing from a second process); files that need an importer
-  still go to one worker, so that they are imported into an empty file whatever this file
-  holds and the Action names they bring are the same as with more jobs.
+  (``--jobs``, one per core by default; :mod:`.batch_worker`), each started once and fed job
+  after job. A worker reads BVH with numpy alone (:mod:`core.bvh`) and imports ``bpy`` only when
+  it first meets an FBX, glTF or .blend file (starting Blender costs about 0.5 s and 260 MB, more
+  than a clip's own work). Workers keep a mapping and binding cache (:class:`core.batch.PackCache`),
+  so a pack from one capture shoot maps and binds once per worker. The command line starts the
+  workers before it loads Blender, and each reads its first BVH files while this process loads
+  Blender and the target. With ``--jobs 1`` BVH files are read in this process (a single core
+  gains nothing from a second process); files that need an importer still go to one worker, so
+  that they are imported into an empty file whatever this file holds and the Action names they
+  bring are the same as with more jobs.
 * Results travel as plain messages (:mod:`core.batch`) over a local socket authenticated with a
-  random key, one clip at a time. Each worker is handed two files ahead, so it never waits for
-  this process to write.
-* Memory: a worker holds one file's data at a time (about 50 MB for BVH, about 300 MB once it
-  has imported Blender); this process holds the target and the baked Actions, i.e. the output
-  itself (what opening OUT.blend costs), and nothing else per clip.
+  random key. Each worker is handed two jobs ahead, so it never waits for this process to write.
+  A file with several long clips is split between two workers when that ends it sooner than one
+  worker would (:func:`core.batch.split_point`: the second worker imports the file too).
+* A worker that stays silent for ``--timeout`` seconds on one file (a hanging importer) is killed;
+  the file is reported failed, "timed out after N s", and the rest go on with a new worker.
+* Memory: a worker holds one file's data at a time (about 50 MB for BVH, about 300 MB once it has
+  imported Blender). This process holds the target and the Actions of the output file it is
+  writing. When those pass a budget (``--max-file-mb``, estimated from the keys written, or
+  ``--max-clips-per-file``), it saves them as one *volume* (``OUT.blend``, then ``OUT.002.blend``,
+  ...: each the target plus the next clips in pack order) and frees them, so its memory does not
+  grow with the pack. Clips that arrive before their turn wait as messages, and past a limit only
+  as their parts on disk.
 
 Nothing lost:
 
 * A worker saves each baked clip as a *part* (``OUT.blend.parts/*.npz``) before sending it. If
   this process dies, ``--resume`` writes the parts into the output without computing them again.
 * A killed or crashed worker costs the clip it was computing: the report names that clip (and
-  any clips of the same file it had not reached), a new worker takes the remaining files, and
+  any clips of the same job it had not reached), a new worker takes the remaining files, and
   the run ends with a non-zero status. Ctrl-C (or Esc in Blender) stops the workers, keeps every
-  clip already written, saves, and reports what was not baked.
-* ``--resume`` opens the existing output and skips every clip already in it (Actions carry their
-  source file and clip id), then bakes the rest. An output older than an interrupted fresh run
-  is an earlier bake's and is not continued.
-* Action names are decided at the end from the clips' keys alone (:func:`core.batch.final_action_names`),
-  so the same pack gives the same file whatever order the workers finished in.
+  clip already computed, saves, and reports what was not baked.
+* ``--resume`` continues the existing output (every volume) and skips every clip already in it
+  (Actions carry their source file, clip id and the settings they were baked with), then bakes
+  the rest. A clip baked under other settings (another ``--method``, ``--keep-frames``...) is
+  baked again, and the report says why. An output older than an interrupted fresh run is an
+  earlier bake's and is not continued.
+* Action names are decided per output file from the clips' keys alone
+  (:func:`core.batch.final_action_names`), so the same pack gives the same files whatever order
+  the workers finished in.
 """
 
 # The bpy stubs type Object.data as a union of every data type, context members as optional and
@@ -45,20 +58,16 @@ import json
 import os
 import shutil
 import signal
-import socket
-import subprocess
-import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from multiprocessing.connection import Connection, answer_challenge, deliver_challenge, wait
 from pathlib import Path
 from typing import Any
 
 import bpy
-from bpy.props import CollectionProperty, IntProperty, StringProperty
+from bpy.props import CollectionProperty, FloatProperty, IntProperty, StringProperty
 from bpy_extras.io_utils import ImportHelper
 
 from ..core import batch as cb
@@ -68,24 +77,38 @@ from ..core.mapping import BoneMapping
 from ..core.retarget import RetargetOptions
 from . import compat
 from .armature_io import write_action
-from .batch_worker import BOOTSTRAP, run_file, worker_environment
+from .batch_worker import (
+    PackStart,
+    Worker,
+    WorkerPool,
+    default_jobs,
+    openblas_threads,
+    parts_directory,
+    peak_memory_mb,
+    run_file,
+    start_pack,
+)
 from .file_import import load_file, scene_fps
 
-ADDON_ROOT = str(Path(__file__).resolve().parent.parent)
+__all__ = ["BatchBake", "ModalDriver", "bake_pack", "bake_settings", "default_jobs", "parts_directory", "write_report"]
+
 #: Scene custom properties of an output file: the target's name and each file's clip ids.
 TARGET_RECORD = "marionette_batch_target"
 FILES_RECORD = "marionette_batch_files"
 REPORT_RECORD = "marionette_batch_report"
 
-_START_TIMEOUT = 120.0  # seconds for a worker to connect back (a Blender binary starts slowly)
-_QUEUE_DEPTH = 2  # files handed to a worker ahead of time
-
-
-def default_jobs() -> int:
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not on Linux
-        return max(1, os.cpu_count() or 1)
+_QUEUE_DEPTH = 2  # jobs handed to a worker ahead of time
+DEFAULT_TIMEOUT = 600.0  # seconds a worker may stay silent on one file
+DEFAULT_FILE_MB = 1024.0  # Actions held before a volume is saved and freed
+#: Blender's memory per key of a baked Action, measured with bpy 5.0.1: 200 CMU clips of 114
+#: frames x 122 curves took 194 MB (73 bytes a key, the F-curves' own overhead included).
+ACTION_BYTES_PER_KEY = 73.0
+#: Baked clips waiting for their turn to be written are held as messages up to this many bytes;
+#: past it, their arrays are dropped and read back from their parts when their turn comes.
+_WAITING_BYTES = 256 * 2**20
+#: Seconds a worker that has not imported Blender yet needs before its first imported file
+#: (importing bpy and resetting to an empty file: 0.6 to 0.9 s measured on two busy cores).
+_BLENDER_START = 1.0
 
 
 def id_name_limit() -> int:
@@ -94,27 +117,6 @@ def id_name_limit() -> int:
 
 
 # --- this process's BLAS threads -------------------------------------------------------------
-
-
-def _openblas_threads() -> tuple[Any, Any] | None:
-    """The ``(get, set)`` thread-count functions of the OpenBLAS that numpy uses, when it is one
-    bundled with the numpy wheel (Blender's and pip's); ``None`` otherwise."""
-    import ctypes
-
-    import numpy as np
-
-    here = Path(np.__file__).resolve().parent
-    for path in (*here.parent.glob("numpy.libs/*openblas*"), *here.glob(".libs/*openblas*"), *here.glob(".dylibs/*openblas*")):
-        try:
-            lib = ctypes.CDLL(str(path))  # the library numpy already loaded: same handle
-        except OSError:
-            continue
-        for suffix in ("64_", "_64_", ""):
-            get = getattr(lib, "openblas_get_num_threads" + suffix, None)
-            put = getattr(lib, "openblas_set_num_threads" + suffix, None)
-            if get is not None and put is not None:
-                return get, put
-    return None
 
 
 class _OneBlasThread:
@@ -128,7 +130,7 @@ class _OneBlasThread:
     """
 
     def __init__(self) -> None:
-        self._controls = _openblas_threads()
+        self._controls = openblas_threads()
         self._before: int | None = None
 
     def limit(self) -> None:
@@ -143,216 +145,30 @@ class _OneBlasThread:
             self._before = None
 
 
-# --- worker processes ------------------------------------------------------------------------
-
-
-@dataclass
-class _Worker:
-    wid: int
-    needs_blender: bool
-    proc: subprocess.Popen[bytes]
-    log: str
-    conn: Connection | None = None
-    pid: int = 0
-    #: File jobs sent and not finished, in order: the first is in progress, the others wait in
-    #: the worker's connection so that it never idles while this process writes.
-    jobs: deque[Message] = field(default_factory=deque)
-
-
-def _describe_exit(code: int | None) -> str:
-    if code is None:
-        return "stopped responding"
-    if code < 0:
-        try:
-            return f"was killed by signal {signal.Signals(-code).name}"
-        except ValueError:
-            return f"was killed by signal {-code}"
-    return f"exited with status {code}"
-
-
-def _log_tail(path: str, lines: int = 3) -> str:
-    try:
-        with open(path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            f.seek(max(0, f.tell() - 4000))
-            text = f.read().decode("utf-8", errors="replace")
-    except OSError:
-        return ""
-    kept = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    return " | ".join(kept[-lines:])
-
-
-class WorkerPool:
-    """Worker processes connected back over a local socket (any Python or Blender binary can
-    connect; nothing is inherited but the command line and the environment)."""
-
-    def __init__(self, log_dir: str) -> None:
-        self.log_dir = log_dir
-        self.workers: dict[int, _Worker] = {}
-        self._next_id = 0
-        self._key = os.urandom(32)
-        self._server: socket.socket | None = None
-        self._starting: dict[int, _Worker] = {}
-
-    def _command(self, needs_blender: bool, port: int, wid: int) -> list[str]:
-        tail = ["--", ADDON_ROOT, "127.0.0.1", str(port), str(wid)]
-        binary = getattr(bpy.app, "binary_path", "")
-        if binary and needs_blender:
-            # Inside real Blender: sys.executable is its bundled Python, which has numpy but no
-            # bpy; a worker that must import files is another Blender, in the background.
-            return [binary, "--background", "--factory-startup", "--python-exit-code", "1", "--python-expr", BOOTSTRAP, *tail]
-        # bpy as a module: this Python imports bpy when it needs it. Real Blender: its Python.
-        return [sys.executable, "-c", BOOTSTRAP, *tail]
-
-    def spawn(self, count: int, needs_blender: bool) -> list[_Worker]:
-        """Start ``count`` workers and wait until each has connected and said hello."""
-        self.launch(count, needs_blender)
-        return self.connect()
-
-    def launch(self, count: int, needs_blender: bool) -> None:
-        """Start ``count`` workers without waiting for them (they import while this process goes
-        on with its own start); :meth:`connect` waits."""
-        if self._server is None:
-            self._server = socket.create_server(("127.0.0.1", 0))
-            self._server.settimeout(0.1)
-        port = self._server.getsockname()[1]
-        for _ in range(count):
-            wid = self._next_id
-            self._next_id += 1
-            log = os.path.join(self.log_dir, f"worker-{wid}.log")
-            kwargs: dict[str, Any] = {}
-            if os.name == "posix":
-                kwargs["start_new_session"] = True  # Ctrl-C in the terminal is for this process only
-            else:
-                kwargs["creationflags"] = getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0)
-            with open(log, "ab") as out:
-                proc = subprocess.Popen(
-                    self._command(needs_blender, port, wid),
-                    stdin=subprocess.DEVNULL,
-                    stdout=out,
-                    stderr=subprocess.STDOUT,
-                    env=worker_environment(self._key),
-                    **kwargs,
-                )
-            self._starting[wid] = _Worker(wid, needs_blender, proc, log)
-
-    @property
-    def launching(self) -> int:
-        return len(self._starting)
-
-    def connect(self) -> list[_Worker]:
-        """Wait until every launched worker has connected and said hello."""
-        assert self._server is not None or not self._starting
-        started, self._starting = self._starting, {}
-        waiting = dict(started)
-        deadline = time.monotonic() + _START_TIMEOUT
-        while waiting:
-            for w in list(waiting.values()):
-                if w.proc.poll() is not None:
-                    self._kill_all(started.values())
-                    raise MarionetteError(
-                        f"a worker process could not start: it {_describe_exit(w.proc.returncode)} ({_log_tail(w.log)})"
-                    )
-            if time.monotonic() > deadline:
-                self._kill_all(started.values())
-                raise MarionetteError(f"worker processes did not start within {_START_TIMEOUT:.0f} s")
-            try:
-                sock, _addr = self._server.accept()  # type: ignore[union-attr]
-            except TimeoutError:
-                continue
-            sock.settimeout(None)
-            conn = Connection(sock.detach())
-            try:
-                deliver_challenge(conn, self._key)
-                answer_challenge(conn, self._key)
-                hello = conn.recv()
-            except Exception:  # not one of ours (wrong key, not our protocol)
-                conn.close()
-                continue
-            wid = int(hello.get("worker", -1)) if isinstance(hello, dict) else -1
-            found = waiting.pop(wid) if wid in waiting else None
-            if found is None:
-                conn.close()
-                continue
-            found.conn, found.pid = conn, int(hello["pid"])
-        self.workers.update(started)
-        return list(started.values())
-
-    def send(self, w: _Worker, msg: Message) -> bool:
-        try:
-            assert w.conn is not None
-            w.conn.send(msg)
-            return True
-        except (OSError, ValueError):
-            return False
-
-    def receive(self, timeout: float) -> list[tuple[_Worker, Message | None]]:
-        """Messages ready within ``timeout``; ``(worker, None)`` for a worker that went away."""
-        live = {w.conn: w for w in self.workers.values() if w.conn is not None}
-        if not live:
-            time.sleep(min(timeout, 0.05))
-            return []
-        out: list[tuple[_Worker, Message | None]] = []
-        for conn in wait(list(live), timeout):
-            w = live[conn]  # type: ignore[index]
-            try:
-                while True:
-                    out.append((w, w.conn.recv()))  # type: ignore[union-attr]
-                    if not w.conn.poll():  # type: ignore[union-attr]
-                        break
-            except (EOFError, OSError):
-                out.append((w, None))
-        return out
-
-    def retire(self, w: _Worker) -> str:
-        """Forget a worker that went away; how it ended, with the end of its log."""
-        if w.conn is not None:
-            w.conn.close()
-            w.conn = None
-        try:
-            code = w.proc.wait(timeout=5.0)
-        except subprocess.TimeoutExpired:
-            w.proc.kill()
-            code = w.proc.wait()
-        self.workers.pop(w.wid, None)
-        tail = _log_tail(w.log)
-        return f"the worker process (pid {w.pid}) {_describe_exit(code)}" + (f"; its log ends: {tail}" if tail else "")
-
-    def _kill_all(self, workers: Iterable[_Worker]) -> None:
-        for w in workers:
-            if w.proc.poll() is None:
-                w.proc.kill()
-            w.proc.wait()
-            if w.conn is not None:
-                w.conn.close()
-                w.conn = None
-
-    def close(self, graceful: bool = True) -> None:
-        self._kill_all(self._starting.values())
-        self._starting.clear()
-        workers = list(self.workers.values())
-        if graceful:
-            for w in workers:
-                self.send(w, {"op": "stop"})
-            deadline = time.monotonic() + 5.0
-            for w in workers:
-                try:
-                    w.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
-                except subprocess.TimeoutExpired:
-                    pass
-        self._kill_all(workers)
-        self.workers.clear()
-        if self._server is not None:
-            self._server.close()
-            self._server = None
-
-
 # --- the run ---------------------------------------------------------------------------------
 
 
 @dataclass
+class _Job:
+    """Work for one worker: file ``file`` of the report, all its clips not in ``skip`` or only
+    ``clips``."""
+
+    file: int
+    skip: list[str] = field(default_factory=list)
+    clips: list[str] | None = None
+    #: The worker that read this file ahead (it gets the job first).
+    prefer: int | None = None
+    #: The worker baking the file's other clips (this job goes elsewhere while others live).
+    avoid: int | None = None
+    #: Whether the worker asks which clips to bake once it has imported the file.
+    ask: bool = False
+    arrived: set[str] = field(default_factory=set)
+
+
+@dataclass
 class _Clip:
-    """A clip written in this run: its key, wanted name and file order (for final naming)."""
+    """A clip written in this run into the output file being filled: its key, wanted name and
+    pack order (for naming and for which clip the target plays)."""
 
     key: str
     base: str
@@ -369,6 +185,17 @@ class _State:
     fake_user: bool = False
     taken: set[str] = field(default_factory=set)
     pose: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class EarlierOutput:
+    """What ``--resume`` found in the output's volumes other than the one it continues: clips kept
+    (source path -> clip id -> (Action name, file name)), each file's clip ids, and the clips
+    removed because they were baked with other settings (clip key -> why)."""
+
+    baked: dict[str, dict[str, tuple[str, str]]] = field(default_factory=dict)
+    known: dict[str, list[str]] = field(default_factory=dict)
+    stale: dict[str, str] = field(default_factory=dict)
 
 
 # Pose-bone channels and their rest values (axis-angle is Blender's (angle, x, y, z)).
@@ -403,9 +230,65 @@ def _set_pose(obj: Any, values: dict[str, Any] | None = None) -> None:
         pbs.foreach_set(prop, buf)
 
 
+def _action_keys(action: Any) -> int:
+    """Keys in every F-curve of ``action`` (what its memory grows with)."""
+    return sum(len(fc.keyframe_points) for slot in action.slots for fc in compat.action_fcurves(action, slot))
+
+
+def _batch_actions() -> list[tuple[Any, str, str, Any]]:
+    """``(action, source path, clip id, settings record)`` of every Action a batch bake wrote into
+    the open file."""
+    out = []
+    for a in bpy.data.actions:
+        src, clip = a.get(cb.SOURCE_PROPERTY), a.get(cb.CLIP_PROPERTY)
+        if isinstance(src, str) and isinstance(clip, str):
+            out.append((a, src, clip, a.get(cb.SETTINGS_PROPERTY)))
+    return out
+
+
+def _file_records() -> dict[str, list[str]]:
+    raw = bpy.context.scene.get(FILES_RECORD)
+    if not isinstance(raw, str):
+        return {}
+    try:
+        data = json.loads(raw)
+    except json.JSONDecodeError:
+        return {}
+    return {str(k): [str(c) for c in v] for k, v in data.items() if isinstance(v, list)}
+
+
+class ModalDriver:
+    """What the operator does with each event while a run goes on, without the operator: a timer
+    tick writes what has arrived for at most ``budget`` seconds (the interface keeps the rest of
+    the tick), Esc cancels keeping what is baked, anything else passes through. :meth:`event`
+    returns the operator's answer (``RUNNING_MODAL``, ``PASS_THROUGH`` or ``FINISHED``)."""
+
+    def __init__(self, runner: BatchBake, budget: float = 0.04) -> None:
+        self.runner = runner
+        self.budget = budget
+        self.ticks = 0
+
+    def event(self, kind: str, value: str) -> str:
+        if kind == "ESC" and value == "PRESS":
+            self.runner.cancel("cancelled by the user (Esc)")
+            return "FINISHED"
+        if kind != "TIMER":
+            return "PASS_THROUGH"
+        self.ticks += 1
+        deadline = time.perf_counter() + self.budget
+        while self.runner.step(0.0) and time.perf_counter() < deadline:
+            pass
+        return "RUNNING_MODAL" if self.runner.running else "FINISHED"
+
+
 class BatchBake:
     """One batch bake onto ``target``, driven step by step (the command line loops over
-    :meth:`step`; the modal operator calls it on a timer). See the module docstring."""
+    :meth:`step`; the modal operator calls it on a timer). See the module docstring.
+
+    With ``output`` the Actions are saved into volumes of that file as they pass the budget
+    (``max_clips`` per file, ``max_mb`` of estimated Action memory) and the last one at
+    :meth:`finish`; without it they stay in the open file (the operator). Baked clips waiting for
+    their turn are held up to ``waiting_mb``, then only as their parts (with ``parts_dir``)."""
 
     def __init__(
         self,
@@ -419,6 +302,13 @@ class BatchBake:
         resume: bool = False,
         on_file: Callable[[cb.FileOutcome, int, int], None] | None = None,
         pool: WorkerPool | None = None,
+        output: str | None = None,
+        volume: int = 0,
+        max_clips: int | None = None,
+        max_mb: float | None = DEFAULT_FILE_MB,
+        timeout: float | None = DEFAULT_TIMEOUT,
+        earlier: EarlierOutput | None = None,
+        waiting_mb: float = _WAITING_BYTES / 2**20,
     ) -> None:
         self.target = target
         self.settings = settings
@@ -428,15 +318,39 @@ class BatchBake:
         self.report = BatchReport(plan)
         self.on_file = on_file
         self.resume = resume
+        self.output = output
+        self.timeout = float(timeout) if timeout else None
+        self._max_clips = int(max_clips) if max_clips else None
+        self._max_bytes = float(max_mb) * 2**20 if (max_mb and output) else None
+        self._earlier = earlier or EarlierOutput()
+        self._record = settings.record()
+        self._record_text = settings.record_text()
         self._log_dir = log_dir or parts_dir
         self._scratch: str | None = None  # a log folder of our own, removed unless a worker was lost
         self._pool: WorkerPool | None = pool
         self._local: PackCache | None = None
-        self._pending: deque[int] = deque()
-        self._clips: dict[str, _Clip] = {}
-        self._done_files = 0
+        self._pending: deque[_Job] = deque()
+        self._prefer_left: dict[int, int] = {}
+        self._open_jobs: dict[int, int] = {}
+        self._waiting: dict[int, list[Message]] = {}  # file -> baked clips waiting for their turn
+        self._waiting_bytes = 0
+        self._waiting_limit = float(waiting_mb) * 2**20
+        self._cursor = 0  # files before it are written
+        self._file_frames: dict[int, list[int]] = {}  # file -> frames of each of its clips
+        self._import_seconds: dict[int, float] = {}
+        self._clips: dict[str, _Clip] = {}  # this run's clips in the output file being filled
+        self._outcomes: dict[str, ClipOutcome] = {}
+        self._stale: dict[str, str] = dict(self._earlier.stale)
+        self._volume = int(volume)
+        self._volume_clips = 0
+        self._volume_keys = 0
+        self._outputs: list[str] = []  # volumes saved by this run
+        self._volumes_total = int(volume)  # volumes the output has (saved now or by the run continued)
+        self._records: dict[str, list[str]] = {}
+        self._held_max = 0
         self._started = False
         self._closed = False
+        self._finished = False
         self._journal: Any = None
         self._t0 = time.perf_counter()
         self._state = _State()
@@ -453,18 +367,23 @@ class BatchBake:
 
     @property
     def files_done(self) -> int:
-        return self._done_files
+        return self._cursor
 
     @property
     def clips_baked(self) -> int:
         return sum(1 for f in self.report.files for c in f.clips if c.status in (cb.CLIP_BAKED, cb.CLIP_RECOVERED))
 
     @property
+    def actions_held_max(self) -> int:
+        """The most Actions the open file held at once during the run (measured after each write)."""
+        return self._held_max
+
+    @property
     def running(self) -> bool:
         return self._started and not self._closed and (bool(self._pending) or self._busy())
 
     def progress_text(self) -> str:
-        failed = sum(1 for f in self.report.files if f.finished and f.status != cb.FILE_BAKED)
+        failed = sum(1 for f in self.report.files[: self._cursor] if f.status != cb.FILE_BAKED)
         return f"{self.files_done}/{self.total_files} files, {self.clips_baked} clips baked" + (f", {failed} failed" if failed else "")
 
     def _busy(self) -> bool:
@@ -472,56 +391,82 @@ class BatchBake:
 
     def _log(self, **event: Any) -> None:
         if self._journal is not None:
+            event["t"] = round(time.time(), 4)
             self._journal.write(json.dumps(event) + "\n")
             self._journal.flush()
 
     # --- start ---
 
     def start(self) -> None:
-        """Record the target's state, recover parts of an interrupted run, skip what is already
-        baked, and queue the rest."""
+        """Record the target's state, drop clips baked under other settings, recover parts of an
+        interrupted run, skip what is already baked, and queue the rest."""
         t0 = time.perf_counter()
         self._blas.limit()
         ad_action, ad_slot = compat.current_action(self.target)
+        if ad_action is not None and ad_action.get(cb.SOURCE_PROPERTY) is not None:
+            ad_action, ad_slot = None, None  # a continued output's clip, not the target's own Action
         fake = bool(ad_action.use_fake_user) if ad_action else False
         self._state = _State(ad_action, ad_slot, fake, pose=_get_pose(self.target))
         if self.parts_dir:
             os.makedirs(self.parts_dir, exist_ok=True)
             self._journal = open(os.path.join(self.parts_dir, "journal.jsonl"), "a", encoding="utf-8")  # noqa: SIM115
-        baked = _baked_clips() if self.resume else {}  # path -> {clip id: Action name}
-        known: dict[str, list[str]] = _file_records() if self.resume else {}
+        here = os.path.basename(cb.volume_path(self.output, self._volume)) if self.output else ""
+        baked: dict[str, dict[str, tuple[str, str]]] = {p: dict(c) for p, c in self._earlier.baked.items()} if self.resume else {}
+        known: dict[str, list[str]] = dict(self._earlier.known) if self.resume else {}
+        if self.resume:
+            known.update(_file_records())
+            for action, src, clip, record in _batch_actions():
+                why = cb.record_difference(record, self._record)
+                if why is not None:
+                    self._stale[cb.clip_key(src, clip)] = why
+                    bpy.data.actions.remove(action)
+                    continue
+                baked.setdefault(src, {})[clip] = (action.name, here)
+                self._volume_clips += 1
+                self._volume_keys += _action_keys(action)
+        self._records = known
         paths = {f.path: i for i, f in enumerate(self.report.files)}
+        self._state.taken = {a.name for a in bpy.data.actions}
         # Clips an interrupted run computed but did not get into the output.
         if self.resume and self.parts_dir:
             for msg in cb.read_parts(self.parts_dir):
                 i = paths.get(msg["path"])
                 if i is None or msg["clip"] in baked.get(msg["path"], {}):
                     continue
+                why = cb.record_difference(msg.get("settings"), self._record)
+                if why is not None:
+                    self._stale.setdefault(cb.clip_key(msg["path"], msg["clip"]), why)
+                    continue
                 if msg.get("file_clips"):
                     known.setdefault(msg["path"], list(msg["file_clips"]))
                 self._write_clip(i, msg, cb.CLIP_RECOVERED)
-                baked.setdefault(msg["path"], {})[msg["clip"]] = ""
-        self._state.taken = {a.name for a in bpy.data.actions if a not in {c.action for c in self._clips.values()}}
+                baked.setdefault(msg["path"], {})[msg["clip"]] = ("", "")
+        ahead = {p: wid for wid, ps in (self._pool.read_ahead.items() if self._pool is not None else ()) for p in ps}
         for i, f in enumerate(self.report.files):
             if f.finished:  # refused before anything started
-                self._file_finished(i)
                 continue
             pf = self.plan.files[i]
             ids = [cb.bvh_clip_id(pf.path)] if pf.is_bvh else known.get(pf.path)
             done = baked.get(pf.path, {})
             for clip_id in sorted(done):
                 if f.clip(clip_id) is None:
-                    f.clips.append(ClipOutcome(clip_id, cb.CLIP_ALREADY, action=done[clip_id]))
+                    name, where = done[clip_id]
+                    f.clips.append(ClipOutcome(clip_id, cb.CLIP_ALREADY, action=name, output=where or None))
             if ids is not None and done and set(ids) <= done.keys():
                 f.clip_ids = list(ids)
-                f.clips.sort(key=lambda c: ids.index(c.clip) if c.clip in ids else len(ids))
                 f.finished = True
-                self._file_finished(i)
                 continue
-            self._pending.append(i)
+            prefer = ahead.get(pf.path)
+            if prefer is not None:
+                self._prefer_left[prefer] = self._prefer_left.get(prefer, 0) + 1
+            skip = [c.clip for c in f.clips if c.status in (cb.CLIP_ALREADY, cb.CLIP_RECOVERED)]
+            self._pending.append(_Job(i, skip, prefer=prefer, ask=self.jobs > 1 and not pf.is_bvh))
+            self._open_jobs[i] = 1
+        self._flush()
         self.report.add_time("start", time.perf_counter() - t0)
         self._started = True
-        want = min(self.jobs, len(self._pending)) if self.jobs > 1 else 0
+        shareable = any(self.plan.files[j.file].needs_blender for j in self._pending)  # clips a second worker can share
+        want = (self.jobs if shareable else min(self.jobs, len(self._pending))) if self.jobs > 1 else 0
         launched = self._pool.launching if self._pool is not None else 0
         if want or launched:
             self._spawn(max(0, want - launched), self.plan.needs_blender)
@@ -559,45 +504,97 @@ class BatchBake:
             self.close()
         return self.running
 
-    def _job(self, i: int) -> Message:
-        f = self.report.files[i]
-        skip = [c.clip for c in f.clips if c.status == cb.CLIP_ALREADY or c.status == cb.CLIP_RECOVERED]
-        return {"op": "file", "file": i, "path": self.plan.files[i].path, "skip": skip}
+    def _job_message(self, job: _Job) -> Message:
+        m: Message = {"op": "file", "file": job.file, "path": self.plan.files[job.file].path, "skip": list(job.skip)}
+        if job.clips is not None:
+            m["clips"] = list(job.clips)
+        if job.ask and job.clips is None:
+            m["ask"] = True
+        return m
+
+    def _pick(self, w: Worker) -> _Job | None:
+        """The next job for ``w``: a file it read ahead, else the first one nobody read ahead,
+        else (taken from the end) one another worker read ahead. A second half of a split file
+        does not go to the worker baking the first half while another worker lives."""
+        assert self._pool is not None
+        live = self._pool.workers
+
+        def allowed(job: _Job) -> bool:
+            return not (job.avoid == w.wid and len(live) > 1)
+
+        if self._prefer_left.get(w.wid):
+            for idx, job in enumerate(self._pending):
+                if job.prefer == w.wid:
+                    self._prefer_left[w.wid] -= 1
+                    del self._pending[idx]
+                    return job
+        for idx, job in enumerate(self._pending):
+            if allowed(job) and (job.prefer is None or job.prefer not in live):
+                del self._pending[idx]
+                return job
+        for idx in range(len(self._pending) - 1, -1, -1):
+            job = self._pending[idx]
+            if allowed(job):
+                if job.prefer is not None and job.prefer in self._prefer_left:
+                    self._prefer_left[job.prefer] -= 1
+                del self._pending[idx]
+                return job
+        return None
 
     def _dispatch(self) -> None:
         if self._pool is None:
             return  # nothing was left to do when the run started
         # Round by round, so that with few files left each worker still gets one.
-        for _depth in range(_QUEUE_DEPTH):
+        for depth in range(_QUEUE_DEPTH):
             for w in sorted(self._pool.workers.values(), key=lambda w: w.wid):
                 if not self._pending:
                     return
-                if len(w.jobs) <= _depth:
-                    self._send_job(w, self._pending.popleft())
+                if len(w.jobs) <= depth:
+                    job = self._pick(w)
+                    if job is not None:
+                        self._send_job(w, job)
 
-    def _send_job(self, w: _Worker, i: int) -> None:
+    def _send_job(self, w: Worker, job: _Job) -> None:
         assert self._pool is not None
-        job = self._job(i)
-        if self._pool.send(w, job):
+        msg = self._job_message(job)
+        if self._pool.send(w, msg):
+            if not w.jobs:
+                w.heard = time.monotonic()  # an idle worker's silence counts from now
             w.jobs.append(job)
-            self._log(event="dispatch", file=job["path"], worker=w.wid, pid=w.pid)
+            self._log(event="dispatch", file=msg["path"], worker=w.wid, pid=w.pid, clips=job.clips)
         else:
-            self._pending.appendleft(i)  # its death shows up on the next receive
+            job.prefer = None
+            self._pending.appendleft(job)  # its death shows up on the next receive
 
     def _receive(self, timeout: float) -> None:
         if self._pool is None:
             return
         for w, msg in self._pool.receive(timeout):
+            if w.wid not in self._pool.workers:
+                continue  # retired in this batch (its end was handled)
             if msg is None:
                 self._worker_died(w)
             else:
+                w.heard = time.monotonic()
                 self._handle(msg, w)
+                if msg["op"] == "file_done" and self.jobs > 1:
+                    self._dispatch()  # its next job before writing what else arrived
+        self._check_timeouts()
         # Replace workers that died while files remain (one per missing slot); with one job the
         # helper worker is started again only when the next file needs it.
         if self.jobs > 1 and self._pending and self._pool is not None:
             missing = self.jobs - len(self._pool.workers)
             if missing > 0:
                 self._spawn(min(missing, len(self._pending)), self.plan.needs_blender)
+
+    def _check_timeouts(self) -> None:
+        if self.timeout is None or self._pool is None:
+            return
+        now = time.monotonic()
+        for w in list(self._pool.workers.values()):
+            if w.jobs and now - w.heard > self.timeout:
+                self._pool.kill(w)
+                self._worker_died(w, timed_out=True)
 
     def _step_single(self, timeout: float) -> None:
         """``--jobs 1``: BVH files here; files that need an importer to one helper worker."""
@@ -606,8 +603,8 @@ class BatchBake:
             return
         if not self._pending:
             return
-        i = self._pending[0]
-        pf = self.plan.files[i]
+        job = self._pending[0]
+        pf = self.plan.files[job.file]
         if pf.needs_blender:
             if self._pool is None or not self._pool.workers:
                 self._spawn(1, True)
@@ -618,38 +615,136 @@ class BatchBake:
         self._pending.popleft()
         if self._local is None:
             self._local = PackCache(self.settings)
-        for msg in run_file(self._job(i), self._local, self.parts_dir):
-            self._handle(msg, None)
+        for msg in run_file(self._job_message(job), self._local, self.parts_dir):
+            self._handle(msg, None, job)
 
     # --- messages ---
 
-    def _handle(self, msg: Message, w: _Worker | None) -> None:
+    def _job_of(self, w: Worker | None, i: int) -> _Job | None:
+        if w is None:
+            return None
+        for job in w.jobs:
+            if job.file == i:
+                return job
+        return None
+
+    def _handle(self, msg: Message, w: Worker | None, job: _Job | None = None) -> None:
         op = msg["op"]
         i = int(msg["file"])
         f = self.report.files[i]
+        job = job or self._job_of(w, i)
         if op == "start":
-            self._log(event="start", file=f.path, worker=w.wid if w is not None else "main", pid=w.pid if w is not None else os.getpid())
+            self._log(event="start", file=f.path, worker=w.wid if w is not None else "main", pid=w.pid if w is not None else os.getpid(), clips=job.clips if job else None)
         elif op == "clips":
-            ids = f.clip_ids = list(msg["clips"])
+            if f.clip_ids is None:
+                f.clip_ids = list(msg["clips"])
             self.report.add_time("read", msg["timings"]["read"])
-            f.clips.sort(key=lambda c: ids.index(c.clip) if c.clip in ids else len(ids))
+            if msg.get("read_ahead"):
+                self.report.count("files_read_ahead")
+            if "frames" in msg:
+                self._file_frames[i] = [int(n) for n in msg["frames"]]
+                self._import_seconds[i] = float(msg["timings"]["read"])
         elif op == "clip":
+            if job is not None:
+                job.arrived.add(str(msg["clip"]))
             msg["file_clips"] = f.clip_ids
             for stage, sec in msg["timings"].items():
                 self.report.add_time(stage, sec)
-            self._write_clip(i, msg, cb.CLIP_BAKED)
+            self._wait(i, msg)
         elif op == "clip_failed":
+            if job is not None:
+                job.arrived.add(str(msg["clip"]))
             f.clips.append(ClipOutcome(msg["clip"], cb.CLIP_FAILED, reason=msg["reason"]))
+        if op in ("clip", "clip_failed") and w is not None and job is not None and job.ask and job.clips is None:
+            self._answer(w, job, msg)
         elif op == "file_failed":
-            f.reason = msg["reason"]
+            if f.reason is None:
+                f.reason = msg["reason"]
         elif op == "file_done":
-            f.finished = True
-            f.seconds = float(msg["seconds"])
+            f.seconds += float(msg["seconds"])
+            self.report.add_time("worker_idle", float(msg.get("idle", 0.0)))
             self._cache_counts[w.wid if w is not None else -1] = list(msg["cache"])
             if w is not None:
                 self._worker_peak = max(self._worker_peak, float(msg.get("peak_mb", 0.0)))
-            if w is not None and w.jobs and int(w.jobs[0]["file"]) == i:
-                w.jobs.popleft()
+                w.blender = bool(msg.get("blender", w.blender))
+                if job is not None:
+                    w.jobs.remove(job)
+            self._job_ended(i)
+
+    def _answer(self, w: Worker, job: _Job, first: Message) -> None:
+        """Tell the worker that imported a file and baked its first clip (``first``) which of the
+        other clips to bake; give the last of them to a second worker when no other file is
+        waiting and the split ends the file sooner. A clip's cost is the first clip's, in
+        proportion to its frames."""
+        assert self._pool is not None
+        f = self.report.files[job.file]
+        ids = f.clip_ids or []
+        rest = [c for c in ids if c not in set(job.skip) and c != first["clip"]]
+        take = rest
+        others = [o for o in self._pool.workers.values() if o is not w and o.conn is not None]
+        if len(rest) > 1 and others and not self._pending and first["op"] == "clip":
+            frames = dict(zip(ids, self._file_frames.get(job.file, []), strict=False))
+            t = first["timings"]
+            seconds = sum(float(t.get(k, 0.0)) for k in ("read", "retarget", "part"))
+            per_frame = seconds / max(int(first["source_frames"]), 1)
+            costs = [per_frame * frames.get(c, int(first["source_frames"])) for c in rest]
+            helper = min(others, key=lambda o: len(o.jobs))
+            second_start = self._import_seconds.get(job.file, 0.0) + (0.0 if helper.blender else _BLENDER_START)
+            k = cb.split_point(costs, second_start)
+            if k is not None:
+                take = rest[:k]
+                self._pending.appendleft(_Job(job.file, list(job.skip), clips=rest[k:], avoid=w.wid))
+                self._open_jobs[job.file] += 1
+                self.report.count("files_split")
+                f.split = [len(take) + 1, len(rest) - k]
+                self._log(event="split", file=f.path, worker=w.wid, kept=len(take) + 1, given=len(rest) - k)
+        job.clips = [first["clip"], *take]
+        self._pool.send(w, {"op": "take", "file": job.file, "clips": take})
+
+    def _wait(self, i: int, msg: Message) -> None:
+        """Keep a baked clip until its file's turn to be written; past the budget for waiting
+        clips, keep only its part on disk."""
+        self._waiting.setdefault(i, []).append(msg)
+        self._waiting_bytes += cb.message_bytes(msg)
+        if self._waiting_bytes > self._waiting_limit and self.parts_dir:
+            for j in sorted(self._waiting, reverse=True):  # the latest turns first
+                for m in self._waiting[j]:
+                    if "rotations" in m:
+                        self._waiting_bytes -= cb.message_bytes(m)
+                        cb.drop_arrays(m)
+                        self.report.count("clips_reloaded")
+                if self._waiting_bytes <= self._waiting_limit / 2:
+                    break
+
+    def _job_ended(self, i: int) -> None:
+        self._open_jobs[i] = self._open_jobs.get(i, 1) - 1
+        if self._open_jobs[i] <= 0:
+            self.report.files[i].finished = True
+            self._flush()
+
+    def _flush(self) -> None:
+        """Write the files whose jobs have all ended, in pack order, up to the first unfinished."""
+        files = self.report.files
+        while self._cursor < len(files) and files[self._cursor].finished:
+            i = self._cursor
+            f = files[i]
+            ids = f.clip_ids or []
+            rank = {c: k for k, c in enumerate(ids)}
+            for msg in sorted(self._waiting.pop(i, []), key=lambda m: rank.get(m["clip"], len(ids))):
+                if "rotations" not in msg:
+                    assert self.parts_dir is not None
+                    back = cb.read_part(os.path.join(self.parts_dir, cb.part_file_name(cb.clip_key(f.path, msg["clip"]))))
+                    if back is None:
+                        f.clips.append(ClipOutcome(msg["clip"], cb.CLIP_LOST, reason="its part could not be read back"))
+                        continue
+                    msg = {**back, **{k: v for k, v in msg.items() if k not in back}}
+                else:
+                    self._waiting_bytes -= cb.message_bytes(msg)
+                self._write_clip(i, msg, cb.CLIP_BAKED)
+            f.clips.sort(key=lambda c: rank.get(c.clip, len(ids)))
+            if f.clip_ids is not None:
+                self._records[f.path] = list(f.clip_ids)
+            self._cursor += 1
             self._file_finished(i)
 
     def _write_clip(self, i: int, msg: Message, status: str) -> None:
@@ -677,63 +772,144 @@ class BatchBake:
         action.use_fake_user = True  # an Action no object plays is kept only with a fake user
         action[cb.SOURCE_PROPERTY] = pf.path
         action[cb.CLIP_PROPERTY] = clip_id
+        action[cb.SETTINGS_PROPERTY] = str(msg.get("settings") or self._record_text)
         self.report.add_time("write", time.perf_counter() - t0)
         ids = msg.get("file_clips") or [clip_id]
         self._clips[key] = _Clip(key, base, action, (i, ids.index(clip_id) if clip_id in ids else len(ids)))
-        f.clips.append(
-            ClipOutcome(
-                clip_id,
-                status,
-                action=action.name,
-                frames=int(len(msg["frames"])),
-                source_frames=int(msg["source_frames"]),
-                source_fps=float(msg["source_fps"]),
-                method=str(msg.get("method", "geometric")),
-                warnings=list(msg.get("warnings", [])),
-            )
+        outcome = ClipOutcome(
+            clip_id,
+            status,
+            action=action.name,
+            frames=int(len(msg["frames"])),
+            source_frames=int(msg["source_frames"]),
+            source_fps=float(msg["source_fps"]),
+            method=str(msg.get("method", "geometric")),
+            warnings=list(msg.get("warnings", [])),
+            rebaked=self._stale.get(key),
         )
+        f.clips.append(outcome)
+        self._outcomes[key] = outcome
+        if outcome.rebaked:
+            self.report.count("clips_rebaked")
+        self._held_max = max(self._held_max, len(bpy.data.actions))
+        self._volume_clips += 1
+        bags = (compat.channelbag(action, slot) for slot in action.slots)
+        self._volume_keys += len(msg["frames"]) * sum(len(bag.fcurves) for bag in bags if bag is not None)
+        full = (self._max_clips is not None and self._volume_clips >= self._max_clips) or (
+            self._max_bytes is not None and self._volume_keys * ACTION_BYTES_PER_KEY >= self._max_bytes
+        )
+        if full and self.output is not None:
+            self._close_volume(final=False)
 
     def _file_finished(self, i: int) -> None:
-        self._done_files += 1
         f = self.report.files[i]
         self._log(event="file", file=f.path, status=f.status)
         if self.on_file is not None:
-            self.on_file(f, self._done_files, self.total_files)
+            self.on_file(f, self._cursor, self.total_files)
 
-    def _worker_died(self, w: _Worker) -> None:
+    def _job_rest(self, job: _Job) -> list[str] | None:
+        """The clips of ``job`` that have not arrived (``None`` when its clips are not known yet)."""
+        f, pf = self.report.files[job.file], self.plan.files[job.file]
+        ids = job.clips
+        if ids is None:
+            # A BVH holds one clip named after the file, known before the file is read.
+            known = f.clip_ids if f.clip_ids is not None else ([cb.bvh_clip_id(pf.path)] if pf.is_bvh else None)
+            ids = None if known is None else [c for c in known if c not in set(job.skip)]
+        return None if ids is None else [c for c in ids if c not in job.arrived]
+
+    def _worker_died(self, w: Worker, timed_out: bool = False) -> None:
         assert self._pool is not None
         how = self._pool.retire(w)
-        self.report.count("workers_lost")
-        if not w.jobs:
-            return
-        # Files it had not started go back to the queue; the one in progress is lost.
-        for job in reversed(list(w.jobs)[1:]):
-            self._pending.appendleft(int(job["file"]))
-        i = int(w.jobs[0]["file"])
+        self.report.count("workers_timed_out" if timed_out else "workers_lost")
+        jobs = list(w.jobs)
         w.jobs.clear()
-        f = self.report.files[i]
-        ids, rest = self._unfinished_clips(i)
-        f.finished = True
-        if ids is not None and not rest:  # every clip arrived; only the closing message did not
-            self._file_finished(i)
+        if not jobs:
             return
-        f.lost = True
-        if ids is None:
-            f.reason = f"lost while the file was being read (its clips are not known yet): {how}"
+        # Jobs it had not started go back to the queue; the one in progress is lost.
+        for job in reversed(jobs[1:]):
+            job.prefer = None
+            self._pending.appendleft(job)
+        job = jobs[0]
+        f = self.report.files[job.file]
+        rest = self._job_rest(job)
+        if rest is not None and not rest:  # every clip arrived; only the closing message did not
+            self._job_ended(job.file)
+            return
+        if timed_out:
+            assert self.timeout is not None
+            doing = "reading the file" if rest is None else f"baking clip {rest[0]!r}"
+            why = f"timed out after {self.timeout:g} s (no answer from the worker while {doing}; it was stopped)"
+            f.reason = f.reason or why
+            for c in rest or []:
+                f.clips.append(ClipOutcome(c, cb.CLIP_FAILED, reason=why))
         else:
-            f.reason = f"lost clip {rest[0]!r} while it was being baked: {how}"
-            f.clips.append(ClipOutcome(rest[0], cb.CLIP_LOST, reason=f"in progress when {how}"))
-            for c in rest[1:]:
-                f.clips.append(ClipOutcome(c, cb.CLIP_LOST, reason="not reached: the worker baking this file was lost"))
-        self._file_finished(i)
+            f.lost = True
+            if rest is None:
+                f.reason = f"lost while the file was being read (its clips are not known yet): {how}"
+            else:
+                f.reason = f"lost clip {rest[0]!r} while it was being baked: {how}"
+                f.clips.append(ClipOutcome(rest[0], cb.CLIP_LOST, reason=f"in progress when {how}"))
+                for c in rest[1:]:
+                    f.clips.append(ClipOutcome(c, cb.CLIP_LOST, reason="not reached: the worker baking it was lost"))
+        self._log(event="timeout" if timed_out else "lost", file=f.path, worker=w.wid, pid=w.pid)
+        self._job_ended(job.file)
 
-    def _unfinished_clips(self, i: int) -> tuple[list[str] | None, list[str]]:
-        """The clip ids of file ``i`` (``None`` when not known yet) and those with no outcome."""
-        f, pf = self.report.files[i], self.plan.files[i]
-        # A BVH holds one clip named after the file, known before the file is read.
-        ids = f.clip_ids if f.clip_ids is not None else ([cb.bvh_clip_id(pf.path)] if pf.is_bvh else None)
-        got = {c.clip for c in f.clips}
-        return ids, [c for c in (ids or []) if c not in got]
+    # --- output volumes ---
+
+    def _close_volume(self, final: bool) -> None:
+        """Name the Actions of the output file being filled, make the target play the first of
+        them (or its own Action), record what the file holds and, with an output, save it; unless
+        ``final``, free those Actions and go on with the next volume."""
+        t0 = time.perf_counter()
+        path = cb.volume_path(self.output, self._volume) if self.output else None
+        clips = dict(self._clips)
+        names = cb.final_action_names({k: c.base for k, c in clips.items()}, self._state.taken, id_name_limit())
+        # Two passes so that a name freed by one rename is never taken by Blender's ".001" rule.
+        for k, c in clips.items():
+            c.action.name = f"marionette_batch_tmp_{cb.part_file_name(k)}"
+        for k, c in clips.items():
+            c.action.name = names[k]
+            self._outcomes[k].action = c.action.name
+            if path is not None:
+                self._outcomes[k].output = os.path.basename(path)
+        st = self._state
+        if st.pose:
+            _set_pose(self.target, st.pose)
+        if st.action is not None:
+            compat.assign_action(self.target, st.action, st.slot)
+            st.action.use_fake_user = st.fake_user
+        elif clips:
+            first = min(clips.values(), key=lambda c: c.order)
+            compat.assign_action(self.target, first.action, compat.action_slot_for(first.action, self.target))
+        scene: Any = bpy.context.scene
+        scene[TARGET_RECORD] = self.target.name
+        record = {**_file_records(), **self._records}
+        scene[FILES_RECORD] = json.dumps(record)
+        if path is not None and (self._volume == 0 or self._volume_clips > 0):
+            from .jobs import save_blend
+
+            save_blend(path)
+            self._outputs.append(path)
+            self._volumes_total = self._volume + 1
+        if not final:
+            if st.action is None:
+                compat.assign_action(self.target, None, None)
+            # Every clip the file holds goes: this run's and, in a continued output, earlier ones.
+            bpy.data.batch_remove([a for a, *_ in _batch_actions()])
+            self._state.taken = {a.name for a in bpy.data.actions}
+            _set_pose(self.target)
+            if self.parts_dir:
+                for k in clips:  # in the saved file now
+                    try:
+                        os.remove(os.path.join(self.parts_dir, cb.part_file_name(k)))
+                    except OSError:
+                        pass
+            self._log(event="volume", path=path, clips=len(clips))
+            self._clips = {}
+            self._volume += 1
+            self._volume_clips = 0
+            self._volume_keys = 0
+        self.report.add_time("save", time.perf_counter() - t0)
 
     # --- stopping ---
 
@@ -746,46 +922,56 @@ class BatchBake:
 
     def cancel(self, reason: str) -> None:
         """Stop now: workers are killed (their clips in progress are reported, not written); every
-        clip already written stays."""
+        clip already computed is written."""
         if self._closed:
             return
         self.report.interrupted = reason
         if self._pool is not None:
             for w in list(self._pool.workers.values()):
                 for job in list(w.jobs)[1:]:  # not started: cancelled with the queue below
-                    self._pending.append(int(job["file"]))
+                    self._pending.append(job)
                 if w.jobs:
-                    i = int(w.jobs[0]["file"])
-                    f = self.report.files[i]
-                    ids, rest = self._unfinished_clips(i)
-                    f.finished = True
-                    if ids is None or rest:  # else every clip arrived: the file is baked
+                    job = w.jobs[0]
+                    f = self.report.files[job.file]
+                    rest = self._job_rest(job)
+                    if rest is None or rest:  # else every clip arrived: the job is done
                         f.cancelled = True
                         f.reason = f"cancelled while being baked ({reason})"
-                        for c in rest:
+                        for c in rest or []:
                             f.clips.append(ClipOutcome(c, cb.CLIP_CANCELLED, reason=reason))
-                    self._file_finished(i)
-                w.jobs.clear()
+                    w.jobs.clear()
+                    self._open_jobs[job.file] -= 1
         while self._pending:
-            i = self._pending.popleft()
-            f = self.report.files[i]
+            job = self._pending.popleft()
+            f = self.report.files[job.file]
             f.cancelled = True
-            f.reason = f"not started ({reason})"
-            f.finished = True
-            self._file_finished(i)
+            if f.reason is None:
+                f.reason = f"not started ({reason})"
+            for c in job.clips or []:
+                f.clips.append(ClipOutcome(c, cb.CLIP_CANCELLED, reason=reason))
+            self._open_jobs[job.file] -= 1
+        for i, n in self._open_jobs.items():
+            if n <= 0:
+                self.report.files[i].finished = True
         self.close(graceful=False)
+        self._flush()
 
     def close(self, graceful: bool = True) -> None:
+        """Stop the workers (when ``graceful``, they are asked to and reaped at :meth:`finish`,
+        after the save)."""
         if self._closed:
             return
         self._closed = True
         self._blas.restore()
         if self._pool is not None:
-            self._pool.close(graceful)
+            if graceful:
+                self._pool.stop()
+            else:
+                self._pool.close(graceful=False)
         if self._journal is not None:
             self._journal.close()
             self._journal = None
-        if self._scratch is not None and not self.report.counters.get("workers_lost"):
+        if self._scratch is not None and not (self.report.counters.get("workers_lost") or self.report.counters.get("workers_timed_out")):
             shutil.rmtree(self._scratch, ignore_errors=True)
 
     def run(self, poll: float = 0.2) -> BatchReport:
@@ -800,36 +986,20 @@ class BatchBake:
         return self.finish()
 
     def finish(self) -> BatchReport:
-        """Name the new Actions, restore the target's own Action, record what the output holds."""
+        """Write what is left, name the new Actions, restore the target's own Action, record what
+        the output holds and save its last volume."""
+        if self._finished:
+            return self.report
+        self._finished = True
         t0 = time.perf_counter()
         self.close()
-        names = cb.final_action_names({k: c.base for k, c in self._clips.items()}, self._state.taken, id_name_limit())
-        # Two passes so that a name freed by one rename is never taken by Blender's ".001" rule.
-        for k, c in self._clips.items():
-            c.action.name = f"marionette_batch_tmp_{cb.part_file_name(k)}"
-        for k, c in self._clips.items():
-            c.action.name = names[k]
-        for f, pf in zip(self.report.files, self.plan.files, strict=False):
-            for co in f.clips:
-                key = cb.clip_key(pf.path, co.clip)
-                if key in self._clips:
-                    co.action = self._clips[key].action.name
+        self._flush()
+        self._close_volume(final=True)
+        if self._pool is not None:
+            self._pool.close()  # reap the workers asked to stop (they have exited by now)
         st = self._state
         if st.pose:
             _set_pose(self.target, st.pose)
-        if st.action is not None:
-            compat.assign_action(self.target, st.action, st.slot)
-            st.action.use_fake_user = st.fake_user
-        elif self._clips:
-            first = min(self._clips.values(), key=lambda c: c.order)
-            compat.assign_action(self.target, first.action, compat.action_slot_for(first.action, self.target))
-        scene: Any = bpy.context.scene
-        scene[TARGET_RECORD] = self.target.name
-        record = _file_records()
-        for f in self.report.files:
-            if f.clip_ids is not None:
-                record[f.path] = list(f.clip_ids)
-        scene[FILES_RECORD] = json.dumps(record)
         self.report.add_time("finish", time.perf_counter() - t0)
         self.report.add_time("wall", time.perf_counter() - self._t0)
         hits = [sum(c[k] for c in self._cache_counts.values()) for k in range(4)]
@@ -838,6 +1008,15 @@ class BatchBake:
             "table": dict(self.settings.methods),
             "match_rest": self.settings.match_rest,
         }
+        if self.output is not None:
+            self.report.info["outputs"] = [cb.volume_path(self.output, k) for k in range(self._volumes_total)]
+            self.report.info["volume_budget"] = {
+                "max_clips_per_file": self._max_clips,
+                "max_file_mb": None if self._max_bytes is None else round(self._max_bytes / 2**20, 1),
+            }
+        self.report.info["timeout"] = self.timeout
+        self.report.info["actions_held_max"] = self._held_max
+        self.report.info["main_peak_mb"] = round(peak_memory_mb(), 1)
         self.report.info["worker_peak_mb"] = round(self._worker_peak, 1)
         self.report.info["binding_cache"] = {
             "mapping_hits": hits[0],
@@ -852,27 +1031,6 @@ def _scratch_dir() -> str:
     import tempfile
 
     return tempfile.mkdtemp(prefix="marionette_batch_")
-
-
-def _baked_clips() -> dict[str, dict[str, str]]:
-    """Source path -> {clip id: Action name} of every Action a batch bake wrote into the open file."""
-    out: dict[str, dict[str, str]] = {}
-    for a in bpy.data.actions:
-        src, clip = a.get(cb.SOURCE_PROPERTY), a.get(cb.CLIP_PROPERTY)
-        if isinstance(src, str) and isinstance(clip, str):
-            out.setdefault(src, {})[clip] = a.name
-    return out
-
-
-def _file_records() -> dict[str, list[str]]:
-    raw = bpy.context.scene.get(FILES_RECORD)
-    if not isinstance(raw, str):
-        return {}
-    try:
-        data = json.loads(raw)
-    except json.JSONDecodeError:
-        return {}
-    return {str(k): [str(c) for c in v] for k, v in data.items() if isinstance(v, list)}
 
 
 # --- settings from a target ------------------------------------------------------------------
@@ -902,10 +1060,6 @@ def bake_settings(
 # --- the command line's job ------------------------------------------------------------------
 
 
-def parts_directory(output: str | os.PathLike[str]) -> str:
-    return str(Path(output).resolve()) + ".parts"
-
-
 def _pick_armature(candidates: Sequence[Any], name: str | None, label: str) -> Any:
     arms = [o for o in candidates if o is not None and o.type == "ARMATURE"]
     if name is not None:
@@ -919,33 +1073,29 @@ def _pick_armature(candidates: Sequence[Any], name: str | None, label: str) -> A
     return max(arms, key=lambda a: (len(a.data.bones), a.name))
 
 
-def _reopen_output(output: Path, parts: str, resume: bool) -> bool:
-    """Whether a resumed run continues the existing output, and note how this run started.
-
-    An interrupted run leaves its parts and a note; an output older than the interrupted run's
-    start, when that run started afresh, is from an earlier bake and is not continued (the parts
-    are written onto the target instead)."""
-    note = Path(parts) / "run.json"
-    reopen = resume and output.is_file()
-    if reopen and note.is_file():
-        try:
-            earlier = json.loads(note.read_text(encoding="utf-8"))
-            if not earlier.get("reopened") and output.stat().st_mtime < float(earlier["started"]):
-                reopen = False
-        except (OSError, ValueError, KeyError, TypeError):
-            pass
-    os.makedirs(parts, exist_ok=True)
-    note.write_text(json.dumps({"started": time.time(), "reopened": reopen}), encoding="utf-8")
-    return reopen
+def _continued_volumes(output: str, resume: bool, earlier_start: float | None) -> list[str]:
+    """The output's volumes a resumed run continues: every volume on disk, but when the
+    interrupted run started afresh, only those it saved (not older than its start)."""
+    if not resume:
+        return []
+    volumes = cb.existing_volumes(output)
+    if earlier_start is None:
+        return volumes
+    kept = []
+    for v in volumes:
+        if os.stat(v).st_mtime < earlier_start:
+            break  # an earlier bake's file, and every one after it
+        kept.append(v)
+    return kept
 
 
-def _open_target(target_path: str, output: Path, reopen: bool, armature: str | None) -> tuple[Any, bool]:
-    """Open what the run writes into: the existing output when it is continued, else the target
-    file. Returns the target armature and whether the output was reopened."""
-    if reopen:
-        bpy.ops.wm.open_mainfile(filepath=str(output), load_ui=False)
+def _open_target(target_path: str, volume: str | None, armature: str | None) -> Any:
+    """Open what the run writes into: the output volume it continues, else the target file.
+    Returns the target armature."""
+    if volume is not None:
+        bpy.ops.wm.open_mainfile(filepath=volume, load_ui=False)
         name = armature or bpy.context.scene.get(TARGET_RECORD)
-        return _pick_armature(list(bpy.data.objects), name if isinstance(name, str) else None, output.name), True
+        return _pick_armature(list(bpy.data.objects), name if isinstance(name, str) else None, os.path.basename(volume))
     path = os.path.abspath(target_path)
     label = os.path.basename(path)
     if not os.path.isfile(path):
@@ -953,10 +1103,36 @@ def _open_target(target_path: str, output: Path, reopen: bool, armature: str | N
     if path.lower().endswith(".blend"):
         # A .blend character is opened whole: the output is that file plus the new Actions.
         bpy.ops.wm.open_mainfile(filepath=path, load_ui=False)
-        return _pick_armature(list(bpy.context.scene.objects), armature, label), False
+        return _pick_armature(list(bpy.context.scene.objects), armature, label)
     bpy.ops.wm.read_factory_settings(use_empty=True)
     loaded = load_file(path)
-    return _pick_armature(loaded.armatures, armature, label), False
+    return _pick_armature(loaded.armatures, armature, label)
+
+
+def _scan_volumes(volumes: Sequence[str], record: Mapping[str, Any]) -> EarlierOutput:
+    """Open each volume in turn: the clips it holds, its files' clip ids, and the clips baked
+    with other settings, which are removed from it (and it is saved again)."""
+    from .jobs import save_blend
+
+    found = EarlierOutput()
+    for path in volumes:
+        bpy.ops.wm.open_mainfile(filepath=path, load_ui=False)
+        found.known.update(_file_records())
+        removed = 0
+        for action, src, clip, text in _batch_actions():
+            why = cb.record_difference(text, record)
+            if why is None:
+                found.baked.setdefault(src, {})[clip] = (action.name, os.path.basename(path))
+                continue
+            found.stale[cb.clip_key(src, clip)] = why
+            for obj in bpy.data.objects:
+                if obj.animation_data is not None and obj.animation_data.action == action:
+                    obj.animation_data.action = None
+            bpy.data.actions.remove(action)
+            removed += 1
+        if removed:
+            save_blend(path)
+    return found
 
 
 class _CtrlC:
@@ -996,40 +1172,42 @@ def bake_pack(
     options: RetargetOptions | None = None,
     methods: Mapping[str, str] | None = None,
     match_rest: bool = False,
+    max_clips_per_file: int | None = None,
+    max_file_mb: float | None = DEFAULT_FILE_MB,
+    timeout: float | None = DEFAULT_TIMEOUT,
     progress: Callable[[str], None] | None = None,
+    start: PackStart | None = None,
 ) -> BatchReport:
     """The command line's batch bake: every clip of ``inputs`` onto the target, saved to
-    ``output`` (see the module docstring). The report is also written to ``report_path``.
-    ``methods`` and ``match_rest`` choose the retarget method as for a single retarget (the
-    table is checked before any file is read or written)."""
+    ``output`` (in volumes past the budget; see the module docstring). The report is also written
+    to ``report_path``. ``methods`` and ``match_rest`` choose the retarget method as for a single
+    retarget (the table is checked before any file is read or written). ``start``: the pack
+    planned and its workers started already (:func:`.batch_worker.start_pack`)."""
     from ..core.retarget_methods import check_method_table
-    from .jobs import save_blend
 
     methods = check_method_table(methods)
     t0 = time.perf_counter()
-    out = Path(output).resolve()
-    parts = parts_directory(out)
-    if not resume and os.path.isdir(parts):
-        shutil.rmtree(parts)  # leftovers of an earlier run that nobody resumed
-    plan = plan_pack(inputs, exclude=[out, parts, str(out) + ".partial.blend"])
-    if not plan.files and not plan.refused:
-        raise MarionetteError("no clip files (.bvh, .fbx, .glb/.gltf, .blend) in " + ", ".join(map(str, inputs)))
-    reopen = _reopen_output(out, parts, resume)
-    n_jobs = max(1, jobs or default_jobs())
-    pool: WorkerPool | None = None
-    if n_jobs > 1 and plan.files:
-        # Workers start (import numpy, the add-on, maybe Blender) while this process opens the target.
-        pool = WorkerPool(parts)
-        pool.launch(min(n_jobs, len(plan.files)), plan.needs_blender)
+    if start is None:
+        start = start_pack(inputs, output, jobs=jobs, resume=resume)
+    out = start.output
     try:
-        target, reopened = _open_target(target_path, out, reopen, target_armature)
+        volumes = _continued_volumes(out, resume, start.earlier_start)
         target_map = BoneMapping.load(mapping) if mapping else None
-        settings = bake_settings(
-            target, target_map, options or RetargetOptions(), keep_frames=keep_frames, methods=methods, match_rest=match_rest
-        )
+
+        def open_and_settle() -> tuple[Any, BakeSettings]:
+            target = _open_target(target_path, volumes[-1] if volumes else None, target_armature)
+            settings = bake_settings(
+                target, target_map, options or RetargetOptions(), keep_frames=keep_frames, methods=methods, match_rest=match_rest
+            )
+            return target, settings
+
+        target, settings = open_and_settle()
+        earlier = None
+        if len(volumes) > 1:
+            earlier = _scan_volumes(volumes[:-1], settings.record())
+            target, settings = open_and_settle()
     except BaseException:
-        if pool is not None:
-            pool.close(graceful=False)
+        start.close()
         raise
     opened = time.perf_counter() - t0
 
@@ -1040,22 +1218,37 @@ def bake_pack(
         why = f.summary_reason()
         progress(f"[{done:>{len(str(total))}}/{total}] {f.status:9s} {f.label} ({good} clip{'s' if good != 1 else ''})" + (f": {why}" if why and f.status != cb.FILE_BAKED else ""))
 
-    runner = BatchBake(target, settings, plan, jobs=n_jobs, parts_dir=parts, resume=resume, on_file=on_file, pool=pool)
+    runner = BatchBake(
+        target,
+        settings,
+        start.plan,
+        jobs=start.jobs,
+        parts_dir=start.parts,
+        resume=resume,
+        on_file=on_file,
+        pool=start.pool,
+        output=out,
+        volume=max(0, len(volumes) - 1),
+        max_clips=max_clips_per_file,
+        max_mb=max_file_mb,
+        timeout=timeout,
+        earlier=earlier,
+    )
     with _CtrlC(runner):
         report = runner.run()
-        t1 = time.perf_counter()
-        save_blend(out)
-        report.add_time("save", time.perf_counter() - t1)
     report.add_time("open", opened)
     report.info.update(
-        output=str(out),
-        target={"file": os.path.abspath(target_path), "armature": target.name, "reopened_output": reopened},
+        output=out,
+        target={"file": os.path.abspath(target_path), "armature": target.name, "reopened_output": bool(volumes)},
         jobs=runner.jobs,
         scene_fps=settings.scene_fps,
     )
     report.timings["wall"] = time.perf_counter() - t0
-    # Everything is in the saved output now; the parts only mattered until it existed.
-    shutil.rmtree(parts, ignore_errors=True)
+    # Everything is in the saved output now; the parts only mattered until it existed. Volumes
+    # numbered past this output's are an earlier, larger run's.
+    shutil.rmtree(start.parts, ignore_errors=True)
+    for stray in cb.stray_volumes(out, len(report.info.get("outputs", [])) or 1):
+        os.remove(stray)
     if report_path:
         write_report(report, report_path)
     return report
@@ -1094,8 +1287,16 @@ class MARIONETTE_OT_batch_bake(bpy.types.Operator, ImportHelper):
     report_path: StringProperty(  # type: ignore[valid-type]
         name="Report", subtype="FILE_PATH", description="Where to save the JSON report (empty: next to the .blend, or the temp folder)"
     )
+    timeout: FloatProperty(  # type: ignore[valid-type]
+        name="Timeout",
+        default=DEFAULT_TIMEOUT,
+        min=0.0,
+        unit="TIME_ABSOLUTE",
+        description="Seconds a worker may stay silent on one file before it is stopped and the file reported failed (0: no limit)",
+    )
 
     _runner: BatchBake | None = None
+    _driver: ModalDriver | None = None
     _timer: Any = None
 
     @classmethod
@@ -1139,7 +1340,7 @@ class MARIONETTE_OT_batch_bake(bpy.types.Operator, ImportHelper):
         if not plan.files and not plan.refused:
             self.report({"ERROR"}, "No clip files (BVH, FBX, glTF/GLB, .blend) in the selection")
             return {"CANCELLED"}
-        self._runner = BatchBake(target, settings, plan, jobs=self.jobs or None)
+        self._runner = BatchBake(target, settings, plan, jobs=self.jobs or None, timeout=self.timeout or None)
         try:
             self._runner.start()
         except MarionetteError as exc:
@@ -1152,6 +1353,7 @@ class MARIONETTE_OT_batch_bake(bpy.types.Operator, ImportHelper):
                         self._runner.cancel("interrupted by the user (Ctrl-C)")
             return self._finish(context)
         wm = context.window_manager
+        self._driver = ModalDriver(self._runner)
         self._timer = wm.event_timer_add(0.05, window=context.window)
         wm.progress_begin(0, max(1, self._runner.total_files))
         wm.modal_handler_add(self)
@@ -1164,20 +1366,13 @@ class MARIONETTE_OT_batch_bake(bpy.types.Operator, ImportHelper):
         context.window_manager.progress_update(self._runner.files_done)
 
     def modal(self, context: Any, event: Any) -> set[str]:
-        assert self._runner is not None
-        if event.type == "ESC" and event.value == "PRESS":
-            self._runner.cancel("cancelled by the user (Esc)")
+        assert self._runner is not None and self._driver is not None
+        answer = self._driver.event(event.type, event.value)
+        if answer == "FINISHED":
             return self._finish(context)
-        if event.type != "TIMER":
-            return {"PASS_THROUGH"}
-        # Write what has arrived, but give the interface the rest of each tick.
-        deadline = time.perf_counter() + 0.04
-        while self._runner.step(0.0) and time.perf_counter() < deadline:
-            pass
-        self._status(context)
-        if not self._runner.running:
-            return self._finish(context)
-        return {"RUNNING_MODAL"}
+        if answer == "RUNNING_MODAL":
+            self._status(context)
+        return {answer}
 
     def _finish(self, context: Any) -> set[str]:
         assert self._runner is not None
@@ -1208,6 +1403,7 @@ class MARIONETTE_OT_batch_bake(bpy.types.Operator, ImportHelper):
 
             wm.popup_menu(draw, title="Batch Bake", icon="INFO" if report.ok else "ERROR")
         self._runner = None
+        self._driver = None
         return {"FINISHED"}
 
     def cancel(self, context: Any) -> None:

@@ -64,6 +64,12 @@ def _read_output(bpy, path: Path) -> dict[str, tuple[str, str, dict]]:
     return out
 
 
+def _fcurves(action) -> list:
+    from marionette.operators import compat
+
+    return [fc for slot in action.slots for fc in compat.action_fcurves(action, slot)]
+
+
 def _journal(parts: Path) -> list[dict]:
     try:
         text = (parts / "journal.jsonl").read_text()
@@ -555,6 +561,7 @@ def test_operator_takes_the_sidebars_method_column_and_match_rest(scene_with_tar
     from marionette.operators.armature_io import clip_from_action
     from marionette.operators.jobs import rig_input
     from marionette.operators.properties import fill_rows
+    from marionette.operators.retarget_ops import options_of
 
     bpy, target = scene_with_target
     s = bpy.context.scene.marionette
@@ -582,8 +589,9 @@ def test_operator_takes_the_sidebars_method_column_and_match_rest(scene_with_tar
     clip = bvh.clip().resample(24.0)
     frames = clip.frame_numbers(24.0)
     played = clip_from_action(target, baked, frames=frames, fps=24.0)
-    want = retarget_with_methods(BindingCache(), src, tgt_in, clip, chosen, match_rest=True).result.clip
-    plain = retarget_with_methods(BindingCache(), src, tgt_in, clip).result.clip
+    options = options_of(s)  # the sidebar's options (Plant Feet...) apply to the batch as to one clip
+    want = retarget_with_methods(BindingCache(), src, tgt_in, clip, chosen, options, match_rest=True).result.clip
+    plain = retarget_with_methods(BindingCache(), src, tgt_in, clip, None, options).result.clip
     bones = [tgt_in.skeleton.index(tgt_in.slots[k]) for k in chosen]
     cols = [played.names.index(tgt_in.skeleton.names[b]) for b in bones]
     dots = np.abs(np.einsum("tbi,tbi->tb", played.rotations[:, cols], want.rotations[:, bones]))
@@ -612,3 +620,356 @@ def test_cancel_keeps_what_is_already_baked(scene_with_target, tmp_path) -> None
     kept = [a for a in bpy.data.actions if a.get("marionette_batch_source")]
     assert [a.name for a in kept] == ["clip0"] and kept[0].use_fake_user
     assert target.animation_data.action == kept[0]
+
+
+# --- memory: the output in volumes ---------------------------------------------------------
+
+
+def _outputs(report: dict) -> list[Path]:
+    return [Path(p) for p in report["outputs"]]
+
+
+def _read_volumes(bpy, report: dict) -> dict[str, tuple[str, str, dict]]:
+    out = {}
+    for path in _outputs(report):
+        part = _read_output(bpy, path)
+        assert not set(part) & set(out), "a clip is in two volumes"
+        out.update(part)
+    return out
+
+
+@pytest.fixture(scope="module")
+def volume_pack(tmp_path_factory) -> Path:
+    pack = tmp_path_factory.mktemp("volume_pack")
+    for k in range(7):
+        shutil.copy(shared_file(CMU if k % 2 else DAZ), pack / f"c{k}.bvh")
+    shutil.copy(shared_file("fbx/quaternius_male_casual.fbx"), pack / "men.fbx")  # 11 clips
+    return pack
+
+
+def test_an_output_past_its_budget_is_saved_in_volumes_holding_few_actions_at_once(blender, volume_pack, tmp_path) -> None:
+    """18 clips, four per file: the main process never holds more than four Actions, each volume
+    is the target plus the next clips in pack order, and together they hold exactly the keys of a
+    single-file bake."""
+    target = str(shared_file(TARGET))
+    whole, split = tmp_path / "whole.blend", tmp_path / "split.blend"
+    rw, rs = tmp_path / "whole.json", tmp_path / "split.json"
+    assert _bake(str(volume_pack), target, "-o", str(whole), "--jobs", "2", "--report", str(rw)).returncode == 0
+    (tmp_path / "split.009.blend").write_text("left by an earlier, larger run")
+    proc = _bake(str(volume_pack), target, "-o", str(split), "--jobs", "2", "--max-clips-per-file", "4", "--report", str(rs))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    one, many = _report(rw), _report(rs)
+    assert one["clips_by_status"] == many["clips_by_status"] == {"baked": 18}
+    assert _outputs(one) == [whole]
+    assert [p.name for p in _outputs(many)] == ["split.blend", "split.002.blend", "split.003.blend", "split.004.blend", "split.005.blend"]
+    assert not (tmp_path / "split.009.blend").exists()  # a stray volume of this output name is gone
+    # Measured in the main process after each write: the Actions the open file held.
+    assert one["actions_held_max"] == 18 and many["actions_held_max"] == 4
+    # Each volume: the target, playing its first clip, and its share in pack order.
+    order = [(f["label"], c["clip"]) for f in many["files"] for c in f["clips"]]
+    where = [c["output"] for f in many["files"] for c in f["clips"]]
+    assert where == sorted(where, key=lambda n: [p.name for p in _outputs(many)].index(n))
+    assert [where.count(p.name) for p in _outputs(many)] == [4, 4, 4, 4, 2]
+    for path in _outputs(many):
+        blender.ops.wm.open_mainfile(filepath=str(path), load_ui=False)
+        arm = blender.data.objects[many["target"]["armature"]]
+        mine = [a for a in blender.data.actions if a.get("marionette_batch_source")]
+        assert arm.animation_data.action in mine and len(mine) == where.count(path.name)
+    assert len(order) == 18
+    # Together the volumes hold the single file's Actions, key for key.
+    assert _read_volumes(blender, many) == _read_output(blender, whole)
+
+
+def test_main_process_memory_does_not_grow_with_the_pack_when_split(blender, tmp_path) -> None:
+    """Peak memory of the main process (the kernel's high-water mark) for 8 and for 32 clips,
+    four per file, against one file: what one file grows by per clip, volumes do not."""
+    target = str(shared_file(TARGET))
+    peaks = {}
+    for n in (8, 32):
+        pack = tmp_path / f"p{n}"
+        pack.mkdir()
+        for k in range(n):
+            shutil.copy(shared_file(CMU), pack / f"c{k:02d}.bvh")
+        for budget in ("0", "4"):
+            rep = tmp_path / f"r{n}_{budget}.json"
+            args = [str(pack), target, "-o", str(tmp_path / f"o{n}_{budget}.blend"), "--jobs", "1", "--report", str(rep)]
+            assert _bake(*args, "--max-clips-per-file", budget).returncode == 0
+            r = _report(rep)
+            peaks[(n, budget)] = r["main_peak_mb"]
+            assert r["actions_held_max"] == (n if budget == "0" else 4)
+    print(f"main process peak MB (clips, clips per file): {peaks}")
+    grow_whole = peaks[(32, "0")] - peaks[(8, "0")]
+    grow_split = peaks[(32, "4")] - peaks[(8, "4")]
+    # 24 more CMU clips held at once are about 24 x 1.5 MB (114 frames, ~120 curves).
+    assert grow_whole > 15.0, peaks
+    assert grow_split < 0.25 * grow_whole, peaks
+
+
+# --- a hanging importer --------------------------------------------------------------------
+
+
+def test_a_file_that_takes_longer_than_the_timeout_fails_and_the_rest_bake(blender, tmp_path) -> None:
+    """The FBX is imported by a worker that has not loaded Blender yet (about a second of silence
+    for Blender's start and the import); 0.4 s is far longer than any BVH here takes."""
+    pack = tmp_path / "pack"
+    pack.mkdir()
+    shutil.copy(shared_file("fbx/quaternius_male_casual.fbx"), pack / "men.fbx")
+    for k in range(3):
+        shutil.copy(shared_file(DAZ), pack / f"z{k}.bvh")
+    out, report = tmp_path / "out.blend", tmp_path / "report.json"
+    proc = _bake(str(pack), str(shared_file(TARGET)), "-o", str(out), "--jobs", "2", "--timeout", "0.4", "--report", str(report))
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    r = _report(report)
+    assert _statuses(r) == {"men": "failed", "z0": "baked", "z1": "baked", "z2": "baked"}
+    men = next(f for f in r["files"] if f["label"] == "men")
+    assert men["reason"].startswith("timed out after 0.4 s (no answer from the worker while reading the file")
+    assert r["counters"]["workers_timed_out"] == 1 and r["timeout"] == 0.4
+    assert sorted(_read_output(blender, out)) == ["z0", "z1", "z2"]
+    # Without the limit the same file bakes.
+    proc = _bake(str(pack), str(shared_file(TARGET)), "-o", str(out), "--jobs", "2", "--report", str(report))
+    assert proc.returncode == 0 and _report(report)["clips_by_status"] == {"baked": 14}
+
+
+# --- one file's clips on two workers -------------------------------------------------------
+
+
+@pytest.fixture
+def long_clips_blend(blender, tmp_path) -> Path:
+    """A .blend holding the Quaternius man and twelve 1500-frame clips (his walk and run, repeated
+    and shifted), with a constraint on his root bone, as production rigs have: each clip is then
+    read by evaluating the rig frame by frame, about half a second a clip."""
+    from marionette.core.clip import Clip
+    from marionette.operators.armature_io import clip_from_action, needs_evaluation, write_action
+    from marionette.operators.file_import import load_file
+
+    blender.ops.wm.read_factory_settings(use_empty=True)
+    loaded = load_file(shared_file("fbx/quaternius_male_casual.fbx"))
+    man = loaded.armatures[0]
+    walks = [clip_from_action(man, a) for a in loaded.actions if a.name.endswith(("Man_Walk", "Man_Run"))]
+    for a in list(blender.data.actions):
+        blender.data.actions.remove(a)
+    n = 1500
+    for k in range(12):
+        c = walks[k % 2]
+        reps = n // c.frame_count + 1
+        rot = np.roll(np.tile(c.rotations, (reps, 1, 1))[:n], 3 * k, axis=0)
+        tr = np.roll(np.tile(c.translations, (reps, 1, 1))[:n], 3 * k, axis=0)
+        long = Clip(c.names, np.arange(n) / c.fps, c.fps, rot, tr, coverage=c.coverage, name=f"Long{k:02d}")
+        write_action(man, long, f"Long{k:02d}", fps=c.fps).use_fake_user = True
+    man.pose.bones[0].constraints.new("LIMIT_SCALE")  # limits nothing, but the pose is evaluated
+    assert needs_evaluation(man)
+    (tmp_path / "long").mkdir()
+    path = tmp_path / "long" / "long_clips.blend"
+    blender.ops.wm.save_as_mainfile(filepath=str(path), copy=True)
+    return path
+
+
+def test_a_file_of_long_clips_is_shared_by_two_workers_with_the_keys_of_one(blender, long_clips_blend, tmp_path) -> None:
+    target = str(shared_file(TARGET))
+    runs = {}
+    for jobs in (2, 1):
+        out, report = tmp_path / f"j{jobs}.blend", tmp_path / f"j{jobs}.json"
+        t0 = time.perf_counter()
+        proc = _bake(str(long_clips_blend), target, "-o", str(out), "--jobs", str(jobs), "--max-clips-per-file", "4", "--report", str(report))
+        print(f"twelve 1500-frame clips in one file, --jobs {jobs}: {time.perf_counter() - t0:.2f} s")
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        r = _report(report)
+        runs[jobs] = (r, _read_volumes(blender, r))
+    r2, r1 = runs[2][0], runs[1][0]
+    assert r2["counters"].get("files_split") == 1 and "files_split" not in r1["counters"]
+    assert r2["clips_by_status"] == r1["clips_by_status"] == {"baked": 12}
+    # Two worker processes each started the file, the second with the last of its clips.
+    kept, given = r2["files"][0]["split"]
+    assert kept + given == 12 and given >= 2 and "split" not in r1["files"][0]
+    clips = [c["clip"] for c in r2["files"][0]["clips"]]
+    assert sorted(clips) == [f"Long{k:02d}" for k in range(12)]
+    assert clips == [c["clip"] for c in r1["files"][0]["clips"]]  # the file's order, whoever baked them
+    # The volumes are what one worker writes, byte for byte.
+    assert [Path(p).name for p in r2["outputs"]] == ["j2.blend", "j2.002.blend", "j2.003.blend"]
+    assert runs[2][1] == runs[1][1]
+
+
+# --- clips on the target's own layout ------------------------------------------------------
+
+
+def test_a_pack_on_the_targets_own_rig_is_bound_natively_without_a_method(blender, tmp_path) -> None:
+    """The Quaternius man's clips baked onto the Quaternius man: keys carried unchanged (as a
+    single retarget binds them), not converted through the geometric frames."""
+    from marionette.operators.armature_io import clip_from_action
+    from marionette.operators.file_import import load_file
+
+    men = shared_file("fbx/quaternius_male_casual.fbx")
+    out, report = tmp_path / "out.blend", tmp_path / "report.json"
+    proc = _bake(str(men), str(men), "-o", str(out), "--jobs", "1", "--report", str(report))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    r = _report(report)
+    assert r["method"]["table"] == {} and r["clips_by_status"] == {"baked": 11}
+    assert {c["method"] for c in r["files"][0]["clips"]} == {"native"}
+    blender.ops.wm.read_factory_settings(use_empty=True)
+    loaded = load_file(men)
+    source = {a.name: clip_from_action(loaded.armatures[0], a) for a in loaded.actions}
+    blender.ops.wm.open_mainfile(filepath=str(out), load_ui=False)
+    arm = blender.data.objects[r["target"]["armature"]]
+    worst = 0.0
+    for c in r["files"][0]["clips"]:
+        baked = clip_from_action(arm, blender.data.actions[c["action"]])
+        want = source[c["clip"]]
+        cols = [want.names.index(n) for n in baked.names]
+        dots = np.abs(np.einsum("tbi,tbi->tb", baked.rotations, want.rotations[:, cols]))
+        worst = max(worst, float(1.0 - dots.min()))
+    assert worst < 1e-6
+
+
+# --- resuming under other settings ---------------------------------------------------------
+
+
+def test_resume_rebakes_clips_baked_with_other_settings_and_says_why(blender, tmp_path) -> None:
+    pack = tmp_path / "pack"
+    pack.mkdir()
+    for k in range(3):
+        shutil.copy(shared_file(DAZ if k else CMU), pack / f"c{k}.bvh")
+    out, report = tmp_path / "out.blend", tmp_path / "report.json"
+    target = str(shared_file(TARGET))
+    assert _bake(str(pack), target, "-o", str(out), "--jobs", "1").returncode == 0
+    geometric = _read_output(blender, out)
+    proc = _bake(str(pack), target, "-o", str(out), "--jobs", "1", "--resume", "--method", "rest-space", "--report", str(report))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    r = _report(report)
+    assert r["clips_by_status"] == {"baked": 3} and r["counters"]["clips_rebaked"] == 3
+    assert {c["rebaked"] for f in r["files"] for c in f["clips"]} == {"baked with other settings: method geometric -> rest-space"}
+    rest_space = _read_output(blender, out)
+    assert sorted(rest_space) == sorted(geometric) and all(rest_space[n][2] != geometric[n][2] for n in geometric)
+    for a in blender.data.actions:
+        if a.get("marionette_batch_source"):
+            assert json.loads(a["marionette_batch_settings"])["method"] == "rest-space"
+    # Resumed again with the same settings, nothing is baked again.
+    proc = _bake(str(pack), target, "-o", str(out), "--jobs", "1", "--resume", "--method", "rest-space", "--report", str(report))
+    assert proc.returncode == 0 and _report(report)["clips_by_status"] == {"already baked": 3}
+    assert _read_output(blender, out) == rest_space
+
+
+def test_resume_continues_every_volume_and_rebakes_only_changed_clips(blender, volume_pack, tmp_path) -> None:
+    """A run in volumes killed after its first volumes were saved; the resume keeps what those
+    volumes hold, and the whole equals an uninterrupted bake."""
+    target = str(shared_file(TARGET))
+    out, report = tmp_path / "out.blend", tmp_path / "report.json"
+    parts = Path(str(out) + ".parts")
+    proc = subprocess.Popen(
+        _bake_command(str(volume_pack), target, "-o", str(out), "--jobs", "2", "--max-clips-per-file", "3"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    _wait_for(lambda: sum(e.get("event") == "volume" for e in _journal(parts)) >= 2, what="two volumes")
+    proc.kill()
+    proc.wait()
+    workers = [e["pid"] for e in _journal(parts) if e.get("event") == "worker"]
+    _wait_for(lambda: not any(_pid_alive(p) for p in workers), what="workers to notice")
+    assert (tmp_path / "out.002.blend").exists()
+    proc = _bake(str(volume_pack), target, "-o", str(out), "--jobs", "2", "--max-clips-per-file", "3", "--resume", "--report", str(report))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    r = _report(report)
+    counts = r["clips_by_status"]
+    assert counts.get("already baked", 0) >= 6 and sum(counts.values()) == 18
+    assert "clips_rebaked" not in r["counters"]
+    # The report says which file holds each clip, kept or new.
+    held = {p.name: set(_read_output(blender, p)) for p in _outputs(r)}
+    assert all(c["action"] in held[c["output"]] for f in r["files"] for c in f["clips"])
+    clean_report = tmp_path / "clean.json"
+    assert _bake(str(volume_pack), target, "-o", str(tmp_path / "clean.blend"), "--jobs", "1", "--max-clips-per-file", "3", "--report", str(clean_report)).returncode == 0
+    assert _read_volumes(blender, r) == _read_volumes(blender, _report(clean_report))
+
+
+# --- the operator's modal path -------------------------------------------------------------
+
+
+def test_the_modal_path_bakes_on_timer_ticks_and_esc_keeps_what_is_baked(scene_with_target, tmp_path) -> None:
+    """The operator's event handling (ModalDriver) driven with the events Blender sends it: timer
+    ticks write what arrived within the tick's budget, other events pass through, Esc cancels."""
+    from marionette.core.batch import plan_pack
+    from marionette.core.retarget import RetargetOptions
+    from marionette.operators.batch_bake import BatchBake, ModalDriver, bake_settings
+
+    bpy, target = scene_with_target
+    pack = tmp_path / "pack"
+    pack.mkdir()
+    for k in range(4):
+        shutil.copy(shared_file(DAZ), pack / f"clip{k}.bvh")
+    _big_bvh(pack / "m_big.bvh", repeat=100)  # sorted between clip3 and the rest: keeps a worker busy
+    for k in range(4):
+        shutil.copy(shared_file(DAZ), pack / f"x{k}.bvh")
+    settings = bake_settings(target, None, RetargetOptions())
+    runner = BatchBake(target, settings, plan_pack([pack]), jobs=2)
+    runner.start()
+    driver = ModalDriver(runner, budget=0.04)
+    assert driver.event("MOUSEMOVE", "NOTHING") == "PASS_THROUGH"
+    assert driver.event("ESC", "RELEASE") != "FINISHED"
+    answers = []
+    deadline = time.monotonic() + 120
+    while runner.clips_baked < 4 and time.monotonic() < deadline:
+        answers.append(driver.event("TIMER", "NOTHING"))
+        time.sleep(0.01)
+    assert set(answers) == {"RUNNING_MODAL"} and runner.clips_baked >= 4
+    assert runner.progress_text().startswith(f"{runner.files_done}/9 files, {runner.clips_baked} clips baked")
+    assert driver.event("ESC", "PRESS") == "FINISHED"
+    report = runner.finish()
+    statuses = {f.label: f.status for f in report.files}
+    assert statuses["m_big"] == "cancelled" and report.interrupted == "cancelled by the user (Esc)"
+    kept = sorted(a.name for a in bpy.data.actions if a.get("marionette_batch_source"))
+    assert kept == sorted(k for k, s in statuses.items() if s == "baked") and len(kept) >= 4
+    assert all(s in ("baked", "cancelled") for s in statuses.values())
+
+
+def test_the_modal_path_runs_to_the_end_on_timer_ticks(scene_with_target, tmp_path) -> None:
+    from marionette.core.batch import plan_pack
+    from marionette.core.retarget import RetargetOptions
+    from marionette.operators.batch_bake import BatchBake, ModalDriver, bake_settings
+
+    bpy, target = scene_with_target
+    pack = tmp_path / "pack"
+    pack.mkdir()
+    for k in range(3):
+        shutil.copy(shared_file(CMU), pack / f"clip{k}.bvh")
+    runner = BatchBake(target, bake_settings(target, None, RetargetOptions()), plan_pack([pack]), jobs=2)
+    runner.start()
+    driver = ModalDriver(runner)
+    answer = "RUNNING_MODAL"
+    deadline = time.monotonic() + 120
+    while answer == "RUNNING_MODAL" and time.monotonic() < deadline:
+        answer = driver.event("TIMER", "NOTHING")
+        time.sleep(0.01)
+    assert answer == "FINISHED" and driver.ticks >= 1
+    report = runner.finish()
+    assert report.ok and [f.status for f in report.files] == ["baked"] * 3
+    assert sorted(a.name for a in bpy.data.actions if a.get("marionette_batch_source")) == ["clip0", "clip1", "clip2"]
+
+
+def test_clips_waiting_for_their_turn_past_the_limit_are_read_back_from_their_parts(scene_with_target, tmp_path) -> None:
+    """With no room for waiting clips, every clip is dropped from memory on arrival and written
+    from its part: the same Actions, key for key, as when they wait in memory."""
+    from marionette.core.batch import plan_pack
+    from marionette.core.retarget import RetargetOptions
+    from marionette.operators.batch_bake import BatchBake, bake_settings
+
+    bpy, target = scene_with_target
+    pack = tmp_path / "pack"
+    pack.mkdir()
+    for k in range(4):
+        shutil.copy(shared_file(CMU if k % 2 else DAZ), pack / f"clip{k}.bvh")
+    settings = bake_settings(target, None, RetargetOptions())
+    keys = {}
+    for limit in (0.0, 256.0):
+        for a in [a for a in bpy.data.actions if a.get("marionette_batch_source")]:
+            bpy.data.actions.remove(a)
+        parts = tmp_path / f"parts{limit}"
+        report = BatchBake(target, settings, plan_pack([pack]), jobs=2, parts_dir=str(parts), waiting_mb=limit).run()
+        assert report.ok and report.clip_counts() == {"baked": 4}
+        assert report.counters.get("clips_reloaded", 0) == (4 if limit == 0.0 else 0)
+        got = {}
+        for a in bpy.data.actions:
+            if a.get("marionette_batch_source"):
+                for fc in _fcurves(a):
+                    buf = np.empty(2 * len(fc.keyframe_points), dtype=np.float32)
+                    fc.keyframe_points.foreach_get("co", buf)
+                    got[(a.name, fc.data_path, fc.array_index)] = buf.tobytes()
+        keys[limit] = got
+    assert keys[0.0] and keys[0.0] == keys[256.0]

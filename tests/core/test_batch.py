@@ -308,8 +308,10 @@ def test_no_table_keeps_the_geometric_path_and_its_binding_cache() -> None:
     assert cache.stats.binding_misses == 2 and cache.stats.binding_hits == 4
 
 
-def test_a_clip_on_the_targets_layout_is_bound_natively_with_a_table() -> None:
-    settings = _settings(methods="rest-space")
+@pytest.mark.parametrize("methods", ["rest-space", None], ids=["with a table", "without a table"])
+def test_a_clip_on_the_targets_layout_is_bound_natively(methods: str | None) -> None:
+    """As a single retarget binds it (retarget_with_methods), with or without a method table."""
+    settings = _settings(methods=methods)
     target = settings.target
     walk = sample_walk(sample_humanoid(arms_down_angle=0.6, proportions=0.9), frames=24, fps=24.0)
     cache = cb.PackCache(settings)
@@ -319,9 +321,17 @@ def test_a_clip_on_the_targets_layout_is_bound_natively_with_a_table() -> None:
     cols = [walk.names.index(n) for n in msg["names"]]
     assert np.array_equal(msg["rotations"], walk.rotations[:, cols])  # keys unchanged
     assert np.array_equal(msg["translations"], walk.translations[:, cols])
-    # The geometric path (no table) retargets it as before.
-    plain = cb.bake_clip(cb.PackCache(_settings()), source, layout, walk)
-    assert (plain["method"], plain["native"]) == ("geometric", False)
+    single = retarget_with_methods(BindingCache(), source, target, walk, parse_method_table(methods) if methods else None)
+    assert single.native
+    assert np.array_equal(single.result.clip.rotations[:, [target.skeleton.index(n) for n in msg["names"]]], msg["rotations"])
+    # The geometric binding would have moved the keys: native binding is a real difference here.
+    geometric = retarget(bind(source, target), walk).clip
+    assert float(np.abs(geometric.rotations[:, [target.skeleton.index(n) for n in msg["names"]]] - msg["rotations"]).max()) > 1e-6
+    # A clip on another layout still goes through the geometric frames.
+    other = sample_humanoid(arms_down_angle=0.2, proportions=1.1)
+    src2, layout2 = cache.source(other.skeleton, other.tails)
+    moved = cb.bake_clip(cache, src2, layout2, sample_walk(other, frames=24, fps=24.0))
+    assert moved["native"] is False and moved["method"] == cb.method_summary(settings.methods)
 
 
 def test_a_bad_method_table_is_refused_by_the_settings() -> None:
@@ -392,3 +402,95 @@ def test_report_statuses_and_ok() -> None:
     assert only.ok
     only.interrupted = "Ctrl-C"
     assert not only.ok
+
+
+# --- settings records (what --resume compares) ----------------------------------------------
+
+
+def test_the_settings_record_names_what_changed() -> None:
+    plain = _settings()
+    same = _settings()
+    assert cb.record_difference(plain.record_text(), same.record()) is None
+    # Each setting a clip's keys depend on shows in the record, and in words when it differs.
+    why = cb.record_difference(plain.record_text(), _settings(methods="rest-space").record())
+    assert why == "baked with other settings: method geometric -> rest-space"
+    why = cb.record_difference(plain.record_text(), _settings(keep_frames=True, scene_fps=30.0).record())
+    assert why == "baked with other settings: keep frames False -> True, scene fps 24.0 -> 30.0"
+    other = cb.BakeSettings(plain.target, plain.target_mapping, 24.0, options=RetargetOptions(root_motion="IN_PLACE"))
+    assert "root motion HIPS -> IN_PLACE" in cb.record_difference(plain.record_text(), other.record())
+    assert "match rest False -> True" in cb.record_difference(plain.record_text(), _settings(match_rest=True).record())
+    # A clip from before records existed, or with a damaged one, is baked again.
+    assert cb.record_difference(None, plain.record()) == "baked without a record of its settings"
+    assert cb.record_difference("{not json", plain.record()) == "baked with an unreadable record of its settings"
+    # The record survives the trip to a worker and back.
+    back = cb.BakeSettings.from_message(json.loads(json.dumps(cb.BakeSettings.to_message(_settings(methods="rest-space")), default=lambda a: a.tolist())))
+    assert back.record_text() == _settings(methods="rest-space").record_text()
+
+
+def test_baked_clips_and_their_parts_carry_the_settings_record(tmp_path) -> None:
+    path = str(shared_file(DAZ))
+    settings = _settings(methods="rest-space")
+    msg = list(cb.bvh_file_events(path, cb.PackCache(settings)))[1]
+    msg.update(path=path, file=0, settings=settings.record_text())
+    back = cb.read_part(cb.write_part(str(tmp_path), msg))
+    assert back is not None and cb.record_difference(back["settings"], settings.record()) is None
+    assert cb.record_difference(back["settings"], _settings().record()) is not None
+
+
+# --- holding baked clips --------------------------------------------------------------------
+
+
+def test_a_waiting_clip_can_drop_its_arrays_and_read_them_back_from_its_part(tmp_path) -> None:
+    path = str(shared_file(CMU))
+    msg = list(cb.bvh_file_events(path, cb.PackCache(_settings())))[1]
+    msg.update(path=path, file=0)
+    held = cb.message_bytes(msg)
+    # What a waiting clip costs: its key arrays, rotations (T, B, 4) and translations (T, B, 3).
+    t, b = msg["rotations"].shape[:2]
+    assert held >= 8 * t * b * 7
+    part = cb.write_part(str(tmp_path), msg)
+    kept = dict(msg)
+    cb.drop_arrays(msg)
+    assert cb.message_bytes(msg) == 0 and msg["clip"] == kept["clip"]
+    back = cb.read_part(part)
+    assert back is not None and np.array_equal(back["rotations"], kept["rotations"]) and back["names"] == kept["names"]
+    assert cb.read_part(str(tmp_path / "missing.npz")) is None
+
+
+# --- output volumes -------------------------------------------------------------------------
+
+
+def test_volume_names_and_what_counts_as_a_volume(tmp_path) -> None:
+    out = str(tmp_path / "pack.blend")
+    assert [os.path.basename(cb.volume_path(out, k)) for k in range(4)] == ["pack.blend", "pack.002.blend", "pack.003.blend", "pack.004.blend"]
+    assert cb.existing_volumes(out) == []
+    for name in ("pack.blend", "pack.002.blend", "pack.004.blend", "pack.1000.blend", "pack.abc.blend", "other.002.blend", "pack.002.blend1"):
+        (tmp_path / name).write_text("x")
+    # Volumes count from the output itself and stop at the first one missing.
+    assert [os.path.basename(p) for p in cb.existing_volumes(out)] == ["pack.blend", "pack.002.blend"]
+    # Numbered files past what a run wrote are an earlier run's volumes; nothing else is.
+    assert [os.path.basename(p) for p in cb.stray_volumes(out, 2)] == ["pack.004.blend"]
+    assert [os.path.basename(p) for p in cb.stray_volumes(out, 1)] == ["pack.002.blend", "pack.004.blend"]
+
+
+# --- splitting a file's clips between two workers -------------------------------------------
+
+
+def test_a_file_is_split_only_when_that_ends_it_sooner() -> None:
+    # Eight clips of 0.4 s: a second worker that needs 1 s to start takes the last three
+    # (5 x 0.4 = 2.0 s against 1 + 3 x 0.4 = 2.2 s; 4/4 would be 1.6 against 2.6).
+    k = cb.split_point([0.4] * 8, second_start=1.0)
+    assert k == 5
+    costs = np.array([0.4] * 8)
+    assert max(costs[:k].sum(), 1.0 + costs[k:].sum()) < costs.sum() - 0.5
+    # Every other split ends later.
+    finishes = [max(costs[:j].sum(), 1.0 + costs[j:].sum()) for j in range(1, 8)]
+    assert min(finishes) == max(costs[:k].sum(), 1.0 + costs[k:].sum())
+    # Short clips (the shared Quaternius FBX: 11 clips of 10-25 ms, imported in 0.3 s) stay together.
+    assert cb.split_point([0.012] * 11, second_start=0.3) is None
+    # A saving below the minimum is not worth a second import; one clip cannot be split.
+    assert cb.split_point([0.6, 0.6], second_start=0.0, min_saving=0.7) is None
+    assert cb.split_point([0.6, 0.6], second_start=0.0) == 1
+    assert cb.split_point([5.0], second_start=0.0) is None
+    # Uneven clips: the long ones first stay with the first worker.
+    assert cb.split_point([3.0, 0.5, 0.5, 0.5, 0.5], second_start=0.2) == 1
