@@ -36,6 +36,16 @@ def demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _plant_feet_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--plant-feet",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="hold each foot still where the source foot is planted, bending the legs to reach (default: on; "
+        "--no-plant-feet carries every bone's direction exactly and lets feet slide on legs proportioned unlike the source's)",
+    )
+
+
 def _retarget_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("source", help="clip file: .bvh, .fbx, .glb/.gltf or .blend")
     p.add_argument("target", help="character file: .bvh, .fbx, .glb/.gltf or .blend")
@@ -56,13 +66,7 @@ def _retarget_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="rest-space: turn the target's rest onto the source's bone directions (an A-pose clip onto a T-pose rig of one family)",
     )
-    p.add_argument(
-        "--plant-feet",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="hold each foot still where the source foot is planted, bending the legs to reach (default: on; "
-        "--no-plant-feet carries every bone's direction exactly and lets feet slide on legs proportioned unlike the source's)",
-    )
+    _plant_feet_argument(p)
     p.add_argument("--report", help="write the JSON report here (measurements, mapping, facing cues)")
     p.add_argument("--report-png", help="write a picture of the report here (per-bone error over time, key frames)")
 
@@ -158,6 +162,7 @@ def _bake_pack_arguments(p: argparse.ArgumentParser) -> None:
         help="save the output in volumes (OUT.blend, OUT.002.blend, ...) of about this much Action memory each (0: one file)",
     )
     p.add_argument("--max-clips-per-file", type=int, default=0, metavar="N", help="also start a new volume after N clips (0: no limit)")
+    _plant_feet_argument(p)
 
 
 @command(
@@ -199,7 +204,7 @@ def bake_pack(args: argparse.Namespace) -> int:
             mapping=args.mapping,
             resume=args.resume,
             keep_frames=args.keep_frames,
-            options=RetargetOptions(root_motion=args.root_motion),
+            options=RetargetOptions(root_motion=args.root_motion, plant_feet=args.plant_feet),
             methods=methods,
             match_rest=args.match_rest,
             max_clips_per_file=args.max_clips_per_file or None,

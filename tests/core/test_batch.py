@@ -237,14 +237,18 @@ def test_settings_cross_processes_as_plain_data() -> None:
     import pickle
 
     s = _settings()
-    s = cb.BakeSettings(s.target, s.target_mapping, 30.0, True, RetargetOptions(root_motion="IN_PLACE", source_forward=(0.0, -1.0, 0.0)))
+    opts = RetargetOptions(root_motion="IN_PLACE", source_forward=(0.0, -1.0, 0.0), plant_feet=True)
+    s = cb.BakeSettings(s.target, s.target_mapping, 30.0, True, opts)
     m = s.to_message()
     # Nothing from this package inside: a worker loads it under another name.
     text = pickle.dumps(m)
     assert b"marionette" not in text
     back = cb.BakeSettings.from_message(pickle.loads(text))
     assert back.target.skeleton.signature() == s.target.skeleton.signature()
-    assert back.target.slots == s.target.slots and back.options == s.options
+    assert back.target.slots == s.target.slots and back.options == s.options and back.options.plant_feet
+    # A clip baked with the feet planted is baked again when they are not asked for.
+    unplanted = cb.BakeSettings(s.target, s.target_mapping, 30.0, True, RetargetOptions(root_motion="IN_PLACE", source_forward=(0.0, -1.0, 0.0)))
+    assert "plant feet True -> False" in (cb.record_difference(s.record_text(), unplanted.record()) or "")
     assert (back.scene_fps, back.keep_frames) == (30.0, True)
     assert back.methods == {} and back.match_rest is False
     # The method table and match_rest travel too.
