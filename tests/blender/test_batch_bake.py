@@ -27,6 +27,12 @@ CMU = "bvh/cmu/12_03_motionbuilder.bvh"
 DAZ = "bvh/cmu/02_02_daz.bvh"
 
 
+def _planted():
+    from marionette.core.retarget import RetargetOptions
+
+    return RetargetOptions(plant_feet=True)  # bake-pack plants feet unless told not to
+
+
 def _bake_command(*args: str) -> list[str]:
     return [sys.executable, "-m", "marionette", "bake-pack", *args]
 
@@ -238,7 +244,7 @@ def test_bvh_read_without_blender_agrees_with_blenders_importer(blender, baked_p
             # Its one frame puts thigh and shin heads on the same point (the file's position
             # channels): the measured segment has no direction, so neither path means anything there.
             continue
-        outcome = jobs.retarget_action(obj, obj.animation_data.action, target, scene_fps=24.0)
+        outcome = jobs.retarget_action(obj, obj.animation_data.action, target, scene_fps=24.0, options=_planted())  # as bake-pack
         mine_keys = next(c for src, c in batch.items() if src.endswith(os.sep + os.path.basename(rel)))
         theirs = {}
         for fc in compat.action_fcurves(outcome.action, outcome.action.slots[0]):
@@ -305,7 +311,9 @@ def test_a_method_pack_has_the_keys_of_single_retargets_with_that_method(blender
         actions = list(loaded.actions)
         target = load_file(shared_file(TARGET)).armatures[0]
         for action in actions:
-            outcome = jobs.retarget_action(source, action, target, scene_fps=fps, methods=table, name=f"single_{action.name}")
+            outcome = jobs.retarget_action(
+                source, action, target, scene_fps=fps, methods=table, name=f"single_{action.name}", options=_planted()
+            )
             assert outcome.report["method"]["native"] is False and outcome.report["method"]["table"] == table
             single = {}
             for fc in compat.action_fcurves(outcome.action, outcome.action.slots[0]):
