@@ -1092,6 +1092,9 @@ def _continued_volumes(output: str, resume: bool, earlier_start: float | None) -
 def _open_target(target_path: str, volume: str | None, armature: str | None) -> Any:
     """Open what the run writes into: the output volume it continues, else the target file.
     Returns the target armature."""
+    from .jobs import fresh_session, refuse_in_interactive_session
+
+    refuse_in_interactive_session()
     if volume is not None:
         bpy.ops.wm.open_mainfile(filepath=volume, load_ui=False)
         name = armature or bpy.context.scene.get(TARGET_RECORD)
@@ -1104,7 +1107,7 @@ def _open_target(target_path: str, volume: str | None, armature: str | None) -> 
         # A .blend character is opened whole: the output is that file plus the new Actions.
         bpy.ops.wm.open_mainfile(filepath=path, load_ui=False)
         return _pick_armature(list(bpy.context.scene.objects), armature, label)
-    bpy.ops.wm.read_factory_settings(use_empty=True)
+    fresh_session()
     loaded = load_file(path)
     return _pick_armature(loaded.armatures, armature, label)
 

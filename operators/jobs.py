@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from ..core.binding_cache import BindingCache
-from ..core.errors import MappingError, RigError
+from ..core.errors import MappingError, MarionetteError, RigError
 from ..core.mapping import BoneMapping, check_humanoid_skeleton
 from ..core.measure import measure
 from ..core.retarget import Binding, RetargetOptions, RigInput, bind, source_placements
@@ -208,6 +208,28 @@ def format_summary(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def refuse_in_interactive_session(interactive: bool | None = None) -> None:
+    """File jobs (retarget files, measure, demo, a pack, a PMX file) replace the open Blender
+    file. They run only in Blender started for the job (background, or Blender as a Python
+    module); in an interactive Blender (``interactive``, default: not background) the open file
+    is never discarded: the job is refused, saying how to run it."""
+    import bpy
+
+    if (not bpy.app.background) if interactive is None else interactive:
+        raise MarionetteError(
+            "this job starts from an empty Blender session and would close the open file; run it from a command line "
+            "(python -m marionette ..., or blender --background --command marionette ...)"
+        )
+
+
+def fresh_session(interactive: bool | None = None) -> None:
+    """An empty Blender session for a file job (see :func:`refuse_in_interactive_session`)."""
+    import bpy
+
+    refuse_in_interactive_session(interactive)
+    bpy.ops.wm.read_factory_settings(use_empty=True)
+
+
 def save_blend(path: str | Path) -> None:
     """Write the current file, refusing to leave a half-written file behind."""
     import bpy
@@ -229,7 +251,7 @@ def demo(output: str | Path, frames: int = 96) -> RetargetOutcome:
     from ..core.samples import sample_humanoid, sample_walk
     from .armature_io import create_armature
 
-    bpy.ops.wm.read_factory_settings(use_empty=True)
+    fresh_session()
     addon_utils.enable("rigify", default_set=True)
     scene = bpy.context.scene
     scene.render.fps, scene.render.fps_base = 24, 1.0
@@ -315,7 +337,7 @@ def retarget_files(
 
     from .file_import import load_file, scene_fps
 
-    bpy.ops.wm.read_factory_settings(use_empty=True)
+    fresh_session()
     target_file = load_file(target_path)
     target = _pick_armature(target_file, target_armature, "target")
     source_file = load_file(source_path)
@@ -361,7 +383,7 @@ def measure_files(source_path: str, retargeted_path: str, *, clip: str | None = 
     from .armature_io import action_fps
     from .file_import import load_file
 
-    bpy.ops.wm.read_factory_settings(use_empty=True)
+    fresh_session()
     result_file = load_file(retargeted_path)
     target = _pick_armature(result_file, target_armature, "target")
     if action is not None:

@@ -219,7 +219,9 @@ def import_pmx_file(path: str, output: str, *, scale: float = DEFAULT_SCALE, nam
         raise FileNotFoundError(f"no such file: {path}")
     model = read_pmx(src)
     rig = build_rig(model, scale=scale, names=names)  # a bad file is refused before Blender is touched
-    bpy.ops.wm.read_factory_settings(use_empty=True)
+    from .jobs import fresh_session
+
+    fresh_session()
     scene = bpy.context.scene
     assert scene is not None
     with registered():

@@ -242,3 +242,18 @@ def test_the_method_column_is_saved_and_loaded_with_the_target_mapping(pair, tmp
     assert all(r.method == "GEOMETRIC" for r in s.mapping)
     assert bpy.ops.marionette.mapping_load(filepath=str(path), side="TARGET") == {"FINISHED"}
     assert {r.slot: r.method for r in s.mapping if r.method != "GEOMETRIC"} == {"upper_arm.L": "REST_SPACE"}
+
+
+def test_file_jobs_never_close_an_interactive_session(blender):
+    """retarget_files and friends start from an empty session: from an interactive Blender they
+    are refused (the open file and its unsaved changes stay); from a command line they run."""
+    from marionette.core.errors import MarionetteError
+    from marionette.operators import jobs
+
+    blender.ops.object.armature_add()
+    blender.context.active_object.name = "UnsavedWork"
+    with pytest.raises(MarionetteError, match="command line"):
+        jobs.fresh_session(interactive=True)
+    assert "UnsavedWork" in blender.data.objects
+    jobs.fresh_session()  # Blender as a module runs in the background: a job's own session
+    assert "UnsavedWork" not in blender.data.objects
