@@ -5,8 +5,8 @@ The character: the 65-bone humanoid of the control tests walking for 1000 frames
 optionally skinned (a sphere of about ``--mesh-verts / 65`` vertices per bone, one vertex group
 each, an Armature modifier). Its stack, added through the operators as a user would: four
 two-bone IK chains (arms and legs) reaching keyed empties, a look-at on neck and head, ground feet
-on a plane (``scene.ray_cast``, the character's own mesh skipped), and two spring chains (the
-index fingers).
+on a plane (rays against the scene's visible meshes but the character's own), and two spring
+chains (the index fingers).
 
 Printed, per frame (milliseconds, best of ``--repeat`` runs over ``--frames-timed`` frames):
 

@@ -268,33 +268,75 @@ class PoseBuffers:
         return world
 
 
+@dataclass(frozen=True)
+class _PathRest:
+    """What :func:`_path_parts` needs of a group of paths that depends on the skeleton alone,
+    worked out once per group (see :func:`_rest_of`). ``columns`` are the joints of each path
+    followed by its end joint when every path ends on a joint: their pivots are computed in one
+    product, the paths' pivots and end points alike."""
+
+    joints: NDArray[np.intp]
+    columns: NDArray[np.intp]
+    ends_on_joints: bool
+    c0: FloatArray
+    c0_lin: FloatArray
+    c0_t: FloatArray
+    post: FloatArray | None
+
+
+#: Rests by the identities of a skeleton and a group of paths (both kept alive by the entry, so
+#: the identities cannot be reused while it stands). The stacks build their paths once, so a
+#: handful of entries serve every frame; the bound only keeps rebuilt stacks from piling up.
+_RESTS: dict[tuple[int, ...], tuple[Skeleton, tuple[JointPath, ...], _PathRest]] = {}
+_RESTS_BOUND = 256
+
+
+def _rest_of(skeleton: Skeleton, paths: tuple[JointPath, ...]) -> _PathRest:
+    key = (id(skeleton), *map(id, paths))
+    hit = _RESTS.get(key)
+    if hit is not None:
+        return hit[2]
+    joints = np.array([p.joints for p in paths], dtype=np.intp)  # (m, n)
+    ends = [p.end_joint for p in paths]
+    on_joints = min(ends) >= 0
+    columns = np.concatenate([joints, np.array(ends, dtype=np.intp)[:, None]], axis=1) if on_joints else joints
+    c0 = skeleton.parent_frames[columns]  # (m, n or n + 1, 4, 4)
+    post = None
+    if skeleton.child_frames is not None:
+        post = np.linalg.inv(skeleton.child_frames[joints])[:, None]
+    rest = _PathRest(
+        joints, columns, on_joints, c0[:, None, : joints.shape[1]], c0[..., :3, :3], c0[:, None, :, :3, 3].copy(), post
+    )
+    if len(_RESTS) >= _RESTS_BOUND:
+        _RESTS.clear()
+    _RESTS[key] = (skeleton, paths, rest)
+    return rest
+
+
 def _path_parts(
     skeleton: Skeleton, paths: tuple[JointPath, ...], pose: PoseBuffers
 ) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray, FloatArray | None]:
     """The per-path arrays of :class:`PathKinematics`, for equally long paths at once, laid
     out path-major on the leading axis (``F = len(paths) * T``)."""
+    rest = _rest_of(skeleton, paths)
     t = pose.frames
-    m = len(paths)
-    n = len(paths[0])
-    joints = np.array([p.joints for p in paths])  # (m, n)
+    m, n = rest.joints.shape
     base = np.concatenate([pose.placement_of(p.ancestors) for p in paths]) if m > 1 else pose.placement_of(paths[0].ancestors)
-    c0 = skeleton.parent_frames[joints]  # (m, n, 4, 4)
-    tr = np.swapaxes(pose.translations[:, joints], 0, 1)  # (m, T, n, 3)
+    tr = np.swapaxes(pose.translations[:, rest.columns], 0, 1)  # (m, T, n or n + 1, 3)
+    # The pivots C0 @ Tr of the joints (and of the end joints), all at once.
+    pivots = np.einsum("mkij,mtkj->mtki", rest.c0_lin, tr) + rest.c0_t
     pre = np.empty((m, t, n, 4, 4))
-    pre[:] = c0[:, None]
-    pre[..., :3, 3] = np.einsum("mkij,mtkj->mtki", c0[..., :3, :3], tr) + c0[:, None, :, :3, 3]
-    rot = np.swapaxes(pose.rotations[:, joints], 0, 1).reshape(m * t, n, 4)
+    pre[:] = rest.c0
+    pre[..., :3, 3] = pivots[:, :, :n]
+    rot = np.swapaxes(pose.rotations[:, rest.joints], 0, 1).reshape(m * t, n, 4)
     # Where each joint carries the next point, in its rotation-input space (after R, before S
     # and inv(C1) are undone): the next pivot, or the end point for the last joint.
-    nxt = np.empty((m, t, n, 3))
-    nxt[:, :, :-1] = pre[:, :, 1:, :3, 3]
-    ends = [p.end_joint for p in paths]
-    if min(ends) >= 0:
-        # Every path ends on a joint (limbs): one product for all of them.
-        c0e = skeleton.parent_frames[ends]  # (m, 4, 4)
-        tre = np.swapaxes(pose.translations[:, ends], 0, 1)  # (m, T, 3)
-        nxt[:, :, -1] = np.einsum("mij,mtj->mti", c0e[:, :3, :3], tre) + c0e[:, None, :3, 3]
+    if rest.ends_on_joints:
+        # Every path ends on a joint (limbs): the end pivots came with the others.
+        nxt = pivots[:, :, 1:]
     else:
+        nxt = np.empty((m, t, n, 3))
+        nxt[:, :, :-1] = pivots[:, :, 1:]
         for i, p in enumerate(paths):
             if p.end_joint >= 0:
                 c0e = skeleton.parent_frames[p.end_joint]
@@ -302,13 +344,13 @@ def _path_parts(
             else:
                 nxt[i, :, -1] = p.end_offset
     post: FloatArray | None = None
-    if skeleton.child_frames is not None:
+    if rest.post is not None:
         post = np.empty((m, t, n, 4, 4))
-        post[:] = np.linalg.inv(skeleton.child_frames[joints])[:, None]
+        post[:] = rest.post
     if pose.scales is not None:
         scale = np.zeros((m, t, n, 4, 4))
         scale[..., 3, 3] = 1.0
-        scale[..., [0, 1, 2], [0, 1, 2]] = np.swapaxes(pose.scales[:, joints], 0, 1)
+        scale[..., [0, 1, 2], [0, 1, 2]] = np.swapaxes(pose.scales[:, rest.joints], 0, 1)
         post = scale if post is None else scale @ post
     if post is not None:
         nxt = np.einsum("mtkij,mtkj->mtki", post[..., :3, :3], nxt) + post[..., :3, 3]
@@ -461,7 +503,11 @@ class PathKinematics:
             else:
                 lin = frame[:, :3, :3] @ turned
                 got[:, n] = pivot + (lin @ self.reach[:, k, :, None])[..., 0]
-                parent = self._step(frame, k, turned)
+                # What _step gives, from the product just taken.
+                parent = frame.copy()
+                parent[:, :3, :3] = lin
+                if self.post is not None:
+                    parent = parent @ self.post[:, k]
         return out, got, parent
 
 

@@ -615,13 +615,24 @@ def _placements(value: ArrayLike | None, default: FloatArray, frames: int) -> Fl
 class ControlInstance:
     """Per-object state of a :class:`ControlStack` and its evaluation."""
 
-    __slots__ = ("stack", "_states", "_clock")
+    __slots__ = ("stack", "_states", "_clock", "_inverse")
 
     def __init__(self, stack: ControlStack) -> None:
         self.stack = stack
         self._states = [_State(enabled=True, weight=c.weight) for c in stack.controls]
         #: Scene time of the last evaluated frame, when known.
         self._clock: float | None = None
+        #: The last placements inverted, and their bytes (see _inverse_of).
+        self._inverse: tuple[bytes, FloatArray] | None = None
+
+    def _inverse_of(self, places: FloatArray) -> FloatArray:
+        """``inv(places)``, taken again only when the placements changed: a character standing
+        still keeps its matrix frame after frame, and a 4 x 4 inverse costs as much as a few
+        dozen small products."""
+        key = places.tobytes()
+        if self._inverse is None or self._inverse[0] != key:
+            self._inverse = (key, np.linalg.inv(places))
+        return self._inverse[1]
 
     def _state(self, name: str) -> _State:
         return self._states[self.stack.index(name)]
@@ -1117,7 +1128,7 @@ class ControlInstance:
         # Every frame usable is the live case: spare it the masking (numpy's per-call overhead).
         all_usable = bool(usable.all())
         safe = places if all_usable else np.where(np.isfinite(places).all(axis=(1, 2))[:, None, None], places, np.eye(4))
-        inv = np.linalg.inv(safe)
+        inv = self._inverse_of(safe)
         points = np.einsum("tij,mtkj->mtki", inv[:, :3, :3], simulated) + inv[None, :, None, :3, 3]
         if not all_usable:
             points = np.where(usable[..., None, None], points, by_member)

@@ -11,7 +11,9 @@ The ground is queried through a ray-cast function passed in (the Blender layer g
 
     ray_cast(origins (N, 3), directions (N, 3), distances (N,)) -> (hit (N,), points (N, 3), normals (N, 3))
 
-all in world space. Per frame and foot:
+all in world space. Over several frames the rays come leg by leg, each over the frames in order
+(ray ``k T + t`` probes leg ``k`` at frame ``t`` of ``T``), so a ground that moves can be placed
+per frame. Per frame and foot:
 
 1. *Probe.* The sole point (fixed in the foot's frame; by default the point under the rest ankle
    on the floor) is probed from ``probe_height`` above, down through twice that. The animation is
@@ -481,12 +483,21 @@ def adapt_to_ground(
     scale = 1.0 / np.linalg.norm(up_raw, axis=1)  # world units per skeleton unit, vertically
     up = up_raw * scale[:, None]  # (T, 3) world up in skeleton space
 
-    kin = PathKinematics(skeleton, [leg.path for leg in legs], pose)
-    walked, shins = kin.walk()
-    pts = walked.reshape(count, frames, 3, 3)
+    kin: PathKinematics | None = None
+    if skeleton.child_frames is None:
+        # Each joint's pivot is then the origin of its placement: hip, knee and ankle and the
+        # foot's placement come from the pose's own placements (mostly cached by the controls
+        # before this one), and the legs' path kinematics are built only if a leg must move.
+        placed = np.array([[pose.world(j) for j in leg.joints] for leg in legs])  # (L, 3, T, 4, 4)
+        pts = np.swapaxes(placed[..., :3, 3], 1, 2)  # (L, T, 3, 3)
+        feet = placed[:, 2]
+    else:
+        kin = PathKinematics(skeleton, [leg.path for leg in legs], pose)
+        walked, shins = kin.walk()
+        pts = walked.reshape(count, frames, 3, 3)
+        # Each foot placed by its shin, which the walk down the leg has just placed.
+        feet = shins.reshape(count, frames, 4, 4) @ np.swapaxes(pose.attached[:, [leg.foot for leg in legs]], 0, 1)
     ankle = pts[:, :, 2]  # (L, T, 3)
-    # Each foot placed by its shin, which the walk down the leg has just placed.
-    feet = shins.reshape(count, frames, 4, 4) @ np.swapaxes(pose.attached[:, [leg.foot for leg in legs]], 0, 1)
     sole = np.einsum("ltij,lj->lti", feet[..., :3, :3], np.stack([leg.sole for leg in legs])) + feet[..., :3, 3]
     floor_point = rig.floor_point
 
@@ -515,13 +526,35 @@ def adapt_to_ground(
     )
     tilt_w, tilt_normal, raw, lift_s, pelvis_off, capped = (np.array(a) for a in smoothed)
     pelvis_tr: FloatArray | None = None
-    if valid.all() and not lift_s.any() and not (rig.pelvis >= 0 and pelvis_off.any()):
-        # Nothing lifted and the pelvis where it was (the character on its own floor): each
-        # ankle's target is where it is, which the solve keeps as it is (the same arithmetic
-        # below gives exactly that), so the legs need no pole and no rebased pelvis.
+    level = valid.all() and not lift_s.any() and not (rig.pelvis >= 0 and pelvis_off.any())
+    if level and not (tilt_w >= 1e-12).any():
+        # Nothing lifted or tilted and the pelvis where it was (the character on its own
+        # floor): every leg keeps its animated rotations, which is what the solve below gives a
+        # leg already at its target.
+        rot = np.empty((frames, 3 * count, 4))
+        for k, leg in enumerate(legs):
+            rot[:, 3 * k : 3 * k + 3] = pose.rotations[:, list(leg.joints)]
+        return GroundSolve(
+            rotations=rot,
+            pelvis_translation=pose.translations[:, rig.pelvis].copy() if rig.pelvis >= 0 else None,
+            hit=hit.T.copy(),
+            lift=lift_s.T.copy(),
+            raw_lift=raw.T.copy(),
+            tilt=tilt_w.T.copy(),
+            capped=capped.T.copy(),
+            clearance=(clearance_w / scale[None]).T.copy(),
+            pelvis_offset=pelvis_off,
+            residual=np.zeros((frames, count)),
+        )
+    if kin is None:
+        kin = PathKinematics(skeleton, [leg.path for leg in legs], pose)
+    if level:
+        # Nothing lifted and the pelvis where it was, only feet tilted: each ankle's target is
+        # where it is, which the solve keeps as it is (the same arithmetic below gives exactly
+        # that), so the legs need no pole and no rebased pelvis.
         if rig.pelvis >= 0:
             pelvis_tr = pose.translations[:, rig.pelvis].copy()
-        solve = solve_path_ik(kin, ankle.reshape(-1, 3), solver="two_bone", tolerance=tolerance)
+        solve = solve_path_ik(kin, kin.points()[:, -1], solver="two_bone", tolerance=tolerance)
     else:
         work = pose.copy()
         if rig.pelvis >= 0:

@@ -57,6 +57,8 @@ SOLVERS = ("two_bone", "fabrik", "ccd")
 _SMALL_BATCH = 1024
 # Relative size below which a perpendicular component gives no usable bend direction.
 _PLANE_EPS = 1e-9
+#: Up to this many two-bone chains are solved in plain floats (see _two_bone_rows).
+_FEW_CHAINS = 8
 _EPS = 1e-12
 
 
@@ -167,6 +169,21 @@ def two_bone_ik(
     if tol.ndim:
         tol = np.broadcast_to(tol, batch).reshape(-1)
     count = math.prod(batch)
+    if count <= _FEW_CHAINS and softness == 0.0 and tol.ndim == 0:
+        rows = _two_bone_rows(
+            p.reshape(count, 9).tolist(), t.reshape(count, 3).tolist(),
+            None if pole is None else _check_vectors(pole, batch, "pole").reshape(count, 3).tolist(), float(tol),
+        )
+        if rows is not None:
+            pts, res, moved, reach = rows
+            residual_rows = np.array(res)
+            return IKSolution(
+                points=np.array(pts).reshape(p.shape),
+                residual=residual_rows.reshape(batch),
+                iterations=np.array(moved, dtype=np.int64).reshape(batch),
+                converged=(residual_rows <= tol).reshape(batch),
+                reachable=np.array(reach).reshape(batch),
+            )
     # Coordinates first, chains last: (3, M) arrays are contiguous, where (M, 3) slices of the
     # points are strided with an inner length of 3, about ten times slower per operation.
     # Always copies: the solve writes into comp and tc.
@@ -299,6 +316,78 @@ def _two_bone_columns(
     if kept is not None:
         comp[:, :, keep] = kept
     return d, lo, hi, keep
+
+
+def _two_bone_rows(
+    chains: list[list[float]], targets: list[list[float]], poles: list[list[float]] | None, tol: float
+) -> tuple[list[list[float]], list[float], list[int], list[bool]] | None:
+    """:func:`_two_bone_columns` (without softness) on a few chains in plain floats: the same
+    operations in the same order, so the same points to the bit, without the dozens of numpy
+    calls that would cost more than the arithmetic on a live frame's four limbs. ``chains`` are
+    ``(root, middle, end)`` flattened to nine floats each. Returns the new points, the
+    residuals, 1 per chain that moved (0 kept) and whether each target was within reach; or
+    ``None`` when some chain is not finite or needs a degenerate branch (a target on the root,
+    no bend direction), which are left to the columns."""
+    out: list[list[float]] = []
+    residuals: list[float] = []
+    moved: list[int] = []
+    reach: list[bool] = []
+    sqrt = math.sqrt
+    for i, (r0, r1, r2, m0, m1, m2, e0, e1, e2) in enumerate(chains):
+        t0, t1, t2 = targets[i]
+        if not math.isfinite(r0 + r1 + r2 + m0 + m1 + m2 + e0 + e1 + e2 + t0 + t1 + t2):
+            return None  # the columns' NaN handling (np.minimum passes NaN, min may not)
+        w0, w1, w2 = e0 - m0, e1 - m1, e2 - m2
+        b = sqrt((w0 * w0 + w1 * w1) + w2 * w2)
+        w0, w1, w2 = m0 - r0, m1 - r1, m2 - r2
+        a = sqrt((w0 * w0 + w1 * w1) + w2 * w2)
+        w0, w1, w2 = e0 - t0, e1 - t1, e2 - t2
+        miss = sqrt((w0 * w0 + w1 * w1) + w2 * w2)
+        hi = a + b
+        lo = abs(a - b)
+        x0, x1, x2 = t0 - r0, t1 - r1, t2 - r2
+        d = sqrt((x0 * x0 + x1 * x1) + x2 * x2)
+        if not d > _EPS:
+            return None
+        reach.append(lo <= d <= hi)
+        if miss <= tol:
+            # Already there: the points stay as they are.
+            out.append([r0, r1, r2, m0, m1, m2, e0, e1, e2])
+            residuals.append(miss)
+            moved.append(0)
+            continue
+        x0, x1, x2 = x0 / d, x1 / d, x2 / d
+        margin = REACH_MARGIN * hi
+        floor = lo + margin
+        dc = min(max(d, floor), max(hi - margin, floor))
+        x = (dc * dc + a * a - b * b) / (2.0 * max(dc, _EPS))
+        h = sqrt(max(a * a - x * x, 0.0))
+        limit = _PLANE_EPS * max(hi, _EPS)
+        usable = False
+        if poles is not None:
+            p0, p1, p2 = poles[i]
+            p0, p1, p2 = p0 - r0, p1 - r1, p2 - r2
+            along = (p0 * x0 + p1 * x1) + p2 * x2
+            b0, b1, b2 = p0 - x0 * along, p1 - x1 * along, p2 - x2 * along
+            # A non-finite pole compares False: such a pole is unusable, like one on the axis.
+            usable = sqrt((b0 * b0 + b1 * b1) + b2 * b2) > limit
+        if not usable:
+            u0, u1, u2 = m0 - r0, m1 - r1, m2 - r2
+            along = (u0 * x0 + u1 * x1) + u2 * x2
+            b0, b1, b2 = u0 - x0 * along, u1 - x1 * along, u2 - x2 * along
+            if not sqrt((b0 * b0 + b1 * b1) + b2 * b2) > limit:
+                return None
+        length = sqrt((b0 * b0 + b1 * b1) + b2 * b2)
+        if not length > _EPS:
+            return None
+        b0, b1, b2 = b0 / length, b1 / length, b2 / length
+        m0, m1, m2 = (x * x0 + r0) + h * b0, (x * x1 + r1) + h * b1, (x * x2 + r2) + h * b2
+        e0, e1, e2 = dc * x0 + r0, dc * x1 + r1, dc * x2 + r2
+        w0, w1, w2 = e0 - t0, e1 - t1, e2 - t2
+        out.append([r0, r1, r2, m0, m1, m2, e0, e1, e2])
+        residuals.append(sqrt((w0 * w0 + w1 * w1) + w2 * w2))
+        moved.append(1)
+    return out, residuals, moved, reach
 
 
 # --- FABRIK ----------------------------------------------------------------------------------

@@ -85,6 +85,21 @@ class LookAtChain:
         """Positions along the path of the joints that take a share of the turn (weight > 0)."""
         return [k for k, w in enumerate(self.weights.tolist()) if w > 0.0]
 
+    @cached_property
+    def share_list(self) -> list[float]:
+        """:attr:`shares` as Python floats (read per joint on every frame)."""
+        return [float(x) for x in self.shares]
+
+    @cached_property
+    def last_turning(self) -> int:
+        """Position of the last joint with a share of the turn."""
+        return max(k for k, share in enumerate(self.share_list) if share > 0.0)
+
+    @cached_property
+    def eye_off_pivot(self) -> bool:
+        """Whether the eye sits off the last joint's pivot."""
+        return bool(self.path.end_offset.any())
+
     @classmethod
     def build(
         cls,
@@ -279,8 +294,7 @@ def _aim(
 ) -> tuple[FloatArray, NDArray[np.bool_], NDArray[np.bool_]]:
     """Limited desired direction ``(T, 3)`` (skeleton space) from the eye of the last joint at
     placement ``last``, whether it is usable, and whether the limits changed it."""
-    offset = chain.path.end_offset
-    eye = last[:, :3, 3] if not offset.any() else last[:, :3, 3] + last[:, :3, :3] @ offset
+    eye = last[:, :3, 3] + last[:, :3, :3] @ chain.path.end_offset if chain.eye_off_pivot else last[:, :3, 3]
     desired = target - eye
     dist = np.sqrt(np.einsum("ti,ti->t", desired, desired))
     ok = valid & (dist > _EPS)
@@ -329,10 +343,10 @@ def look_at(
         tails[:, k] = tails[:, k] @ kin.pre[:, k + 1] @ tails[:, k + 1]
     frame = kin.base @ kin.pre[:, 0]
     valid = np.isfinite(t).all(axis=1)
-    extra = refine if chain.path.end_offset.any() else 0
+    extra = refine if chain.eye_off_pivot else 0
     identity = np.array([1.0, 0.0, 0.0, 0.0])
-    shares = chain.shares.tolist()
-    last_turning = max(k for k, share in enumerate(shares) if share > 0.0)
+    shares = chain.share_list
+    last_turning = chain.last_turning
     # The joints above the last turning one share the turn toward the direction seen from where
     # the eye is now; the last one re-aims from where their turns put the eye (parallax), so the
     # aim is exact whatever the distance of the target.

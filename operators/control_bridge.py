@@ -40,7 +40,7 @@ from typing import Any
 
 import bpy
 import numpy as np
-from mathutils import Vector
+from mathutils import Matrix, Vector
 
 from ..core.chains import JointPath
 from ..core.clip import Clip
@@ -70,8 +70,6 @@ _OBJECT_PATHS = {"location", "rotation_euler", "rotation_quaternion", "rotation_
 LIVE_PROPERTY = "_marionette_live"
 #: Frames sampled at most when the key cache is built (beyond: evaluated per request).
 _CACHE_LIMIT = 200_000
-#: Own hits a ground ray passes through before giving up.
-_MAX_SKIPS = 32
 
 
 def rotation_prop(mode: str) -> str:
@@ -437,7 +435,7 @@ class AnimatedPose:
         self.tr_joints = np.array(sorted(set(tr_joints) - {j for j in range(len(skeleton)) if self.io.connected[j]}), dtype=np.int64)
         self.tracked = TrackedChannels(self.io, self.keys, self.rot_joints.tolist(), self.tr_joints.tolist())
         self.tracked.load(obj)
-        self.last: dict[str, np.ndarray] = {}
+        self._last: dict[str, np.ndarray] = {}
 
     def stale(self, obj: bpy.types.Object) -> bool:
         return self.keys.stale(obj) or self.io.modes_changed(obj)
@@ -445,20 +443,28 @@ class AnimatedPose:
     def channels(self, obj: bpy.types.Object, frames: np.ndarray) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
         """Animated channels ``(T, B, size)`` at ``frames``, and the current ones ``(B, size)``."""
         current = self.io.read(obj)
-        clean = {p: v.copy() for p, v in current.items()}
+        # In double precision from here (a copy: the current channels stay as read); the base
+        # values put back are single-precision values, so nothing rounds differently.
+        clean = {p: v.astype(np.float64) for p, v in current.items()}
         self.tracked.animated(clean)
         t = frames.shape[0]
         if t == 1:
-            out = {p: v.astype(np.float64)[None] for p, v in clean.items()}
+            out = {p: v[None] for p, v in clean.items()}
         else:
-            out = {p: np.broadcast_to(v.astype(np.float64), (t,) + v.shape).copy() for p, v in clean.items()}
+            out = {p: np.broadcast_to(v, (t,) + v.shape).copy() for p, v in clean.items()}
         values = self.keys.at(obj, self.skeleton, frames)
         for prop, (rows, js, ks) in self.keys.rows.items():
             if prop in out:
                 out[prop][:, js, ks] = values[rows].T
-        #: The last frame's animated channels (a render writes them all; see :meth:`write`).
-        self.last = {p: v[-1].astype(np.float32) for p, v in out.items()}
+        # The last frame's animated channels (a render writes them all; see :meth:`write`),
+        # kept as they are and converted only when a render asks for them.
+        self._last = out
         return out, current
+
+    @property
+    def last(self) -> dict[str, np.ndarray]:
+        """The animated channels ``(B, size)`` (float32) of the last frame read."""
+        return {p: v[-1].astype(np.float32) for p, v in self._last.items()}
 
     def at(self, obj: bpy.types.Object, frames: np.ndarray) -> tuple[FloatArray, FloatArray, FloatArray | None, dict[str, np.ndarray]]:
         """Animated rotations ``(T, B, 4)``, translations, scales (``None`` when all one) at
@@ -467,6 +473,7 @@ class AnimatedPose:
         rot = self.io.quats(ch)
         tr = ch["location"]
         if self.io.any_connected:
+            tr = tr.copy()  # the channels as read stay as they are (see last)
             tr[:, self.io.connected] = 0.0  # Blender ignores a connected bone's location
         sc = ch["scale"]
         return rot, tr, (None if np.all(sc == 1.0) else sc), current
@@ -478,7 +485,7 @@ class AnimatedPose:
         ``full`` also writes every other channel as the animation sets it at the frame last read
         (for a render, which runs with the action held aside)."""
         if full:
-            current = {p: v.copy() for p, v in self.last.items()}
+            current = self.last
         values = self.io.rotation_channels(rotations[self.rot_joints], self.rot_joints, current) if self.rot_joints.size else {}
         if full:
             values = {**current, **values}
@@ -490,7 +497,10 @@ class AnimatedPose:
             return
         self.io.write(obj, values)
         self.tracked.wrote(obj, values)
-        obj.update_tag(refresh={"DATA"})
+        # A transform tag has the pose evaluated again, and with it what the pose deforms or
+        # carries; a data tag (what Blender's own pose edits send) does too but rebuilds more of
+        # the armature besides: about 0.05 ms a frame more on a 65-bone rig.
+        obj.update_tag(refresh={"OBJECT"})
 
     def restore(self, obj: bpy.types.Object) -> None:
         """Leave the pose as the animation alone makes it (the controls' output removed)."""
@@ -498,7 +508,7 @@ class AnimatedPose:
         values = self.tracked.restore(current)
         if values:
             self.io.write(obj, values)
-            obj.update_tag(refresh={"DATA"})
+            obj.update_tag(refresh={"OBJECT"})
         forget_live_property(obj)
 
 
@@ -860,14 +870,6 @@ def build_controls(obj: bpy.types.Object, skeleton: Skeleton | None = None) -> B
 # --- evaluating targets ----------------------------------------------------------------------
 
 
-def _to_skeleton(placement: FloatArray, points: FloatArray, inv: FloatArray | None = None) -> FloatArray:
-    """World points ``(T, 3)`` into skeleton (object) space with per-frame placements ``(T, 4, 4)``
-    (``inv``: their inverses, when the caller has them)."""
-    if inv is None:
-        inv = np.linalg.inv(placement)
-    return np.einsum("tij,tj->ti", inv[:, :3, :3], points) + inv[:, :3, 3]
-
-
 def _rotation_to_skeleton(placement: FloatArray, world: FloatArray) -> FloatArray:
     """World orientations ``(T, 3, 3)`` (possibly scaled) as skeleton-space quaternions."""
     rel = np.linalg.solve(orthonormalize(placement[:, :3, :3]), orthonormalize(world[:, :3, :3]))
@@ -1050,7 +1052,8 @@ class TargetReader:
         if slow and frames is not None:
             out.update(_evaluated_tracks(slow, frames))
         for r in self.refs:
-            out.setdefault(r, np.full((t, 4, 4), np.nan))
+            if r not in out:
+                out[r] = np.full((t, 4, 4), np.nan)
         return out
 
 
@@ -1058,112 +1061,207 @@ def set_targets(
     instance: ControlInstance, built: BuiltControls, tracks: dict[TargetRef, FloatArray], placement: FloatArray, ray_cast: Any
 ) -> None:
     """Give every control of ``instance`` its targets (skeleton space) and ground query."""
-    inv: FloatArray | None = None
+    local: dict[TargetRef, FloatArray] = {}
+    refs = list(tracks)
+    if refs and any(s.target is not None for s in built.specs):
+        # Every target point into skeleton space in one product.
+        inv = _inverse_of(placement)
+        world = np.array([tracks[r] for r in refs])[..., :3, 3]  # (R, T, 3)
+        points = np.einsum("tij,rtj->rti", inv[:, :3, :3], world) + inv[None, :, :3, 3]
+        local = dict(zip(refs, points, strict=True))
     for s in built.specs:
         if s.kind == "GROUND":
             instance.set_ground(s.name, ray_cast(s))
             continue
         if s.target is None:
             continue
-        if inv is None:
-            inv = np.linalg.inv(placement)
-        world = tracks[s.target]
-        target = _to_skeleton(placement, world[:, :3, 3], inv)
+        target = local[s.target]
         if s.kind == "CLOSURE":
             assert s.second is not None
-            instance.set_closure_targets(s.name, target, _to_skeleton(placement, tracks[s.second][:, :3, 3], inv))
+            instance.set_closure_targets(s.name, target, local[s.second])
             continue
-        pole = None if s.pole is None else _to_skeleton(placement, tracks[s.pole][:, :3, 3], inv)
-        orientation = _rotation_to_skeleton(placement, world) if s.orient and np.all(np.isfinite(world)) else None
+        pole = None if s.pole is None else local[s.pole]
+        world_m = tracks[s.target]
+        orientation = _rotation_to_skeleton(placement, world_m) if s.orient and np.all(np.isfinite(world_m)) else None
         instance.set_target(s.name, target, pole=pole, orientation=orientation)
 
 
+#: The last placements inverted, by their bytes (see _inverse_of).
+_INVERSE: list[tuple[bytes, FloatArray]] = []
+
+
+def _inverse_of(placement: FloatArray) -> FloatArray:
+    """``inv(placement)``, taken again only when it changed (a character standing still keeps
+    its matrix frame after frame; a 4 x 4 inverse costs as much as a few dozen small products)."""
+    key = placement.tobytes()
+    if not _INVERSE or _INVERSE[0][0] != key:
+        _INVERSE[:] = [(key, np.linalg.inv(placement))]
+    return _INVERSE[0][1]
+
+
 # --- ground rays -----------------------------------------------------------------------------
+#
+# Ground rays hit what ``scene.ray_cast`` hits (the evaluated geometry of the view layer's visible
+# mesh objects and mesh instances) except the character's own meshes, but they are cast object
+# by object (``Object.ray_cast`` in the object's space), not through ``scene.ray_cast``. A ray
+# down from a sole starts inside the character's own bounds, so ``scene.ray_cast`` tests its
+# deforming body every frame, and the body's ray-cast tree, which Blender rebuilds whenever the
+# mesh deforms, costs about 10 ms a frame for a 17k-vertex body, all for a hit that is then skipped.
+# ``Object.ray_cast`` on an evaluated object uses the tree Blender keeps with the evaluated mesh
+# (built once for a still or merely moving ground, rebuilt only when its geometry changes), so
+# the character's meshes are never touched; each call costs a few microseconds. A
+# ``mathutils.bvhtree.BVHTree`` kept here would cast a little faster (about 1 against 2-9
+# microseconds) but needs 10 ms to build for a 45k-triangle ground and cannot tell cheaply when
+# the evaluated geometry changed.
 
 
-def make_ray_cast(scene: bpy.types.Scene, depsgraph: Any, built: BuiltControls) -> Callable[[ControlSpec], Any]:
-    """For each ground control, a world-space ray cast in the form :mod:`core.ground` expects:
-    ``scene.ray_cast`` through everything but the character's own meshes (a ray that hits one
-    goes on past it), or only the objects of the control's ground collection."""
+@dataclass
+class _Ground:
+    """One object ground rays may hit: its evaluated object and its world matrices (one, or one
+    per frame of a bake), with their inverses, linear parts and the normals' matrices."""
 
-    def for_spec(spec: ControlSpec) -> Callable[[FloatArray, FloatArray, FloatArray], tuple[Any, Any, Any]]:
+    evaluated: Any
+    worlds: list[Matrix]
+    inverses: list[Matrix] = field(default_factory=list)
+    turns: list[Matrix] = field(default_factory=list)
+    normals: list[Matrix] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.inverses = [m.inverted_safe() for m in self.worlds]
+        self.turns = [m.to_3x3() for m in self.inverses]
+        self.normals = [m.transposed() for m in self.turns]
+
+
+class GroundRays:
+    """For each ground control of one evaluation, a world-space ray cast in the form
+    :mod:`core.ground` expects: against the scene's visible meshes but the character's own (see
+    above), or the mesh objects of the control's ground collection. Over the frames of a bake,
+    grounds moved by their keys, a constraint or a parent follow their motion frame by frame
+    (the geometry itself is taken as it stands at the current frame)."""
+
+    def __init__(self, scene: bpy.types.Scene, depsgraph: Any, built: BuiltControls, frames: np.ndarray | None = None) -> None:
+        self.depsgraph = depsgraph
+        self.built = built
+        self.view_layer = getattr(depsgraph, "view_layer", None) or bpy.context.view_layer
+        #: Frames of a bake (``None``: the current frame), and the world tracks of the objects
+        #: that move over them (by name), read before any ray is cast (reading some may set frames).
+        self.frames = frames if frames is not None and frames.shape[0] > 1 else None
+        self.tracks: dict[str, FloatArray] = {}
+        if self.frames is not None and any(s.kind == "GROUND" for s in built.specs):
+            self._read_tracks(self.frames)
+
+    def for_spec(self, spec: ControlSpec) -> Callable[[FloatArray, FloatArray, FloatArray], tuple[Any, Any, Any]]:
+        def cast(origins: FloatArray, directions: FloatArray, distances: FloatArray) -> tuple[Any, Any, Any]:
+            return _cast(self._grounds(spec), origins, directions, distances, 1 if self.frames is None else self.frames.shape[0])
+
+        return cast
+
+    # -- which objects
+
+    def _placed(self, spec: ControlSpec) -> list[tuple[Any, Matrix, Any]]:
+        """``(evaluated object, world matrix now, the object whose motion it follows)``."""
+        ignore = self.built.own_meshes
         collection = bpy.data.collections.get(spec.ground_collection) if spec.ground_collection else None
         if collection is not None:
-            grounds = [o.evaluated_get(depsgraph) for o in collection.all_objects if o.type == "MESH" and o.name not in built.own_meshes]
-            return lambda o, d, n: _cast_objects(grounds, o, d, n)
-        return lambda o, d, n: _cast_scene(scene, depsgraph, built.own_meshes, o, d, n)
+            out = []
+            for o in collection.all_objects:
+                if o.type == "MESH" and o.name not in ignore:
+                    ev = o.evaluated_get(self.depsgraph)
+                    out.append((ev, ev.matrix_world.copy(), o))
+            return out
+        out = []
+        for inst in self.depsgraph.object_instances:
+            ob = inst.object
+            if ob.type != "MESH" or not inst.show_self:
+                continue
+            if inst.is_instance:
+                owner = inst.parent
+                owner = owner.original if owner is not None else None
+                if ob.original.name in ignore or owner is None or owner.name in ignore:
+                    continue
+            else:
+                owner = ob.original
+                # The depsgraph also holds objects of hidden layer collections.
+                if owner.name in ignore or not owner.visible_get(view_layer=self.view_layer):
+                    continue
+            out.append((ob, inst.matrix_world.copy(), owner))
+        return out
 
-    return for_spec
+    def _read_tracks(self, frames: np.ndarray) -> None:
+        owners = {}
+        for spec in self.built.specs:
+            if spec.kind == "GROUND":
+                for _ob, _m, owner in self._placed(spec):
+                    if owner.name not in owners and _moves(owner):
+                        owners[owner.name] = owner
+        slow = []
+        for name, owner in owners.items():
+            track = object_world_track(owner, frames)
+            if track is None:
+                slow.append(TargetRef(name))
+            else:
+                self.tracks[name] = track
+        if slow:
+            self.tracks.update({r.object_name: t for r, t in _evaluated_tracks(slow, frames).items()})
+
+    def _grounds(self, spec: ControlSpec) -> list[_Ground]:
+        out = []
+        for ob, now, owner in self._placed(spec):
+            track = self.tracks.get(owner.name)
+            if track is None:
+                out.append(_Ground(ob, [now]))
+                continue
+            # An instance keeps its place relative to its instancer.
+            rel = np.array(owner.matrix_world.inverted_safe() @ now, dtype=np.float64) if ob.original != owner else np.eye(4)
+            out.append(_Ground(ob, [Matrix(m) for m in (track @ rel).tolist()]))
+        return out
 
 
-def _cast_scene(scene: Any, depsgraph: Any, ignore: frozenset[str], origins: Any, directions: Any, distances: Any) -> tuple[Any, Any, Any]:
-    origins = np.asarray(origins, dtype=np.float64)
-    directions = np.asarray(directions, dtype=np.float64)
-    n = origins.shape[0]
-    # Converted once for the whole batch: per ray, numpy calls on 3-vectors cost more than
-    # the ray cast itself.
-    lengths = np.sqrt(np.einsum("ij,ij->i", directions, directions))
-    units = (directions / np.maximum(lengths, 1e-12)[:, None]).tolist()
-    starts = origins.tolist()
-    lefts = np.asarray(distances, dtype=np.float64).reshape(-1).tolist()
+def make_ray_cast(scene: bpy.types.Scene, depsgraph: Any, built: BuiltControls, frames: np.ndarray | None = None) -> Callable[[ControlSpec], Any]:
+    """The ray cast of each ground control (see :class:`GroundRays`)."""
+    return GroundRays(scene, depsgraph, built, frames).for_spec
+
+
+def _cast(grounds: Sequence[_Ground], origins: Any, directions: Any, distances: Any, frames: int) -> tuple[Any, Any, Any]:
+    """The nearest hit of each ray on ``grounds``. Over ``frames`` frames the rays come leg by
+    leg, each over the frames in order (ray ``i`` is at frame ``i % frames``; see
+    :func:`core.ground.adapt_to_ground`)."""
+    starts = [Vector(p) for p in np.asarray(origins, dtype=np.float64).reshape(-1, 3).tolist()]
+    n = len(starts)
     hit = [False] * n
     points = [(0.0, 0.0, 0.0)] * n
     normals = [(0.0, 0.0, 0.0)] * n
-    for i in range(n):
-        direction = Vector(units[i])
-        origin = Vector(starts[i])
-        left = lefts[i]
-        step = 1e-6 * max(left, 1.0)
-        for _ in range(_MAX_SKIPS):
-            ok, loc, normal, _index, ob, _matrix = scene.ray_cast(depsgraph, origin, direction, distance=left)
-            if not ok:
-                break
-            name = ob.original.name if ob is not None else ""
-            if name in ignore:
-                travelled = (loc - origin).length + step
-                left -= travelled
-                if left <= 0.0:
-                    break
-                origin = loc + direction * step
-                continue
-            hit[i] = True
-            points[i] = loc.to_tuple()
-            normals[i] = normal.to_tuple()
-            break
-    return np.array(hit, dtype=bool), np.array(points, dtype=np.float64), np.array(normals, dtype=np.float64)
-
-
-def _cast_objects(grounds: Sequence[Any], origins: Any, directions: Any, distances: Any) -> tuple[Any, Any, Any]:
-    origins = np.asarray(origins, dtype=np.float64)
-    directions = np.asarray(directions, dtype=np.float64)
-    distances = np.asarray(distances, dtype=np.float64)
-    n = origins.shape[0]
-    hit = np.zeros(n, dtype=bool)
-    points = np.zeros((n, 3))
-    normals = np.zeros((n, 3))
-    best = np.full(n, np.inf)
+    if not grounds or n == 0:
+        return np.array(hit, dtype=bool), np.array(points, dtype=np.float64), np.array(normals, dtype=np.float64)
+    # Per ray in mathutils: for a live frame's few rays, numpy calls on 3-vectors would cost
+    # more than the ray casts themselves. A zero direction stays zero and is skipped below.
+    units = [Vector(d).normalized() for d in np.asarray(directions, dtype=np.float64).reshape(-1, 3).tolist()]
+    reach = np.asarray(distances, dtype=np.float64).reshape(-1).tolist()
+    if len(reach) != n:
+        reach = reach[:1] * n
+    best = [math.inf] * n
     for g in grounds:
-        m = np.array(g.matrix_world, dtype=np.float64)
-        inv = np.linalg.inv(m)
+        per_frame = len(g.worlds) > 1
         for i in range(n):
-            d = directions[i] / max(float(np.linalg.norm(directions[i])), 1e-12)
-            lo = inv[:3, :3] @ origins[i] + inv[:3, 3]
-            ld = inv[:3, :3] @ d
-            scale = float(np.linalg.norm(ld))
+            k = i % frames if per_frame else 0
+            start = g.inverses[k] @ starts[i]
+            direction = g.turns[k] @ units[i]
+            scale = direction.length
             if scale < 1e-12:
                 continue
-            ok, loc, normal, _index = g.ray_cast(Vector(lo), Vector(ld / scale), distance=float(distances[i]) * scale)
+            try:
+                ok, loc, normal, _index = g.evaluated.ray_cast(start, direction / scale, distance=reach[i] * scale)
+            except RuntimeError:  # an object with no geometry to cast on
+                break
             if not ok:
                 continue
-            w = m[:3, :3] @ np.array(loc) + m[:3, 3]
-            dist = float(np.linalg.norm(w - origins[i]))
-            if dist < best[i]:
-                best[i] = dist
+            along = (loc - start).length / scale
+            if along < best[i]:
+                best[i] = along
                 hit[i] = True
-                points[i] = w
-                nw = inv[:3, :3].T @ np.array(normal)
-                normals[i] = nw / max(float(np.linalg.norm(nw)), 1e-12)
-    return hit, points, normals
+                points[i] = (g.worlds[k] @ loc).to_tuple()
+                normals[i] = (g.normals[k] @ normal).normalized().to_tuple()
+    return np.array(hit, dtype=bool), np.array(points, dtype=np.float64), np.array(normals, dtype=np.float64)
 
 
 # --- one evaluation --------------------------------------------------------------------------
@@ -1189,7 +1287,7 @@ def evaluate(
         places = _evaluated_tracks([TargetRef(obj.name)], f)[TargetRef(obj.name)]
     own_world = built.stack.skeleton.forward_kinematics(rot, tr, sc) if reader.own else None
     tracks = reader.tracks(obj, frames, own_world, places)
-    set_targets(instance, built, tracks, places, make_ray_cast(scene, depsgraph, built))
+    set_targets(instance, built, tracks, places, make_ray_cast(scene, depsgraph, built, frames))
     fps = scene_fps(scene)
     result = instance.evaluate(rot, tr, sc, time=f / fps, placement=places)
     return result, current, f

@@ -80,6 +80,9 @@ _hold = [0]
 _wrote: set[str] = set()
 #: Render in progress on the main thread: held actions by object name.
 _rendering: dict[str, bool] = {}
+#: Per scene (by pointer): its object count and the names of its live objects, as last found
+#: (see _live_objects).
+_live_names: dict[int, tuple[int, list[str]]] = {}
 
 
 def rest_signature(obj: bpy.types.Object) -> bytes:
@@ -179,8 +182,22 @@ def evaluate_object(obj: bpy.types.Object, scene: bpy.types.Scene, depsgraph: An
 
 
 def _live_objects(scene: bpy.types.Scene) -> list[bpy.types.Object]:
+    """The armatures of ``scene`` with the live preview on. Which ones they are changes only
+    with an edit (a depsgraph update, an undo, a load, a toggle; each forgets the names kept
+    here), so a frame change looks them up by name instead of walking every object of the
+    scene."""
     objs = scene.objects
-    return [o for o in objs if o.type == "ARMATURE" and o.marionette_controls.live_preview] if len(objs) else []
+    count = len(objs)
+    kept = _live_names.get(scene.as_pointer())
+    # An object linked by a script (a copy of a previewed armature) may come with no edit
+    # Blender reports: a changed object count looks again too.
+    if kept is not None and kept[0] == count:
+        found = [objs.get(n) for n in kept[1]]
+        if all(o is not None and o.type == "ARMATURE" and o.marionette_controls.live_preview for o in found):
+            return found
+    live = [o for o in objs if o.type == "ARMATURE" and o.marionette_controls.live_preview] if count else []
+    _live_names[scene.as_pointer()] = (count, [o.name for o in live])
+    return live
 
 
 # --- handlers --------------------------------------------------------------------------------
@@ -199,6 +216,7 @@ def _on_frame_change(scene: bpy.types.Scene, depsgraph: Any = None) -> None:
 @persistent
 def _on_depsgraph_update(scene: bpy.types.Scene, depsgraph: Any) -> None:
     """Follow targets moved and keys edited between frame changes."""
+    _live_names.clear()  # an edit may have added, removed or renamed a live object
     if _hold[0] or not _main_thread() or _rendering:
         return
     live = _live_objects(scene)
@@ -318,11 +336,13 @@ def _on_undo(*_args: Any) -> None:
         rt.dirty = True
         rt.built = rt.instance = rt.pose = rt.reader = None
     _wrote.clear()
+    _live_names.clear()
 
 
 @persistent
 def _on_load(*_args: Any) -> None:
     _runtimes.clear()
+    _live_names.clear()
     _validated.clear()
     _wrote.clear()
     _rendering.clear()
@@ -375,6 +395,7 @@ def state_changed(obj: bpy.types.Object) -> None:
 
 
 def live_toggled(obj: bpy.types.Object) -> None:
+    _live_names.clear()
     if obj.marionette_controls.live_preview:
         _refresh(obj)
     else:
@@ -501,4 +522,5 @@ def unregister() -> None:
     _validated.clear()
     _wrote.clear()
     _rendering.clear()
+    _live_names.clear()
     _hold[0] = 0

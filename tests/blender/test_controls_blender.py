@@ -573,6 +573,102 @@ def test_feet_on_a_sloped_plane_live_and_baked(addon):
     assert diff <= 1e-5
 
 
+def _slab(bpy, name, center, size):
+    """A flat box mesh object (``size`` along x, y, z) centred on ``center``."""
+    import bmesh
+
+    mesh = bpy.data.meshes.new(name)
+    bm = bmesh.new()
+    bmesh.ops.create_cube(bm, size=1.0)
+    for v in bm.verts:
+        v.co = type(v.co)([c * s + o for c, s, o in zip(v.co, size, center, strict=True)])
+    bm.to_mesh(mesh)
+    bm.free()
+    obj = bpy.data.objects.new(name, mesh)
+    bpy.context.scene.collection.objects.link(obj)
+    return obj
+
+
+def test_feet_ignore_the_characters_own_meshes_and_follow_a_moving_ground(addon):
+    """Under the feet: the character's skinned body (deformed by the armature, not parented), a
+    prop parented to it (both of which Blender's scene ray cast hits first) and a hidden mesh;
+    below them a sloped plane that rises as the clip plays. Planted soles sit on the plane where
+    it is at each frame, live and baked."""
+    bpy = addon
+    from marionette.core.clip import Clip
+    from marionette.operators.armature_io import create_armature, write_action
+
+    rigs = _control_rigs()
+    skeleton, bones = rigs.humanoid_65()
+    scene = bpy.context.scene
+    scene.render.fps = 30
+    count = 31
+    times = np.arange(count) / 30.0
+    rot, tr = rigs.walk_cycle(skeleton, times)
+    arm = create_armature(skeleton, "Walker", tails=np.array([bones[n][1] for n in skeleton.names]))
+    write_action(arm, Clip(skeleton.names, times, 30.0, rot, tr, name="Walk"), "Walk", fps=30.0)
+    scene.frame_start, scene.frame_end = 1, count
+    degrees, climb = 8.0, 0.004  # the plane rises 4 mm a frame
+    rise = math.tan(math.radians(degrees))
+    hips = skeleton.forward_kinematics(rot, tr)[:, skeleton.index("hips"), :3, 3]
+    _key_path(bpy, arm, np.arange(1, count + 1), np.stack([np.zeros(count), np.zeros(count), -rise * hips[:, 1]], axis=1))
+    body = _slab(bpy, "Body", (0.0, -0.5, 0.25), (1.0, 2.5, 0.02))
+    body.vertex_groups.new(name="root").add(list(range(len(body.data.vertices))), 1.0, "REPLACE")
+    body.modifiers.new("Armature", "ARMATURE").object = arm
+    prop = _slab(bpy, "Crate", (0.0, -0.5, 0.35), (1.0, 2.5, 0.02))
+    prop.parent = arm
+    # Hidden in the viewport (its collection is): no ground, for Blender's ray casts either.
+    hidden = _slab(bpy, "Hidden", (0.0, -0.5, 0.3), (1.0, 2.5, 0.02))
+    props = bpy.data.collections.new("Props")
+    scene.collection.children.link(props)
+    props.objects.link(hidden)
+    scene.collection.objects.unlink(hidden)
+    bpy.context.view_layer.layer_collection.children["Props"].hide_viewport = True
+    bpy.ops.mesh.primitive_plane_add(size=40.0, rotation=(-math.radians(degrees), 0.0, 0.0))
+    ground = bpy.context.active_object
+    _key_path(bpy, ground, np.arange(1, count + 1), np.stack([np.zeros(count), np.zeros(count), climb * np.arange(count)], axis=1))
+    bpy.context.view_layer.objects.active = arm
+    assert bpy.ops.marionette.control_add(kind="GROUND") == {"FINISHED"}
+    row = arm.marionette_controls.controls[-1]
+    row.smooth_time = row.pelvis_smooth_time = 0.0  # follow the ground without easing in
+    rest = skeleton.rest_placements()
+    soles = []
+    for side in "LR":
+        f = skeleton.index(f"foot.{side}")
+        ankle = rest[f, :3, 3]
+        soles.append((f, np.linalg.solve(rest[f], [ankle[0], ankle[1], 0.0, 1.0])))
+    animated_world = skeleton.forward_kinematics(rot, tr)
+    names = [pb.name for pb in arm.pose.bones]
+    from mathutils import Vector
+
+    def measure(poses):
+        gaps, own_first = [], set()
+        for k in range(count):
+            scene.frame_set(k + 1)
+            world = np.array(arm.matrix_world)
+            for f, p in soles:
+                if (animated_world[k, f] @ p)[2] >= 1e-6:
+                    continue  # planted in the animation only
+                point = (world @ poses[k][names.index(skeleton.names[f])] @ p)[:3]
+                gaps.append(abs(point[2] - (-rise * point[1] + climb * k)))
+                hit = scene.ray_cast(bpy.context.evaluated_depsgraph_get(), Vector(point + [0.0, 0.0, 0.5]), Vector((0.0, 0.0, -1.0)), distance=1.0)
+                own_first.add(hit[4].original.name if hit[0] else "")
+        return max(gaps), len(gaps), own_first
+
+    arm.marionette_controls.live_preview = True
+    live = _play(bpy, arm, np.arange(1, count + 1))
+    gap, planted, first = measure(live)
+    assert bpy.ops.marionette.bake_controls() == {"FINISHED"}
+    baked = _play(bpy, arm, np.arange(1, count + 1))
+    diff = float(np.abs(baked - live).max())
+    print(f"\nown meshes under the feet, ground rising {1e3 * climb * (count - 1):.0f} mm: planted gap {1e3 * gap:.4f} mm over {planted} foot-frames; live vs baked {diff:.1e}")
+    # Blender's own ray from above each planted sole meets the character's meshes first.
+    assert first <= {"Body", "Crate"} and first
+    assert planted > 20
+    assert gap <= 1e-3
+    assert diff <= 1e-5
+
+
 def test_inheritance_fixed_axis_and_closure_live_and_baked(addon):
     """A twist bone taking half the knee's turn, a shin kept to its twist, and both arms closing
     on one point: measured on Blender's pose, live and baked."""

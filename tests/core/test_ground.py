@@ -202,6 +202,40 @@ def test_stairs() -> None:
     assert m["jitter"] <= 5.0 * m["jitter_animated"]
 
 
+def test_legs_read_from_placements_or_walked_down_the_path_agree() -> None:
+    """Without child frames the legs are read from the pose's placements, with them by walking
+    each leg's path: the same rig either way (identity child frames) gives the same feet, lifts
+    and pelvis to rounding, on stairs (lifts, tilts, a lowered pelvis) and frame by frame."""
+    from marionette.core.skeleton import Skeleton
+
+    framed = Skeleton(SKELETON.names, SKELETON.parents, SKELETON.parent_frames, np.broadcast_to(np.eye(4), (B, 4, 4)))
+    rise, depth = 0.15, 0.3
+    cast, height = stairs(rise, depth)
+    times, rot, tr, places = scene(height, lambda x, y: rise / depth * -y + rise / 2, seconds=1.0)
+    outs = []
+    for sk in (SKELETON, framed):
+        rig = GroundRig.build(sk, LEGS, pelvis="hips")
+        for frames in (slice(None), [slice(t, t + 1) for t in range(len(times))]):
+            inst = ControlStack(sk, [GroundControl("ground", rig, smooth_time=0.08, pelvis_smooth_time=0.15)]).instance()
+            inst.set_ground("ground", cast)
+            chunks = [frames] if isinstance(frames, slice) else frames
+            got = [inst.evaluate(rot[c], tr[c], time=times[c], placement=places[c]) for c in chunks]
+            outs.append(
+                (
+                    np.concatenate([o.rotations for o in got]),
+                    np.concatenate([o.translations for o in got]),
+                    np.concatenate([o.reports["ground"].details["lift"] for o in got]),
+                )
+            )
+    reference = outs[0]
+    lifted = float(np.abs(reference[2]).max())
+    print(f"\nlegs from placements vs walked: stairs lift up to {lifted * 1e3:.1f} mm")
+    assert lifted > 0.05
+    for other in outs[1:]:
+        for a, b in zip(reference, other, strict=True):
+            np.testing.assert_allclose(b, a, rtol=0.0, atol=1e-12)
+
+
 def standing(frames: int) -> tuple[np.ndarray, np.ndarray]:
     """Standing still, knees a little bent (hips 8 cm low), soles flat on the floor."""
     return walk_cycle(SKELETON, np.zeros(frames), speed=0.0, lift=0.0, bob=0.0)

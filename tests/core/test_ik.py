@@ -190,6 +190,28 @@ def test_two_bone_batched_over_frames_equals_one_call_per_frame() -> None:
         np.testing.assert_array_equal(single.points[0], batched.points[i])
 
 
+def test_two_bone_few_chains_equal_the_batched_solve_bit_for_bit() -> None:
+    """A live frame's few limbs are solved in plain floats, a bake's frames in numpy columns:
+    every field agrees to the bit, for reachable, too far and too near targets, chains already
+    there, unusable poles (on the axis, NaN) and no pole."""
+    rng = np.random.default_rng(21)
+    n = 512
+    points, target, pole, length = random_triangles(rng, n)
+    scale = rng.choice([0.5, 1.0, 3.0], n)  # too near (sometimes), within, too far
+    target = points[:, 0] + (target - points[:, 0]) * scale[:, None]
+    target[::17] = points[::17, 2]  # already there
+    pole[1::13] = points[1::13, 0] + (target[1::13] - points[1::13, 0]) * 0.5  # on the axis
+    pole[2::29] = np.nan
+    for poles in (pole, None):
+        batched = two_bone_ik(points, target, poles)
+        for start in range(0, n, 4):
+            rows = slice(start, start + 4)
+            few = two_bone_ik(points[rows], target[rows], None if poles is None else poles[rows])
+            for field in ("points", "residual", "iterations", "converged", "reachable"):
+                np.testing.assert_array_equal(getattr(few, field), getattr(batched, field)[rows], err_msg=field)
+    assert (batched.iterations == 0).sum() >= n // 17
+
+
 def test_two_bone_degenerate_inputs_stay_finite() -> None:
     root = np.zeros(3)
     chains = np.array(
