@@ -37,7 +37,19 @@ from numpy.typing import ArrayLike, NDArray
 
 from .chains import JointPath, PathKinematics, PoseBuffers
 from .errors import RigError
-from .rotation_kernels import cross, normalized_rotation_matrices, pair_terms, quat_between_unit, quat_mul_and_matrix
+from .rotation_kernels import (
+    Mat,
+    cross,
+    mat_mul,
+    mat_vec,
+    matrix_of,
+    normalized_rotation_matrices,
+    pair_terms,
+    quat_between_unit,
+    quat_mul_and_matrix,
+    quat_mul_one,
+    solve3,
+)
 from .rotations import FloatArray
 from .skeleton import Skeleton
 
@@ -328,6 +340,10 @@ def look_at(
         space = pose.placement_of(chain.space_path)[:, :3, :3]
         # Root space is a rotation: strip any (uniform) scale of the space joint.
         space = space / np.sqrt(np.einsum("tij,tij->tj", space, space))[:, None, :]
+    if frames == 1:
+        one = _look_at_one(chain, kin, t[0].tolist(), None if space is None else space[0].tolist(), refine)
+        if one is not None:
+            return one
     rot = kin.rotations.copy()
     n = rot.shape[1]
     post = kin.post
@@ -383,3 +399,130 @@ def look_at(
                 m = m @ post[:, k]
             frame = m @ kin.pre[:, k + 1]
     return LookAtSolve(rotations=rot, aim_error=aim_error, limited=limited, valid=ok)
+
+
+# --- a single frame in plain floats ------------------------------------------------------------
+#
+# A live frame turns two or three joints toward one target: a few dozen numpy calls on 3-vectors
+# and 4 x 4 matrices, whose fixed cost far exceeds their arithmetic. The same steps as
+# :func:`look_at` in plain Python floats (equal to rounding; see the tests). The rare cases
+# that take another route there (an unusable target, opposite directions, a singular frame)
+# return ``None`` here, and the caller runs the general path.
+
+
+def _aim_one(
+    chain: LookAtChain, space: Mat | None, target: list[float], last: Mat
+) -> tuple[list[float], bool, bool] | None:
+    """:func:`_aim` of one frame (``None``: the target is at the eye)."""
+    eye = [last[i][3] for i in range(3)]
+    if chain.eye_off_pivot:
+        off = mat_vec(last, chain.path.end_offset.tolist())
+        eye = [eye[i] + off[i] for i in range(3)]
+    d = [target[i] - eye[i] for i in range(3)]
+    dist = math.sqrt(d[0] * d[0] + d[1] * d[1] + d[2] * d[2])
+    if not dist > _EPS:
+        return None
+    desired = [d[0] / dist, d[1] / dist, d[2] / dist]
+    in_space = desired if space is None else [sum(space[j][i] * desired[j] for j in range(3)) for i in range(3)]
+    fr = chain.rest_frame.tolist()
+    x, z, y = (fr[r][0] * in_space[0] + fr[r][1] * in_space[1] + fr[r][2] * in_space[2] for r in range(3))
+    yaw = math.atan2(y, x)
+    pitch = math.atan2(z, math.hypot(x, y))
+    (ylo, yhi), (plo, phi) = chain.yaw_limits, chain.pitch_limits
+    if not (yaw < ylo or yaw > yhi or pitch < plo or pitch > phi):
+        return desired, True, False
+    clamped = limit_direction(chain, np.array([in_space]))[0][0].tolist()
+    desired = clamped if space is None else mat_vec(space, clamped)
+    return desired, True, True
+
+
+def _look_at_one(
+    chain: LookAtChain, kin: PathKinematics, target: list[float], space: Mat | None, refine: int
+) -> LookAtSolve | None:
+    if not all(math.isfinite(v) for v in target):
+        return None
+    rot = kin.rotations[0].tolist()
+    pre: list[Mat] = kin.pre[0].tolist()
+    post: list[Mat] | None = None if kin.post is None else kin.post[0].tolist()
+    n = len(rot)
+    mats = [matrix_of(q) for q in rot]
+    tails: list[Mat] = [[[*m[0], 0.0], [*m[1], 0.0], [*m[2], 0.0], [0.0, 0.0, 0.0, 1.0]] for m in mats]
+    if post is not None:
+        tails = [mat_mul(tails[k], post[k]) for k in range(n)]
+    for k in range(n - 2, -1, -1):
+        tails[k] = mat_mul(mat_mul(tails[k], pre[k + 1]), tails[k + 1])
+    frame = mat_mul(kin.base[0].tolist(), pre[0])
+    extra = refine if chain.eye_off_pivot else 0
+    shares = chain.share_list
+    last_turning = chain.last_turning
+    facing_axis = chain.facing_axis.tolist()
+    aimed = _aim_one(chain, space, target, mat_mul(frame, tails[0]))
+    if aimed is None:
+        return None
+    desired, _ok, limited = aimed
+    aim_error = 0.0
+    for k in range(n):
+        share = shares[k]
+        turned = mats[k]
+        passes = 0 if share <= 0.0 else 1 + (extra if k == last_turning else 0)
+        for _ in range(passes):
+            if k == last_turning:
+                aimed = _aim_one(chain, space, target, mat_mul(frame, tails[k]))
+                if aimed is None:
+                    return None
+                desired, _ok, changed = aimed
+                limited = limited or changed
+            tail = tails[k]
+            facing = mat_vec([row[:3] for row in tail[:3]], facing_axis)
+            wanted = solve3(frame, desired)
+            if wanted is None:
+                return None
+            turn = _partial_between_one(facing, wanted, share)
+            if turn is None:
+                return None
+            rot[k] = list(quat_mul_one(turn, rot[k]))
+            turn_m = matrix_of(turn, unit=True)
+            tails[k] = [*mat_mul(turn_m, tail[:3]), tail[3]]
+            turned = mat_mul(turn_m, turned)
+            if k == last_turning:
+                after = mat_vec(turn_m, facing)
+                c = _cross3(after, wanted)
+                sine = math.sqrt(c[0] * c[0] + c[1] * c[1] + c[2] * c[2])
+                aim_error = math.atan2(sine, after[0] * wanted[0] + after[1] * wanted[1] + after[2] * wanted[2])
+        if k + 1 < n:
+            lin = mat_mul([row[:3] for row in frame[:3]], turned)
+            m = [[*lin[i], frame[i][3]] for i in range(3)] + [frame[3]]
+            if post is not None:
+                m = mat_mul(m, post[k])
+            frame = mat_mul(m, pre[k + 1])
+    return LookAtSolve(
+        rotations=np.array([rot]),
+        aim_error=np.array([aim_error]),
+        limited=np.array([limited]),
+        valid=np.ones(1, dtype=bool),
+    )
+
+
+def _cross3(a: list[float], b: list[float]) -> list[float]:
+    return [a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]]
+
+
+def _partial_between_one(u: list[float], v: list[float], fraction: float) -> tuple[float, float, float, float] | None:
+    """:func:`_partial_between` of one pair (``None`` where that takes the general route)."""
+    aa = u[0] * u[0] + u[1] * u[1] + u[2] * u[2]
+    bb = v[0] * v[0] + v[1] * v[1] + v[2] * v[2]
+    ab = u[0] * v[0] + u[1] * v[1] + u[2] * v[2]
+    axis = _cross3(u, v)
+    scale = math.sqrt(aa * bb)
+    w = ab + scale
+    if fraction >= 1.0:
+        norm = math.sqrt(w * w + axis[0] * axis[0] + axis[1] * axis[1] + axis[2] * axis[2])
+        if not norm > 1e-10 * scale:
+            return None
+        return (w / norm, axis[0] / norm, axis[1] / norm, axis[2] / norm)
+    s = math.sqrt(axis[0] * axis[0] + axis[1] * axis[1] + axis[2] * axis[2])
+    if not s > 1e-10 * scale:
+        return None
+    half = math.atan2(s, w) * fraction
+    k = math.sin(half) / s
+    return (math.cos(half), axis[0] * k, axis[1] * k, axis[2] * k)

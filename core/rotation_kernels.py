@@ -9,6 +9,9 @@ each kernel here is an outer product and one matrix product against a constant t
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
+
 import numpy as np
 
 from .rotations import FloatArray
@@ -261,3 +264,97 @@ def quat_mul_and_matrix(a: FloatArray, b: FloatArray) -> tuple[FloatArray, Float
     u = np.concatenate([a, b], axis=-1)
     m = (a[..., :, None] * u[..., None, :]).reshape(lead + (32,)) @ _MUL_AND_MATRIX
     return m[..., 9:], m[..., :9].reshape(lead + (3, 3))
+
+
+# --- plain-float forms for a single frame ------------------------------------------------------
+#
+# On a live frame the arrays are a handful of numbers and every numpy call costs more than its
+# arithmetic; these take and give plain Python floats (nested lists, rows first) and do the same
+# arithmetic as the table products above, up to the order of the sums.
+
+Mat = list[list[float]]
+Quat = tuple[float, float, float, float]
+
+
+def matrix_of(q: Sequence[float], unit: bool = False) -> Mat:
+    """:func:`rotation_matrices` (``unit``) or :func:`normalized_rotation_matrices` of one
+    quaternion, as a 3 x 3 list."""
+    w, x, y, z = q
+    ww, xx, yy, zz = w * w, x * x, y * y, z * z
+    xy, wz, xz, wy, yz, wx = x * y, w * z, x * z, w * y, y * z, w * x
+    m = [
+        [ww + xx - yy - zz, 2.0 * xy - 2.0 * wz, 2.0 * xz + 2.0 * wy],
+        [2.0 * xy + 2.0 * wz, ww - xx + yy - zz, 2.0 * yz - 2.0 * wx],
+        [2.0 * xz - 2.0 * wy, 2.0 * yz + 2.0 * wx, ww - xx - yy + zz],
+    ]
+    if unit:
+        return m
+    n2 = ww + xx + yy + zz
+    d = n2 if n2 > _EPS else 1.0
+    return [[v / d for v in row] for row in m]
+
+
+def quat_mul_one(a: Sequence[float], b: Sequence[float]) -> Quat:
+    """The Hamilton product ``a * b`` of two quaternions (w first)."""
+    aw, ax, ay, az = a
+    bw, bx, by, bz = b
+    return (
+        aw * bw - ax * bx - ay * by - az * bz,
+        aw * bx + ax * bw + ay * bz - az * by,
+        aw * by - ax * bz + ay * bw + az * bx,
+        aw * bz + ax * by - ay * bx + az * bw,
+    )
+
+
+def mat_mul(a: Mat, b: Mat) -> Mat:
+    """``a @ b`` of two matrices given as lists of rows: ``(r, 3) @ (3, 3)``, ``(r, 3) @ (3, 4)`` or
+    ``(r, 4) @ (4, 4)`` (unrolled: a live frame takes a few dozen)."""
+    if len(b) == 4:
+        (b00, b01, b02, b03), (b10, b11, b12, b13), (b20, b21, b22, b23), (b30, b31, b32, b33) = b
+        return [
+            [
+                x0 * b00 + x1 * b10 + x2 * b20 + x3 * b30,
+                x0 * b01 + x1 * b11 + x2 * b21 + x3 * b31,
+                x0 * b02 + x1 * b12 + x2 * b22 + x3 * b32,
+                x0 * b03 + x1 * b13 + x2 * b23 + x3 * b33,
+            ]
+            for x0, x1, x2, x3 in a
+        ]
+    if len(b[0]) == 4:
+        (b00, b01, b02, b03), (b10, b11, b12, b13), (b20, b21, b22, b23) = b
+        return [
+            [
+                x0 * b00 + x1 * b10 + x2 * b20,
+                x0 * b01 + x1 * b11 + x2 * b21,
+                x0 * b02 + x1 * b12 + x2 * b22,
+                x0 * b03 + x1 * b13 + x2 * b23,
+            ]
+            for x0, x1, x2 in a
+        ]
+    (c00, c01, c02), (c10, c11, c12), (c20, c21, c22) = b
+    return [
+        [x0 * c00 + x1 * c10 + x2 * c20, x0 * c01 + x1 * c11 + x2 * c21, x0 * c02 + x1 * c12 + x2 * c22]
+        for x0, x1, x2 in a
+    ]
+
+
+def mat_vec(a: Mat | Sequence[Sequence[float]], v: Sequence[float]) -> list[float]:
+    """``a[:, :3] @ v`` for a matrix given as rows and a 3-vector."""
+    v0, v1, v2 = v
+    return [row[0] * v0 + row[1] * v1 + row[2] * v2 for row in a]
+
+
+def solve3(a: Mat | Sequence[Sequence[float]], b: Sequence[float]) -> list[float] | None:
+    """``solve(a[:3, :3], b)`` by Cramer's rule (``None`` for a singular or non-finite ``a``)."""
+    (a00, a01, a02), (a10, a11, a12), (a20, a21, a22) = (row[:3] for row in a[:3])
+    c00 = a11 * a22 - a12 * a21
+    c01 = a12 * a20 - a10 * a22
+    c02 = a10 * a21 - a11 * a20
+    det = a00 * c00 + a01 * c01 + a02 * c02
+    if not (math.isfinite(det) and abs(det) > 1e-300):
+        return None
+    b0, b1, b2 = b
+    x0 = (b0 * c00 + b1 * (a02 * a21 - a01 * a22) + b2 * (a01 * a12 - a02 * a11)) / det
+    x1 = (b0 * c01 + b1 * (a00 * a22 - a02 * a20) + b2 * (a02 * a10 - a00 * a12)) / det
+    x2 = (b0 * c02 + b1 * (a01 * a20 - a00 * a21) + b2 * (a00 * a11 - a01 * a10)) / det
+    return [x0, x1, x2]

@@ -185,3 +185,31 @@ def test_path_kinematics_of_the_look_chain_match_forward_kinematics() -> None:
     kin = PathKinematics(SKELETON, CHAIN.path, pose)
     world = pose.forward_kinematics()
     np.testing.assert_allclose(kin.points()[:, :-1], world[:, list(CHAIN.path.joints)][:, :, :3, 3], atol=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("weights", "eye_offset", "space_joint"),
+    [(None, None, "hips"), ([0.2, 0.3, 1.0], (0.0, -0.1, 0.08), "hips"), ([0.5, 0.0, 1.0], (0.0, -0.1, 0.08), None)],
+)
+def test_a_single_frame_matches_the_batched_solve(weights, eye_offset, space_joint) -> None:
+    """A single frame (the live case) is solved in plain floats: the same rotations, aim error
+    and limit flags as the batched arrays give that frame, to 1e-12, inside and beyond the limits,
+    with the eye on or off the pivot and with or without a root space."""
+    kwargs = {} if eye_offset is None else {"eye_offset": eye_offset}
+    chain = LookAtChain.build(
+        SKELETON, ["spine2", "neck", "head"], weights=weights, facing_axis=rest_axis(SKELETON, "head", (0, -1, 0)),
+        up_axis=rest_axis(SKELETON, "head", (0, 0, 1)), space_joint=space_joint,
+        yaw_limits=(-YAW, YAW), pitch_limits=PITCH, **kwargs,
+    )
+    rng = np.random.default_rng(11)
+    limited = 0
+    for seed in range(60):
+        pose = posed(1, 100 + seed, spread=0.3)
+        target = rng.normal(size=(1, 3)) * 3.0
+        one = look_at(SKELETON, chain, pose, target)
+        twice = look_at(SKELETON, chain, PoseBuffers(SKELETON, np.repeat(pose.rotations, 2, axis=0)), np.repeat(target, 2, axis=0))
+        np.testing.assert_allclose(one.rotations[0], twice.rotations[0], rtol=0, atol=1e-12)
+        np.testing.assert_allclose(one.aim_error, twice.aim_error[:1], rtol=0, atol=1e-12)
+        assert one.limited[0] == twice.limited[0] and one.valid[0] == twice.valid[0]
+        limited += int(one.limited[0])
+    assert 5 < limited < 55
