@@ -7,7 +7,6 @@ anything, and never modifies the source armature or its Actions.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -118,7 +117,7 @@ def retarget_action(
         "first_frame": float(frames[0]),
         "last_frame": float(frames[-1]),
     }
-    report["mapping"] = {"source": json.loads(src_map.to_json()), "target": json.loads(tgt_map.to_json())}
+    report["mapping"] = {"source": src_map.to_dict(), "target": tgt_map.to_dict()}
     report["method"] = {"native": run.native, "table": run.methods, "match_rest": match_rest, "warnings": list(run.warnings)}
     report["options"] = {"root_motion": opts.root_motion, "plant_feet": opts.plant_feet, "fingers": opts.fingers}
     return RetargetOutcome(new_action, binding, report, src_map, tgt_map)
