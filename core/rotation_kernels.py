@@ -226,6 +226,44 @@ def quat_from_rotation_matrix(m: FloatArray) -> FloatArray:
     return out
 
 
+def quats_of_matrices(m: FloatArray) -> FloatArray:
+    """:func:`core.rotations.quat_from_matrix` of many rotation matrices ``(..., 3, 3)``, the
+    same arithmetic and branch choice (the ``w`` candidate where the trace is above -0.5, else the
+    largest of trace and diagonal; ``w >= 0``), for less: every matrix takes the ``w`` formula
+    unmasked and only the few large turns are redone, gathered by index rather than by mask."""
+    lead = m.shape[:-2]
+    flat = np.ascontiguousarray(m).reshape(-1, 9)
+    trace = flat[:, 0] + flat[:, 4] + flat[:, 8]
+    q = np.empty((flat.shape[0], 4))
+    np.add(trace, 1.0, out=q[:, 0])
+    np.subtract(flat[:, 7], flat[:, 5], out=q[:, 1])
+    np.subtract(flat[:, 2], flat[:, 6], out=q[:, 2])
+    np.subtract(flat[:, 3], flat[:, 1], out=q[:, 3])
+    hard = np.flatnonzero(~(trace > -0.5))
+    if hard.size:
+        h = flat[hard]
+        d0, d1, d2 = h[:, 0], h[:, 4], h[:, 8]
+        t = d0 + d1 + d2
+        s21, s02, s10 = h[:, 7] - h[:, 5], h[:, 2] - h[:, 6], h[:, 3] - h[:, 1]
+        p01, p02, p12 = h[:, 1] + h[:, 3], h[:, 2] + h[:, 6], h[:, 5] + h[:, 7]
+        cand = np.stack(
+            [
+                np.stack([1 + t, s21, s02, s10], -1),
+                np.stack([s21, 1 + d0 - d1 - d2, p01, p02], -1),
+                np.stack([s02, p01, 1 - d0 + d1 - d2, p12], -1),
+                np.stack([s10, p02, p12, 1 - d0 - d1 + d2], -1),
+            ],
+            axis=-2,
+        )
+        choice = np.argmax(np.stack([t, d0, d1, d2], -1), axis=-1)
+        q[hard] = cand[np.arange(hard.size), choice]
+    q /= np.sqrt(np.einsum("...i,...i->...", q, q))[..., None]
+    if hard.size:
+        q[hard] = np.where(q[hard, :1] < 0.0, -q[hard], q[hard])
+    out: FloatArray = q.reshape(lead + (4,))
+    return out
+
+
 # The matrix table with a tenth column, the squared norm (the diagonal of the outer product).
 _MATRIX_AND_NORM = np.concatenate([_MATRIX, np.eye(4).reshape(16, 1)], axis=1)
 

@@ -310,7 +310,12 @@ class Skeleton:
         return world
 
     def bone_placements(
-        self, bones: ArrayLike, rotations: ArrayLike, translations: ArrayLike, scales: ArrayLike | None = None
+        self,
+        bones: ArrayLike,
+        rotations: ArrayLike,
+        translations: ArrayLike,
+        scales: ArrayLike | None = None,
+        turn: FloatArray | None = None,
     ) -> tuple[FloatArray, FloatArray]:
         """Skeleton-space placements of a few joints, split into linear parts ``(S, T, 3, 3)``
         and positions ``(S, T, 3)``: the same values as :meth:`forward_kinematics`, for less.
@@ -320,6 +325,9 @@ class Skeleton:
         ``scales`` ``(S, T, 3)`` are their local transforms. Arrays are *bone-major* (joint, then
         frame): a joint's frames are one contiguous block, so the walk down the hierarchy slices
         instead of gathering, and 3x3 products plus a vector replace 4x4 products.
+
+        ``turn`` (3x3), when given, is applied on the left of every placement: folded into the
+        roots' products, a change of axes costs nothing further.
         """
         idx = np.asarray(bones, dtype=np.int64)
         lin = matrix_from_quat(rotations)
@@ -345,8 +353,12 @@ class Skeleton:
         for r, b in enumerate(idx):
             p = int(self.parents[b])
             if p < 0:
-                world_r[r] = c0_r[r] @ lin[r]
-                world_p[r] = att_t[r]
+                if turn is None:
+                    world_r[r] = c0_r[r] @ lin[r]
+                    world_p[r] = att_t[r]
+                else:
+                    world_r[r] = (turn @ c0_r[r]) @ lin[r]
+                    world_p[r] = att_t[r] @ turn.T
                 continue
             pr = row[p]  # a KeyError here means ``bones`` misses an ancestor
             turned = (world_r[pr].reshape(3 * t, 3) @ c0_r[r]).reshape(t, 3, 3)
