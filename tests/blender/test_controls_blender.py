@@ -382,6 +382,25 @@ def test_look_at_stays_within_its_limits(sample):
 # --- springs and ground (SPEC 7.4, 7.5) ------------------------------------------------------
 
 
+def _walking_body(bpy, name: str, frames: int, fps: float = 24.0):
+    """The 65-bone humanoid of the core control tests as an armature ``name`` playing its walk
+    over ``frames`` frames at ``fps`` (the scene's range and rate set to match). Returns the
+    object, the skeleton and the clip's local rotations and translations."""
+    from marionette.core.clip import Clip
+    from marionette.operators.armature_io import create_armature, write_action
+
+    rigs = _control_rigs()
+    skeleton, bones = rigs.humanoid_65()
+    scene = bpy.context.scene
+    scene.render.fps = int(fps)
+    times = np.arange(frames) / fps
+    rot, tr = rigs.walk_cycle(skeleton, times)
+    arm = create_armature(skeleton, name, tails=np.array([bones[n][1] for n in skeleton.names]))
+    write_action(arm, Clip(skeleton.names, times, fps, rot, tr, name="Walk"), "Walk", fps=fps)
+    scene.frame_start, scene.frame_end = 1, frames
+    return arm, skeleton, rot, tr
+
+
 def _control_rigs():
     """The synthetic rigs of the core control tests (they live with those tests)."""
     from pathlib import Path
@@ -506,19 +525,8 @@ def _tip_of(obj, pose):
 
 def test_feet_on_a_sloped_plane_live_and_baked(addon):
     bpy = addon
-    from marionette.core.clip import Clip
-    from marionette.operators.armature_io import create_armature, write_action
-
-    rigs = _control_rigs()
-    skeleton, bones = rigs.humanoid_65()
+    arm, skeleton, rot, tr = _walking_body(bpy, "Walker", 61, fps=30.0)
     scene = bpy.context.scene
-    scene.render.fps = 30
-    times = np.arange(61) / 30.0
-    rot, tr = rigs.walk_cycle(skeleton, times)
-    tails = np.array([bones[n][1] for n in skeleton.names])
-    arm = create_armature(skeleton, "Walker", tails=tails)
-    write_action(arm, Clip(skeleton.names, times, 30.0, rot, tr, name="Walk"), "Walk", fps=30.0)
-    scene.frame_start, scene.frame_end = 1, 61
     degrees = 10.0
     rise = math.tan(math.radians(degrees))  # uphill toward -Y, where the character walks
     # The object is carried at the slope's height under the hips, as a character controller does.
@@ -595,19 +603,9 @@ def test_feet_ignore_the_characters_own_meshes_and_follow_a_moving_ground(addon)
     below them a sloped plane that rises as the clip plays. Planted soles sit on the plane where
     it is at each frame, live and baked."""
     bpy = addon
-    from marionette.core.clip import Clip
-    from marionette.operators.armature_io import create_armature, write_action
-
-    rigs = _control_rigs()
-    skeleton, bones = rigs.humanoid_65()
-    scene = bpy.context.scene
-    scene.render.fps = 30
     count = 31
-    times = np.arange(count) / 30.0
-    rot, tr = rigs.walk_cycle(skeleton, times)
-    arm = create_armature(skeleton, "Walker", tails=np.array([bones[n][1] for n in skeleton.names]))
-    write_action(arm, Clip(skeleton.names, times, 30.0, rot, tr, name="Walk"), "Walk", fps=30.0)
-    scene.frame_start, scene.frame_end = 1, count
+    arm, skeleton, rot, tr = _walking_body(bpy, "Walker", count, fps=30.0)
+    scene = bpy.context.scene
     degrees, climb = 8.0, 0.004  # the plane rises 4 mm a frame
     rise = math.tan(math.radians(degrees))
     hips = skeleton.forward_kinematics(rot, tr)[:, skeleton.index("hips"), :3, 3]
@@ -673,19 +671,11 @@ def test_inheritance_fixed_axis_and_closure_live_and_baked(addon):
     """A twist bone taking half the knee's turn, a shin kept to its twist, and both arms closing
     on one point: measured on Blender's pose, live and baked."""
     bpy = addon
-    from marionette.core.clip import Clip
     from marionette.core.rotations import quat_angle, quat_from_matrix, swing_twist
     from marionette.operators import live_preview
-    from marionette.operators.armature_io import create_armature, write_action
 
-    rigs = _control_rigs()
-    skeleton, bones = rigs.humanoid_65()
-    times = np.arange(24) / 24.0
-    rot, tr = rigs.walk_cycle(skeleton, times)
-    arm = create_armature(skeleton, "Body", tails=np.array([bones[n][1] for n in skeleton.names]))
-    write_action(arm, Clip(skeleton.names, times, 24.0, rot, tr, name="Walk"), "Walk")
+    arm, skeleton, rot, tr = _walking_body(bpy, "Body", 24)
     scene = bpy.context.scene
-    scene.frame_start, scene.frame_end = 1, 24
     bpy.context.view_layer.objects.active = arm
     rows = arm.marionette_controls.controls
     for kind in ("INHERIT", "FIXED_AXIS", "CLOSURE"):
@@ -837,18 +827,10 @@ def test_closure_solver_choice_reaches_the_core(addon):
     CCD (which turns the bones in their own axes) lands on another pose than FABRIK, and the
     two-bone solver refuses branches of three bones."""
     bpy = addon
-    from marionette.core.clip import Clip
     from marionette.operators import live_preview
-    from marionette.operators.armature_io import create_armature, write_action
 
-    rigs = _control_rigs()
-    skeleton, bones = rigs.humanoid_65()
-    times = np.arange(12) / 24.0
-    rot, tr = rigs.walk_cycle(skeleton, times)
-    arm = create_armature(skeleton, "Body", tails=np.array([bones[n][1] for n in skeleton.names]))
-    write_action(arm, Clip(skeleton.names, times, 24.0, rot, tr, name="Walk"), "Walk")
+    arm, skeleton, rot, tr = _walking_body(bpy, "Body", 12)
     scene = bpy.context.scene
-    scene.frame_start, scene.frame_end = 1, 12
     bpy.context.view_layer.objects.active = arm
     assert bpy.ops.marionette.control_add(kind="CLOSURE") == {"FINISHED"}
     closure = arm.marionette_controls.controls[-1]
