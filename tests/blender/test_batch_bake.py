@@ -608,18 +608,29 @@ def test_operator_takes_the_sidebars_method_column_and_match_rest(scene_with_tar
     assert float(1.0 - moved.min()) > 1e-4  # the table changed those bones
 
 
-def test_cancel_keeps_what_is_already_baked(scene_with_target, tmp_path) -> None:
+def _copies(tmp_path, source: str, count: int, stem: str = "clip") -> Path:
+    """A pack folder of ``count`` copies of a shared clip."""
+    pack = tmp_path / "pack"
+    pack.mkdir(exist_ok=True)
+    for k in range(count):
+        shutil.copy(shared_file(source), pack / f"{stem}{k}.bvh")
+    return pack
+
+
+def _runner(target, pack: Path, jobs: int):
+    """The operator's runner for ``pack`` onto ``target`` with default settings, started."""
     from marionette.core.batch import plan_pack
     from marionette.core.retarget import RetargetOptions
     from marionette.operators.batch_bake import BatchBake, bake_settings
 
-    bpy, target = scene_with_target
-    pack = tmp_path / "pack"
-    pack.mkdir()
-    for k in range(4):
-        shutil.copy(shared_file(DAZ), pack / f"clip{k}.bvh")
-    runner = BatchBake(target, bake_settings(target, None, RetargetOptions()), plan_pack([pack]), jobs=1)
+    runner = BatchBake(target, bake_settings(target, None, RetargetOptions()), plan_pack([pack]), jobs=jobs)
     runner.start()
+    return runner
+
+
+def test_cancel_keeps_what_is_already_baked(scene_with_target, tmp_path) -> None:
+    bpy, target = scene_with_target
+    runner = _runner(target, _copies(tmp_path, DAZ, 4), jobs=1)
     assert runner.step() and runner.clips_baked == 1
     runner.cancel("cancelled by the user (Esc)")
     report = runner.finish()
@@ -928,17 +939,10 @@ def test_the_modal_path_bakes_on_timer_ticks_and_esc_keeps_what_is_baked(scene_w
 
 
 def test_the_modal_path_runs_to_the_end_on_timer_ticks(scene_with_target, tmp_path) -> None:
-    from marionette.core.batch import plan_pack
-    from marionette.core.retarget import RetargetOptions
-    from marionette.operators.batch_bake import BatchBake, ModalDriver, bake_settings
+    from marionette.operators.batch_bake import ModalDriver
 
     bpy, target = scene_with_target
-    pack = tmp_path / "pack"
-    pack.mkdir()
-    for k in range(3):
-        shutil.copy(shared_file(CMU), pack / f"clip{k}.bvh")
-    runner = BatchBake(target, bake_settings(target, None, RetargetOptions()), plan_pack([pack]), jobs=2)
-    runner.start()
+    runner = _runner(target, _copies(tmp_path, CMU, 3), jobs=2)
     driver = ModalDriver(runner)
     answer = "RUNNING_MODAL"
     deadline = time.monotonic() + 120
