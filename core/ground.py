@@ -47,6 +47,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -525,6 +526,13 @@ def adapt_to_ground(
         None if dts is None else dts.tolist(), smooth_time, pelvis_smooth_time,
     )
     tilt_w, tilt_normal, raw, lift_s, pelvis_off, capped = (np.array(a) for a in smoothed)
+
+    def per_frame() -> dict[str, Any]:
+        """The solve's per-frame figures, whichever way the legs were solved."""
+        return {
+            "hit": hit.T.copy(), "lift": lift_s.T.copy(), "raw_lift": raw.T.copy(), "tilt": tilt_w.T.copy(),
+            "capped": capped.T.copy(), "clearance": (clearance_w / scale[None]).T.copy(), "pelvis_offset": pelvis_off,
+        }
     pelvis_tr: FloatArray | None = None
     level = valid.all() and not lift_s.any() and not (rig.pelvis >= 0 and pelvis_off.any())
     if level and not (tilt_w >= 1e-12).any():
@@ -534,18 +542,8 @@ def adapt_to_ground(
         rot = np.empty((frames, 3 * count, 4))
         for k, leg in enumerate(legs):
             rot[:, 3 * k : 3 * k + 3] = pose.rotations[:, list(leg.joints)]
-        return GroundSolve(
-            rotations=rot,
-            pelvis_translation=pose.translations[:, rig.pelvis].copy() if rig.pelvis >= 0 else None,
-            hit=hit.T.copy(),
-            lift=lift_s.T.copy(),
-            raw_lift=raw.T.copy(),
-            tilt=tilt_w.T.copy(),
-            capped=capped.T.copy(),
-            clearance=(clearance_w / scale[None]).T.copy(),
-            pelvis_offset=pelvis_off,
-            residual=np.zeros((frames, count)),
-        )
+        pelvis = pose.translations[:, rig.pelvis].copy() if rig.pelvis >= 0 else None
+        return GroundSolve(rotations=rot, pelvis_translation=pelvis, residual=np.zeros((frames, count)), **per_frame())
     if kin is None:
         kin = PathKinematics(skeleton, [leg.path for leg in legs], pose)
     if level:
@@ -615,18 +613,8 @@ def adapt_to_ground(
     rot[~valid] = np.nan
     if pelvis_tr is not None:
         pelvis_tr[~valid] = np.nan
-    return GroundSolve(
-        rotations=rot,
-        pelvis_translation=pelvis_tr,
-        hit=hit.T.copy(),
-        lift=lift_s.T.copy(),
-        raw_lift=raw.T.copy(),
-        tilt=tilt_w.T.copy(),
-        capped=capped.T.copy(),
-        clearance=(clearance_w / scale[None]).T.copy(),
-        pelvis_offset=pelvis_off,
-        residual=solve.residual.reshape(count, frames).T.copy(),
-    )
+    residual = solve.residual.reshape(count, frames).T.copy()
+    return GroundSolve(rotations=rot, pelvis_translation=pelvis_tr, residual=residual, **per_frame())
 
 
 def _rotate_rows(q: FloatArray, v: FloatArray) -> FloatArray:
