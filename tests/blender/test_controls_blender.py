@@ -401,6 +401,17 @@ def _walking_body(bpy, name: str, frames: int, fps: float = 24.0):
     return arm, skeleton, rot, tr
 
 
+def _soles(skeleton):
+    """Each foot joint with the point under its ankle at ground height, in the foot's own space."""
+    rest = skeleton.rest_placements()
+    out = []
+    for side in "LR":
+        f = skeleton.index(f"foot.{side}")
+        ankle = rest[f, :3, 3]
+        out.append((f, np.linalg.solve(rest[f], [ankle[0], ankle[1], 0.0, 1.0])))
+    return out
+
+
 def _control_rigs():
     """The synthetic rigs of the core control tests (they live with those tests)."""
     from pathlib import Path
@@ -538,11 +549,7 @@ def test_feet_on_a_sloped_plane_live_and_baked(addon):
     row = arm.marionette_controls.controls[-1]
     assert (row.bone_start, row.bone_end, row.second_start, row.second_end, row.pelvis_bone) == ("thigh.L", "foot.L", "thigh.R", "foot.R", "hips")
     rest = skeleton.rest_placements()
-    soles = []
-    for side in "LR":
-        f = skeleton.index(f"foot.{side}")
-        ankle = rest[f, :3, 3]
-        soles.append((f, np.linalg.solve(rest[f], [ankle[0], ankle[1], 0.0, 1.0])))
+    soles = _soles(skeleton)
     animated_world = skeleton.forward_kinematics(rot, tr)
 
     def measure(pose_by_frame):
@@ -629,12 +636,7 @@ def test_feet_ignore_the_characters_own_meshes_and_follow_a_moving_ground(addon)
     assert bpy.ops.marionette.control_add(kind="GROUND") == {"FINISHED"}
     row = arm.marionette_controls.controls[-1]
     row.smooth_time = row.pelvis_smooth_time = 0.0  # follow the ground without easing in
-    rest = skeleton.rest_placements()
-    soles = []
-    for side in "LR":
-        f = skeleton.index(f"foot.{side}")
-        ankle = rest[f, :3, 3]
-        soles.append((f, np.linalg.solve(rest[f], [ankle[0], ankle[1], 0.0, 1.0])))
+    soles = _soles(skeleton)
     animated_world = skeleton.forward_kinematics(rot, tr)
     names = [pb.name for pb in arm.pose.bones]
     from mathutils import Vector
