@@ -30,12 +30,20 @@ from numpy.typing import ArrayLike, NDArray
 
 from .errors import RigError
 from .rotation_kernels import (
+    Mat,
+    affine_mul,
+    between_unit_one,
+    lin_mul,
+    mat_vec,
+    matrix_of,
     normalized_rotation_matrices,
     quat_between_unit,
     quat_conj,
     quat_from_rotation_matrix,
     quat_mul,
     quat_mul_and_matrix,
+    quat_mul_one,
+    solve3,
 )
 from .rotations import FloatArray
 from .skeleton import Skeleton
@@ -358,6 +366,14 @@ def _path_parts(
     return base, pre.reshape(m * t, n, 4, 4), rot, nxt.reshape(m * t, n, 3), post
 
 
+#: Up to this many joints in all (rows times joints: a live frame's spring chain or pair of
+#: legs) solved points are written back in plain floats rather than numpy calls (the same steps;
+#: see the tests). Beyond it (four limbs at once) the numpy calls, whose cost hardly grows with
+#: the rows, win; walking a path stays in numpy at any size.
+FEW_JOINT_ROWS = 6
+_AFFINE_ROW = [0.0, 0.0, 0.0, 1.0]
+
+
 class PathKinematics:
     """The pieces of a path at one pose that do not depend on the path's own rotations, so a
     solver can re-evaluate the path for any rotations cheaply (one product per joint).
@@ -449,6 +465,68 @@ class PathKinematics:
             self._current = result
         return result
 
+    def _row_parts(self) -> tuple[list[Mat], list[list[Mat]], list[list[Mat]], list[list[list[float]]], list[list[Mat]] | None]:
+        """The base, per-joint frames, current rotation matrices, reaches and post transforms
+        as plain lists (rows first), for :meth:`_rows_from_points`."""
+        if self._mats is not None:
+            mats: list[list[Mat]] = self._mats.tolist()
+        else:
+            mats = [[matrix_of(q) for q in row] for row in self.rotations.tolist()]
+        post = None if self.post is None else self.post.tolist()
+        return self.base.tolist(), self.pre.tolist(), mats, self.reach.tolist(), post
+
+    def _affine(self, bases: list[Mat], pres: list[list[Mat]], posts: list[list[Mat]] | None) -> bool:
+        """Whether every placement and joint transform ends in the row ``0, 0, 0, 1`` (the
+        plain-float steps multiply only the top three rows)."""
+        last = _AFFINE_ROW
+        return (
+            all(b[3] == last for b in bases)
+            and all(m[3] == last for row in pres for m in row)
+            and (posts is None or all(m[3] == last for row in posts for m in row))
+        )
+
+    def _rows_from_points(self, pts: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray] | None:
+        """:meth:`rotations_from_points` of a few rows in plain floats: the same steps (``None``
+        for the rare cases that take another route there: a zero-length or reversed segment, a
+        singular frame)."""
+        bases, pres, mats_all, reaches, posts = self._row_parts()
+        if not self._affine(bases, pres, posts):
+            return None
+        r0_all = self.rotations.tolist()
+        n = len(r0_all[0])
+        out: list[list[tuple[float, float, float, float]]] = []
+        got: list[list[list[float]]] = []
+        tips: list[Mat] = []
+        for f, (parent, p) in enumerate(zip(bases, pts.tolist(), strict=True)):
+            pre, mats, reach, r0 = pres[f], mats_all[f], reaches[f], r0_all[f]
+            rot: list[tuple[float, float, float, float]] = []
+            g: list[list[float]] = []
+            for k in range(n):
+                frame = affine_mul(parent, pre[k])
+                pivot = [frame[0][3], frame[1][3], frame[2][3]]
+                g.append(pivot)
+                current = mat_vec(mats[k], reach[k])
+                nxt = p[k + 1]
+                wanted = solve3(frame, [nxt[0] - pivot[0], nxt[1] - pivot[1], nxt[2] - pivot[2]])
+                if wanted is None:
+                    return None
+                delta = between_unit_one(current, wanted)
+                if delta is None:
+                    return None
+                rot.append(quat_mul_one(delta, r0[k]))
+                turned = lin_mul(matrix_of(delta, unit=True), mats[k])
+                lin = lin_mul(frame, turned)
+                if k == n - 1:
+                    e = mat_vec(lin, reach[k])
+                    g.append([pivot[0] + e[0], pivot[1] + e[1], pivot[2] + e[2]])
+                parent = [[*lin[0], pivot[0]], [*lin[1], pivot[1]], [*lin[2], pivot[2]]]
+                if posts is not None:
+                    parent = affine_mul(parent, posts[f][k])
+            out.append(rot)
+            got.append(g)
+            tips.append([*parent, [0.0, 0.0, 0.0, 1.0]])
+        return np.array(out), np.array(got), np.array(tips)
+
     def points(self, rotations: FloatArray | None = None) -> FloatArray:
         """Pivots of the path's joints and its end point, ``(F, n + 1, 3)``."""
         return self.walk(rotations)[0]
@@ -481,6 +559,10 @@ class PathKinematics:
         n = r0.shape[1]
         if pts.shape != (self.frames, n + 1, 3):
             raise ValueError(f"points must have shape ({self.frames}, {n + 1}, 3), got {pts.shape}")
+        if self.frames * n <= FEW_JOINT_ROWS:
+            few = self._rows_from_points(pts)
+            if few is not None:
+                return few
         out = np.empty_like(r0)
         got = np.empty_like(pts)
         mats = self._current_mats()

@@ -63,7 +63,7 @@ from .joint_limits import JointLimit
 from .look_at import LookAtChain, look_at
 from .rotations import FloatArray, quat_normalize, quat_slerp
 from .skeleton import Skeleton
-from .springs import SpringChain, SpringSnapshot, SpringState, advance_rows
+from .springs import SpringChain, SpringSnapshot, SpringState, SpringStep, advance_rows
 
 BoolArray = NDArray[np.bool_]
 
@@ -855,6 +855,8 @@ class ControlInstance:
         frames = pose.frames
         lay = self.stack.layout(tuple(active))
         weights = [self._states[ci].weight for ci in active]
+        if frames == 1 and _apply_one(lay, weights, outputs, pose, cov):
+            return [o.report for o in outputs]
         moves = [outputs[m].translations for m in lay.tr_members]
         rot_cand = _joined([outputs[m].rotations for m in lay.rot_members])
         tr_cand = _joined([t for t in moves if t is not None])
@@ -1096,6 +1098,10 @@ class ControlInstance:
         frames = pose.frames
         kin = PathKinematics(self.stack.skeleton, [c.chain.path for c in springs], pose)
         animated = kin.points()
+        if frames == 1:
+            one = self._springs_one(springs, members, kin, animated, times, places)
+            if one is not None:
+                return one
         points_n = animated.shape[1]
         by_member = animated.reshape(count, frames, points_n, 3)
         lin = places[:, :3, :3]
@@ -1163,6 +1169,76 @@ class ControlInstance:
             out.append(_Output(rot[m], None, report))
         return out
 
+    def _springs_one(
+        self,
+        springs: list[SpringControl],
+        members: list[int],
+        kin: PathKinematics,
+        animated: FloatArray,
+        times: FloatArray | None,
+        places: FloatArray,
+    ) -> list[_Output] | None:
+        """:meth:`_run_springs` of one frame, its arithmetic in plain floats: the same steps, on
+        arrays so small that each numpy call costs more than its arithmetic. ``None`` (before any
+        state is touched) for a frame with a non-finite input, which the general route masks."""
+        place = places[0].tolist()
+        if not all(math.isfinite(v) for row in place for v in row):
+            return None
+        anim: list[list[list[float]]] = animated.tolist()
+        world: list[list[list[float]]] = []
+        for pts in anim:
+            rows = []
+            for p in pts:
+                x, y, z = p
+                w = [r[0] * x + r[1] * y + r[2] * z + r[3] for r in place[:3]]
+                if not (math.isfinite(w[0]) and math.isfinite(w[1]) and math.isfinite(w[2])):
+                    return None
+                rows.append(w)
+            world.append(rows)
+        t = None if times is None else float(times[0])
+        clock = None if t is None or not math.isfinite(t) else t
+        inv = self._inverse_of(places)[0].tolist()
+        local: list[list[list[float]]] = []
+        steps: list[SpringStep] = []
+        for m, c in enumerate(springs):
+            st = self._states[members[m]]
+            state = st.runtime if isinstance(st.runtime, SpringState) else SpringState()
+            st.runtime = state
+            step = advance_rows(c.chain, state, clock, world[m])
+            steps.append(step)
+            local.append([[r[0] * x + r[1] * y + r[2] * z + r[3] for r in inv[:3]] for x, y, z in step.points.tolist()])
+        points = np.array(local)
+        rot, got_array, _ = kin.rotations_from_points(points)
+        got = got_array.tolist()
+        out: list[_Output] = []
+        for m, c in enumerate(springs):
+            g, q, a = got[m], local[m], anim[m]
+            residual = max(_dist(g[k], q[k]) for k in range(len(q)))
+            length_error = max(
+                abs(_dist(g[k + 1], g[k]) - before) / max(before, 1e-300)
+                for k, before in ((k, _dist(a[k + 1], a[k])) for k in range(len(a) - 1))
+            )
+            step = steps[m]
+            report = ControlReport(
+                name=c.name,
+                ran=np.ones(1, dtype=bool),
+                skipped=np.zeros(1, dtype=bool),
+                residual=np.array([residual]),
+                iterations=np.array([step.substeps], dtype=np.int64),
+                converged=np.ones(1, dtype=bool),
+                limited=np.zeros(1, dtype=bool),
+                details=MappingProxyType(
+                    {
+                        "reset": np.array([step.reset], dtype="<U10"),
+                        "recomputed": np.array([step.recomputed]),
+                        "length_error": np.array([length_error]),
+                        "points": points[m : m + 1],
+                    }
+                ),
+            )
+            out.append(_Output(rot[m : m + 1], None, report))
+        return out
+
     def _run_closure(self, control: ClosureControl, st: _State, pose: PoseBuffers, dts: FloatArray | None) -> _Output:
         assert st.target is not None and st.second is not None
         frames = pose.frames
@@ -1199,6 +1275,11 @@ class ControlInstance:
             ),
         )
         return _Output(candidate, None, report)
+
+
+def _dist(a: Sequence[float], b: Sequence[float]) -> float:
+    x, y, z = a[0] - b[0], a[1] - b[1], a[2] - b[2]
+    return math.sqrt(x * x + y * y + z * z)
 
 
 def _run_inherit(control: InheritControl, pose: PoseBuffers) -> _Output:
@@ -1263,6 +1344,50 @@ def _blend(
     write(cols, np.where(changed[..., None], blended, old), index=index)
     before = cov[:, index]
     cov[:, index] = np.where(changed, np.maximum(before, w), before)
+
+
+def _apply_one(lay: _Layout, weights: list[float], outputs: list[_Output], pose: PoseBuffers, cov: FloatArray) -> bool:
+    """:meth:`ControlInstance._apply` of one frame where every candidate is usable at full
+    weight (the usual live frame), in plain floats: the same values written and the same
+    coverage; ``False`` (nothing done) for the other cases, which take the general route."""
+    if min(weights) < 1.0 or any(bool(o.report.skipped[0]) for o in outputs):
+        return False
+    moves = [outputs[m].translations for m in lay.tr_members]
+    rot_rows: list[list[float]] = [r for m in lay.rot_members for r in outputs[m].rotations[0].tolist()]
+    tr_rows: list[list[float]] = []
+    for t in moves:
+        if t is None:
+            return False
+        tr_rows.extend(t[0].tolist())
+    if not all(math.isfinite(v) for rows in (rot_rows, tr_rows) for row in rows for v in row):
+        return False
+    if rot_rows:
+        _blend_one(pose.rotations, cov, lay.rot_cols, lay.rot_index, rot_rows, [weights[m] for m, width in zip(lay.rot_members, lay.rot_widths, strict=True) for _ in range(width)], pose.set_rotations)
+    if tr_rows:
+        _blend_one(pose.translations, cov, lay.tr_cols, lay.tr_index, tr_rows, [weights[m] for m, width in zip(lay.tr_members, lay.tr_widths, strict=True) for _ in range(width)], pose.set_translations)
+    return True
+
+
+def _blend_one(
+    values: FloatArray,
+    cov: FloatArray,
+    cols: list[int],
+    index: NDArray[np.intp],
+    rows: list[list[float]],
+    weights: list[float],
+    write: Callable[..., None],
+) -> None:
+    """:func:`_blend` of one frame at full weight: candidates written where they differ from
+    the current values, coverage raised to the weights there."""
+    old: list[list[float]] = values[0, index].tolist()
+    changed = [a != b for a, b in zip(rows, old, strict=True)]
+    if not any(changed):
+        return
+    if not all(changed):
+        rows = [a if c else b for a, b, c in zip(rows, old, changed, strict=True)]
+    write(cols, np.array([rows]), index=index)
+    before: list[float] = cov[0, index].tolist()
+    cov[0, index] = [max(b, w) if c else b for b, w, c in zip(before, weights, changed, strict=True)]
 
 
 def _weighted(old: FloatArray, cand: FloatArray, w: FloatArray, rotation: bool) -> FloatArray:

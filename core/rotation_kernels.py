@@ -396,3 +396,41 @@ def solve3(a: Mat | Sequence[Sequence[float]], b: Sequence[float]) -> list[float
     x1 = (b0 * c01 + b1 * (a00 * a22 - a02 * a20) + b2 * (a02 * a10 - a00 * a12)) / det
     x2 = (b0 * c02 + b1 * (a01 * a20 - a00 * a21) + b2 * (a00 * a11 - a01 * a10)) / det
     return [x0, x1, x2]
+
+
+def between_unit_one(a: Sequence[float], b: Sequence[float]) -> Quat | None:
+    """:func:`quat_between_unit` of one pair of 3-vectors (``None`` for opposite or zero-length
+    directions, which take the general route there)."""
+    a0, a1, a2 = a
+    b0, b1, b2 = b
+    scale = math.sqrt((a0 * a0 + a1 * a1 + a2 * a2) * (b0 * b0 + b1 * b1 + b2 * b2))
+    w = a0 * b0 + a1 * b1 + a2 * b2 + scale
+    x, y, z = a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0
+    n = math.sqrt(w * w + x * x + y * y + z * z)
+    if not n > 1e-10 * scale:
+        return None
+    return (w / n, x / n, y / n, z / n)
+
+
+def affine_mul(a: Sequence[Sequence[float]], b: Sequence[Sequence[float]]) -> Mat:
+    """``(a @ b)[:3]`` of two affine 4 x 4 matrices given by their top three rows (the last row
+    of both is ``0, 0, 0, 1``)."""
+    (b00, b01, b02, b03), (b10, b11, b12, b13), (b20, b21, b22, b23) = b[0], b[1], b[2]
+    return [
+        [
+            x0 * b00 + x1 * b10 + x2 * b20,
+            x0 * b01 + x1 * b11 + x2 * b21,
+            x0 * b02 + x1 * b12 + x2 * b22,
+            x0 * b03 + x1 * b13 + x2 * b23 + x3,
+        ]
+        for x0, x1, x2, x3 in (a[0], a[1], a[2])
+    ]
+
+
+def lin_mul(a: Sequence[Sequence[float]], b: Mat) -> Mat:
+    """``a[:3, :3] @ b`` for ``b`` 3 x 3 (``a`` given by rows of three or more)."""
+    (c00, c01, c02), (c10, c11, c12), (c20, c21, c22) = b
+    return [
+        [x[0] * c00 + x[1] * c10 + x[2] * c20, x[0] * c01 + x[1] * c11 + x[2] * c21, x[0] * c02 + x[1] * c12 + x[2] * c22]
+        for x in (a[0], a[1], a[2])
+    ]

@@ -411,3 +411,51 @@ def test_placements_kept_across_writes_are_those_of_a_fresh_forward_kinematics()
         fresh = SKELETON.forward_kinematics(pose.rotations, pose.translations)
         kept = np.stack([pose.world(j) for j in range(B)], axis=1)
         np.testing.assert_allclose(kept, fresh, rtol=0.0, atol=1e-14)
+
+
+def test_a_live_frame_blends_as_the_batched_arrays_do() -> None:
+    """A single frame (the live case) is blended into the pose in plain floats: the same
+    rotations, translations and coverage as a batch of the same frames gives, to 1e-12, with
+    IK, look-at and ground (which moves the pelvis) at full weight, coverage given, and one
+    control whose target misses some frames."""
+    from marionette.core.controls import GroundControl
+    from marionette.core.ground import GroundRig
+
+    base = humanoid_stack(SKELETON)
+    rig = GroundRig.build(SKELETON, [(f"thigh.{s}", f"shin.{s}", f"foot.{s}") for s in "LR"], pelvis="hips")
+    stack = ControlStack(SKELETON, [*base.controls, GroundControl("ground", rig, priority=3)])
+    frames = 40
+    rot, tr = animation(frames, seed=5)
+
+    def ground(origins, directions, distances):
+        n = len(origins)
+        pts = origins.copy()
+        pts[:, 2] = -0.05 + 0.01 * np.sin(origins[:, 0] * 10.0)
+        return np.ones(n, dtype=bool), pts, np.tile([0.0, 0.0, 1.0], (n, 1))
+
+    coverage = np.zeros(B)
+    coverage[::3] = 0.4
+    coverage[SKELETON.index("hips")] = 1.0
+    insts = []
+    for _ in range(2):
+        inst = aimed_instance(stack, rot, tr)
+        inst.set_ground("ground", ground)
+        hand = world_of(rot[:1], tr[:1], "hand.L")[0, :3, 3]
+        targets = np.tile(hand + [0.0, -0.15, -0.1], (frames, 1))
+        targets[::7] = np.nan
+        inst.set_target("arm.L", targets)
+        insts.append(inst)
+    batch = insts[0].evaluate(rot, tr, coverage=coverage)
+    live = insts[1]
+    changed = 0
+    for f in range(frames):
+        live.set_target("arm.L", targets[f])
+        one = live.evaluate(rot[f : f + 1], tr[f : f + 1], coverage=coverage)
+        np.testing.assert_allclose(one.rotations[0], batch.rotations[f], rtol=0, atol=1e-12)
+        np.testing.assert_allclose(one.translations[0], batch.translations[f], rtol=0, atol=1e-12)
+        np.testing.assert_array_equal(one.coverage[0], batch.coverage[f])
+        for name, report in one.reports.items():
+            assert report.ran.tolist() == batch.reports[name].ran[f : f + 1].tolist()
+        changed += int((one.coverage[0] != coverage).sum())
+    assert changed > 10 * frames
+    assert not batch.reports["arm.L"].ran[0] and batch.reports["arm.L"].ran[1]

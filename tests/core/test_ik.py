@@ -529,3 +529,33 @@ def test_fused_rotation_kernels_match_the_separate_ones() -> None:
     product, matrix = quat_mul_and_matrix(a, b)
     np.testing.assert_allclose(product, quat_mul(a, b), rtol=0.0, atol=1e-15 * np.abs(b).max())
     np.testing.assert_allclose(matrix, rotation_matrices(a, unit=True), rtol=0.0, atol=1e-15)
+
+
+@pytest.mark.parametrize("child_frames", [False, True])
+@pytest.mark.parametrize("scaled", [False, True])
+def test_a_few_rows_are_written_back_as_the_batched_arrays_do(monkeypatch, child_frames: bool, scaled: bool) -> None:
+    """A live frame's paths (a few rows) are written back in plain floats: the same rotations,
+    points and last placement as the batched arrays give, to 1e-12, over many poses, with and
+    without C1 frames and scales."""
+    from marionette.core import chains
+
+    plain = 0
+    for seed in range(40):
+        joints = 2 + seed % 3
+        frames = 1 + seed % 4
+        rng, sk, path, lengths, _ = posed_chain(200 + seed, joints, frames, child_frames=child_frames)
+        rot = random_quats(rng, (frames, joints))
+        tr = rng.normal(scale=0.1, size=(frames, joints, 3))
+        sc = rng.uniform(0.7, 1.3, size=(frames, joints, 3)) if scaled else None
+        pose = PoseBuffers(sk, rot, tr, sc)
+        kin = PathKinematics(sk, [path], pose)
+        pts = kin.points() + rng.normal(scale=0.2, size=(frames, joints + 1, 3))
+        monkeypatch.setattr(chains, "FEW_JOINT_ROWS", 100)
+        few = kin.rotations_from_points(pts)
+        plain += kin._rows_from_points(pts) is not None
+        monkeypatch.setattr(chains, "FEW_JOINT_ROWS", 0)
+        batched = PathKinematics(sk, [path], pose).rotations_from_points(pts)
+        for a, b in zip(few, batched, strict=True):
+            np.testing.assert_allclose(a, b, rtol=0, atol=1e-12)
+    # The plain route ran (a non-affine C1 inverse would send a path the general way).
+    assert plain >= 20

@@ -16,7 +16,7 @@ from control_rigs import hanging_chain
 from marionette.core import springs
 from marionette.core.controls import ControlStack, SpringControl
 from marionette.core.errors import RigError
-from marionette.core.rotations import quat_from_axis_angle
+from marionette.core.rotations import matrix_from_quat, quat_from_axis_angle
 from marionette.core.springs import SpringChain, SpringSnapshot
 
 SKELETON, PATH = hanging_chain(4, 1.0)
@@ -449,3 +449,44 @@ def test_two_spring_chains_batched_move_as_each_alone() -> None:
             assert a.reports[f"finger.{side}"].iterations.tolist() == b.reports[f"finger.{side}"].iterations.tolist()
     print(f"\ntwo fingers batched vs alone over {len(times)} live frames: rotations {worst:.1e} apart, simulated points equal")
     assert worst <= 1e-15
+
+
+def test_a_live_frame_matches_the_batched_arrays() -> None:
+    """A single frame (the live case) turns the simulated points back into rotations and
+    diagnostics in plain floats: the same rotations, points, residuals, length errors, reset
+    reasons and step counts as a batch of the same frames gives, to 1e-12, for two chains
+    batched together on a walking humanoid whose object moves and turns."""
+    from control_rigs import humanoid_65, walk_cycle
+
+    from marionette.core.chains import JointPath
+
+    sk, _ = humanoid_65()
+    times = np.arange(60) / 30.0
+    rot, tr = walk_cycle(sk, times)
+    stack = ControlStack(
+        sk,
+        [
+            SpringControl(
+                f"finger.{side}",
+                SpringChain.build(JointPath.between(sk, f"finger1_0.{side}", f"finger1_2.{side}", end_offset=[0.0, 0.03, 0.0]), stiffness=200.0, damping=8.0),
+            )
+            for side in "LR"
+        ],
+    )
+    places = np.broadcast_to(np.eye(4), (len(times), 4, 4)).copy()
+    places[:, :3, :3] = [matrix_from_quat(q) for q in quat_from_axis_angle([0.0, 0.0, 1.0], 0.8 * np.sin(2.0 * times))]
+    places[:, :3, 3] = np.stack([0.3 * times, np.sin(times), 0.1 * times], axis=1)
+    batch = stack.instance().evaluate(rot, tr, time=times, placement=places)
+    live = stack.instance()
+    for f in range(len(times)):
+        one = live.evaluate(rot[f : f + 1], tr[f : f + 1], time=times[f], placement=places[f])
+        np.testing.assert_allclose(one.rotations[0], batch.rotations[f], rtol=0, atol=1e-12)
+        for name, report in one.reports.items():
+            ref = batch.reports[name]
+            for key in ("residual", "iterations", "ran", "skipped", "converged", "limited"):
+                np.testing.assert_allclose(getattr(report, key), getattr(ref, key)[f : f + 1], rtol=0, atol=1e-12)
+            for key in ("points", "length_error"):
+                np.testing.assert_allclose(report.details[key], ref.details[key][f : f + 1], rtol=0, atol=1e-12)
+            assert report.details["reset"].tolist() == ref.details["reset"][f : f + 1].tolist()
+            assert report.details["recomputed"].tolist() == ref.details["recomputed"][f : f + 1].tolist()
+    assert batch.reports["finger.L"].iterations.sum() > 0
