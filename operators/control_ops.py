@@ -33,6 +33,21 @@ def _armature_ready(cls: Any, context: Any) -> bool:
     return True
 
 
+def _list_editable(cls: Any, context: Any) -> bool:
+    """Controls can be added, removed and reordered: not on a library override, where Blender
+    keeps edits to the controls the library gave the armature but not a changed list (an added
+    control would be gone after save and reload)."""
+    if not _armature_ready(cls, context):
+        return False
+    if context.active_object.override_library is not None:
+        cls.poll_message_set(
+            "The armature is a library override: its controls' settings can be edited here, but adding, removing or "
+            "reordering controls is not kept by Blender; change the list in the library file, or make the armature local"
+        )
+        return False
+    return True
+
+
 def _has_active(cls: Any, context: Any) -> bool:
     if not _armature_ready(cls, context):
         return False
@@ -141,7 +156,7 @@ class MARIONETTE_OT_control_add(bpy.types.Operator):
 
     @classmethod
     def poll(cls, context: Any) -> bool:
-        return _armature_ready(cls, context)
+        return _list_editable(cls, context)
 
     def execute(self, context: Any) -> set[str]:
         obj = context.active_object
@@ -171,7 +186,7 @@ class MARIONETTE_OT_control_remove(bpy.types.Operator):
 
     @classmethod
     def poll(cls, context: Any) -> bool:
-        return _has_active(cls, context)
+        return _has_active(cls, context) and _list_editable(cls, context)
 
     def execute(self, context: Any) -> set[str]:
         obj = context.active_object
@@ -195,7 +210,7 @@ class MARIONETTE_OT_control_move(bpy.types.Operator):
 
     @classmethod
     def poll(cls, context: Any) -> bool:
-        return _has_active(cls, context)
+        return _has_active(cls, context) and _list_editable(cls, context)
 
     def execute(self, context: Any) -> set[str]:
         obj = context.active_object

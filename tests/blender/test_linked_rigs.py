@@ -117,3 +117,49 @@ def test_a_linked_source_is_read_and_left_alone(linked, tmp_path):
     outcome = retarget_action(lib_source, lib_walk, target, scene_fps=24.0)
     assert outcome.action.library is None and target.animation_data.action == outcome.action
     assert _keys(lib_walk) == before and before and lib_walk.library is not None
+
+
+def test_an_overridden_character_keeps_edits_to_its_controls_and_refuses_a_changed_list(blender, tmp_path):
+    """Controls made in the library file come with the character; on its library override their
+    settings can be edited and survive save and reload. Adding, removing or reordering controls
+    there would not survive, so those are refused, saying why."""
+    bpy = blender
+    import marionette
+    from marionette.core.samples import sample_humanoid
+    from marionette.operators.armature_io import create_armature
+
+    marionette.register()
+    try:
+        rig = sample_humanoid()
+        hero = create_armature(rig.skeleton, "Hero", tails=rig.tails)
+        col = bpy.data.collections.new("HeroCol")
+        bpy.context.scene.collection.children.link(col)
+        bpy.context.scene.collection.objects.unlink(hero)
+        col.objects.link(hero)
+        bpy.context.view_layer.objects.active = hero
+        assert bpy.ops.marionette.control_add(kind="TWO_BONE_IK") == {"FINISHED"}
+        library = tmp_path / "characters.blend"
+        bpy.ops.wm.save_as_mainfile(filepath=str(library))
+
+        bpy.ops.wm.read_factory_settings(use_empty=True)
+        with bpy.data.libraries.load(str(library), link=True) as (_src, dst):
+            dst.collections = ["HeroCol"]
+        dst.collections[0].override_hierarchy_create(bpy.context.scene, bpy.context.view_layer, do_fully_editable=True)
+        hero = next(o for o in bpy.data.objects if o.name == "Hero" and o.override_library is not None)
+        controls = hero.marionette_controls.controls
+        assert len(controls) == 1
+        controls[0].weight = 0.25
+        bpy.context.view_layer.objects.active = hero
+        for op in (bpy.ops.marionette.control_add, bpy.ops.marionette.control_remove):
+            assert not op.poll()
+        with pytest.raises(RuntimeError, match="library override"):
+            bpy.ops.marionette.control_add(kind="LOOK_AT")
+        shot = tmp_path / "shot.blend"
+        bpy.ops.wm.save_as_mainfile(filepath=str(shot))
+
+        bpy.ops.wm.open_mainfile(filepath=str(shot))
+        hero = next(o for o in bpy.data.objects if o.name == "Hero" and o.override_library is not None)
+        assert len(hero.marionette_controls.controls) == 1
+        assert hero.marionette_controls.controls[0].weight == pytest.approx(0.25)
+    finally:
+        marionette.unregister()
