@@ -162,7 +162,7 @@ def plant_legs(
         goal = ankle + shift[frames]
         # No tolerance: a leg a hair off its spot is still solved (the hold is exact).
         solve = two_bone_ik(np.stack([hip, knee, ankle], axis=1), goal, tolerance=0.0)
-        unreachable[leg.foot] = int((~solve.reachable).sum())
+        unreachable[leg.foot] = int((~solve.reachable & mask[frames]).sum())  # held frames the leg cannot reach
         new_knee, new_ankle = solve.points[:, 1], solve.points[:, 2]
         r1 = matrix_between_vectors(knee - hip, new_knee - hip)
         r21 = matrix_between_vectors(np.einsum("tij,tj->ti", r1, ankle - knee), new_ankle - new_knee) @ r1

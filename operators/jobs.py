@@ -120,6 +120,8 @@ def retarget_action(
     report["mapping"] = {"source": src_map.to_dict(), "target": tgt_map.to_dict()}
     report["method"] = {"native": run.native, "table": run.methods, "match_rest": match_rest, "warnings": list(run.warnings)}
     report["options"] = {"root_motion": opts.root_motion, "plant_feet": opts.plant_feet, "fingers": opts.fingers}
+    if result.planted:
+        report["planted_feet"] = result.planted
     return RetargetOutcome(new_action, binding, report, src_map, tgt_map)
 
 
@@ -199,7 +201,13 @@ def format_summary(report: dict[str, Any]) -> str:
     for palm, err in report.get("palm_normal_error_deg", {}).items():
         lines.append(f"  {palm} normal error   max {err:.2f} deg")
     if report.get("options", {}).get("plant_feet") and not report.get("method", {}).get("native"):
-        lines.append("  (Plant Feet: thighs and shins bend away from the clip's directions to hold the feet)")
+        held = report.get("planted_feet", {})
+        counts = ", ".join(
+            f"{foot} held on {c['held']} frames" + (f" ({c['out_of_reach']} out of the leg's reach)" if c["out_of_reach"] else "")
+            for foot, c in held.items()
+        )
+        lines.append(f"  Plant Feet: {counts or 'no planted contacts in the clip'}")
+        lines.append("  (thighs and shins bend away from the clip's directions to hold the feet)")
     if "measured_frames" in report:
         lines.append(f"  (measured on {report['measured_frames']} evenly spread frames of the keys written)")
     for warning in report.get("warnings", []):

@@ -107,6 +107,11 @@ def test_target_ankles_hold_still_while_the_source_foot_is_planted(target):
         assert np.abs(ankle @ up - ankle_off @ up).max() < 1e-9 * h
         j = binding.target.slots[foot]
         assert np.abs(w_on[:, j, :3, :3] - w_off[:, j, :3, :3]).max() < 1e-9
+    # The result says how many frames each foot was held, and whether the leg reached.
+    for foot, planted in contacts.items():
+        assert r_on.planted[foot]["held"] == int(planted.sum())
+        assert r_on.planted[foot]["out_of_reach"] == 0  # every spot within reach: the holds above are exact
+    assert r_off.planted == {}
     # Sliding as the report measures it (on its own contact rule): below the unplanted result's
     # and below the source's own.
     slide_off = foot_skating(binding, ws, w_off)
@@ -206,3 +211,21 @@ def test_held_feet_stay_put_on_the_ground_whoever_carries_the_travel(mode):
         edges = np.flatnonzero(np.diff(np.concatenate([[0], planted.astype(int), [0]])))
         for start, stop in zip(edges[0::2], edges[1::2], strict=True):
             assert np.linalg.norm(flat[start:stop] - flat[start:stop].mean(axis=0), axis=-1).max() < 1e-9, (side, start)
+
+
+def test_spots_out_of_the_legs_reach_are_counted():
+    """Hips travelling twice as far as the legs step (a horizontal travel scale of 2): a held
+    spot falls behind the leg's reach, the straight leg points at it and the result counts those
+    frames."""
+    target = sample_humanoid()
+    binding = bind(rig_input(SOURCE), rig_input(target), RetargetOptions(plant_feet=True, horizontal_scale=2.0))
+    result = retarget(binding, WALK)
+    world = target.skeleton.forward_kinematics(result.clip.rotations, result.clip.translations)
+    for side in "LR":
+        counts = result.planted[f"foot.{side}"]
+        assert counts["out_of_reach"] > 0
+        sk = target.skeleton
+        hip, knee, ankle = (world[:, sk.index(f"{n}.{side}"), :3, 3] for n in ("Thigh", "Shin", "Foot"))
+        length = np.linalg.norm(knee - hip, axis=-1) + np.linalg.norm(ankle - knee, axis=-1)
+        straight = np.linalg.norm(ankle - hip, axis=-1) > length - 1e-9
+        assert straight.sum() >= counts["out_of_reach"] // 2  # those legs are stretched straight
