@@ -75,7 +75,7 @@ class Leg:
 @dataclass(frozen=True)
 class PlantReport:
     contact_frames: dict[int, int]  # per leg (its foot joint): frames held
-    unreachable_frames: dict[int, int]  # per leg: frames where the spot was out of the leg's reach
+    unreachable_frames: dict[int, int]  # per leg: held frames whose spot was out of the leg's reach
 
 
 def hold_offsets(planted: NDArray[np.bool_], times: FloatArray, ankle: FloatArray, up: FloatArray, lead: float = LEAD) -> FloatArray:
