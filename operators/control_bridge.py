@@ -479,15 +479,20 @@ class AnimatedPose:
         return rot, tr, (None if np.all(sc == 1.0) else sc), current
 
     def write(
-        self, obj: bpy.types.Object, rotations: FloatArray, translations: FloatArray, current: dict[str, np.ndarray], full: bool = False
+        self,
+        obj: bpy.types.Object,
+        rotations: FloatArray,
+        translations: FloatArray,
+        current: dict[str, np.ndarray],
+        over: dict[str, np.ndarray] | None = None,
     ) -> None:
         """Write one frame ``(B, 4)``, ``(B, 3)`` of the driven joints in bulk and tag the object.
-        ``full`` also writes every other channel as the animation sets it at the frame last read
-        (for a render, which runs with the action held aside)."""
-        if full:
-            current = self.last
+        ``over``: also write every other channel, as given (for a render, whose own animation
+        pass does not run again after this write: the animated channels of the rendered frame)."""
+        if over is not None:
+            current = over
         values = self.io.rotation_channels(rotations[self.rot_joints], self.rot_joints, current) if self.rot_joints.size else {}
-        if full:
+        if over is not None:
             values = {**current, **values}
         if self.tr_joints.size:
             loc = current["location"].copy()
@@ -966,10 +971,14 @@ def object_world_track(o: bpy.types.Object, frames: np.ndarray) -> FloatArray | 
     return parent @ basis
 
 
-def _world_now(ref: TargetRef) -> FloatArray | None:
+def _world_now(ref: TargetRef, depsgraph: Any = None) -> FloatArray | None:
+    """World matrix of ``ref`` now: as the view layer shows it, or as ``depsgraph`` (a render's)
+    has evaluated it."""
     o = bpy.data.objects.get(ref.object_name)
     if o is None:
         return None
+    if depsgraph is not None:
+        o = o.evaluated_get(depsgraph)
     m = np.array(o.matrix_world, dtype=np.float64)
     if ref.bone:
         pb = o.pose.bones.get(ref.bone) if o.pose is not None else None
@@ -1015,6 +1024,8 @@ class TargetReader:
         self.built = built
         self.refs = sorted({r for s in built.specs for r in (s.target, s.pole, s.second) if r is not None}, key=lambda r: (r.object_name, r.bone))
         self.own = any(r.object_name == obj.name and r.bone for r in self.refs)
+        #: The armature's placements and the targets' matrices the last evaluation used.
+        self.seen: tuple[FloatArray, dict[TargetRef, FloatArray]] | None = None
 
     def missing(self) -> list[str]:
         out = []
@@ -1055,6 +1066,22 @@ class TargetReader:
             if r not in out:
                 out[r] = np.full((t, 4, 4), np.nan)
         return out
+
+
+def inputs_match(obj: bpy.types.Object, seen: tuple[FloatArray, dict[TargetRef, FloatArray]], depsgraph: Any, tol: float = 1e-5) -> bool:
+    """Whether the armature and its targets stand in ``depsgraph`` (a render's) where they stood
+    for an evaluation of one frame that used ``seen`` (:attr:`TargetReader.seen`). Bones of the
+    armature itself follow its keys and are not compared."""
+    places, tracks = seen
+    if not np.allclose(np.array(obj.evaluated_get(depsgraph).matrix_world, dtype=np.float64), places[0], atol=tol):
+        return False
+    for r, m in tracks.items():
+        if r.object_name == obj.name and r.bone:
+            continue
+        now = _world_now(r, depsgraph)
+        if now is None or not np.allclose(now, m[0], atol=tol, equal_nan=True):
+            return False
+    return True
 
 
 def set_targets(
@@ -1287,6 +1314,7 @@ def evaluate(
         places = _evaluated_tracks([TargetRef(obj.name)], f)[TargetRef(obj.name)]
     own_world = built.stack.skeleton.forward_kinematics(rot, tr, sc) if reader.own else None
     tracks = reader.tracks(obj, frames, own_world, places)
+    reader.seen = (places, tracks)
     set_targets(instance, built, tracks, places, make_ray_cast(scene, depsgraph, built, frames))
     fps = scene_fps(scene)
     result = instance.evaluate(rot, tr, sc, time=f / fps, placement=places)

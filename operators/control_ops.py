@@ -293,11 +293,45 @@ class MARIONETTE_OT_bake_controls(bpy.types.Operator):
         return {"FINISHED"}
 
 
+class MARIONETTE_OT_prepare_render(bpy.types.Operator):
+    """Show every frame of the scene range once, so renders from the interface (F12, Ctrl+F12),
+    which run where controls cannot, show the live controls as the viewport does"""
+
+    bl_idname = "marionette.prepare_render"
+    bl_label = "Prepare Render"
+    bl_options = {"REGISTER"}
+
+    @classmethod
+    def poll(cls, context: Any) -> bool:
+        if not _armature_ready(cls, context):
+            return False
+        if not context.active_object.marionette_controls.live_preview:
+            cls.poll_message_set("Turn the live preview on first")
+            return False
+        return True
+
+    def execute(self, context: Any) -> set[str]:
+        obj, scene, wm = context.active_object, context.scene, context.window_manager
+        start, end = scene.frame_start, scene.frame_end
+        wm.progress_begin(0, max(1, end - start + 1))
+        try:
+            live_preview.prepare_render(scene, start, end, wm.progress_update)
+        finally:
+            wm.progress_end()
+        missing = live_preview.frames_not_kept(obj, start, end)
+        if missing:
+            self.report({"WARNING"}, f"{len(missing)} of {end - start + 1} frames could not be prepared (see the Controls panel)")
+            return {"CANCELLED"}
+        self.report({"INFO"}, f"Frames {start}–{end} prepared: renders from the interface show the controls until something changes")
+        return {"FINISHED"}
+
+
 classes = (
     MARIONETTE_OT_control_add,
     MARIONETTE_OT_control_remove,
     MARIONETTE_OT_control_move,
     MARIONETTE_OT_controls_reset,
     MARIONETTE_OT_bake_controls,
+    MARIONETTE_OT_prepare_render,
 )
 register, unregister = bpy.utils.register_classes_factory(classes)

@@ -15,9 +15,16 @@ line, ``bpy.ops.render.render()`` from a script, ``blender -b … -f/-a``) is pr
 ``render_init`` each live object's action is held aside (kept on the object, so nothing is lost
 if the render is interrupted) so the render's own animation pass leaves the pose channels alone,
 on ``render_pre`` the frame's pose is computed exactly as the viewport computes it and written,
-and on ``render_complete`` / ``render_cancel`` the action is put back. A render running on
-another thread (F12 in the interface) is left alone and shows the action without the live
-controls; bake them first (:func:`~.control_bridge.bake_controls`) for such renders.
+and on ``render_complete`` / ``render_cancel`` the action is put back.
+
+A render running on another thread (F12 and Ctrl+F12 in the interface) is given what the main
+thread computed: every frame the viewport shows is kept (:class:`RenderFrame`, the driven
+channels and the placements of the armature and its targets they were computed from), and on the
+render's ``frame_change_post`` (after its animation pass, before the second pass that follows a
+handler's edits) a kept frame whose inputs stand where the render evaluated them is written over
+the rendered frame's animated channels. A frame not kept (never shown since the last change, or
+its targets since moved) renders without the controls and is reported; :func:`prepare_render`
+shows a range once to keep it all. While such a render runs, the main thread's handlers pause.
 
 Handlers are persistent (a loaded file keeps its live preview) and removed by :func:`unregister`,
 which also puts every previewed pose back to its animation.
@@ -30,7 +37,7 @@ import contextlib
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,6 +55,7 @@ from .control_bridge import (
     build_controls,
     evaluate,
     forget_live_property,
+    inputs_match,
     pose_problems,
 )
 
@@ -71,6 +79,22 @@ class ObjectRuntime:
     dirty: bool = True
     #: The bones' rest matrices when the stack was built (an edit of the bones rebuilds it).
     rest: bytes = b""
+    #: The frames shown since the last change, by frame (for renders on another thread).
+    frames: dict[float, RenderFrame] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RenderFrame:
+    """One frame as the viewport showed it: the stack's rotations ``(B, 4)`` and translations
+    ``(B, 3)``, and the placements it was computed from (:attr:`TargetReader.seen`)."""
+
+    rotations: np.ndarray
+    translations: np.ndarray
+    seen: tuple[np.ndarray, dict[Any, np.ndarray]]
+
+
+#: Frames kept per object at most (about 4 KB each on a 65-bone character).
+KEEP_FRAMES = 20000
 
 
 _runtimes: dict[int, ObjectRuntime] = {}
@@ -80,6 +104,11 @@ _hold = [0]
 _wrote: set[str] = set()
 #: Render in progress on the main thread: held actions by object name.
 _rendering: dict[str, bool] = {}
+#: A render is running on another thread (the main thread's handlers pause meanwhile).
+_render_thread = [False]
+#: The last render on another thread, per object name: the frames written from what the main
+#: thread kept ("kept") and those rendered without the controls ("missed").
+last_render: dict[str, dict[str, list[float]]] = {}
 #: Per scene (by pointer): its object count and the names of its live objects, as last found
 #: (see _live_objects).
 _live_names: dict[int, tuple[int, list[str]]] = {}
@@ -94,6 +123,17 @@ def rest_signature(obj: bpy.types.Object) -> bytes:
 
 def _main_thread() -> bool:
     return threading.current_thread() is threading.main_thread()
+
+
+def _paused() -> bool:
+    """The handlers do nothing: held, off the main thread, or while a render runs."""
+    if _render_thread[0] and not bpy.app.is_job_running("RENDER"):
+        _render_thread[0] = False  # a render that ended without telling
+    return bool(_hold[0] or _rendering or _render_thread[0]) or not _main_thread()
+
+
+def _frame_key(frame: float) -> float:
+    return round(float(frame), 4)
 
 
 @contextlib.contextmanager
@@ -126,6 +166,7 @@ def _build(obj: bpy.types.Object, rt: ObjectRuntime, scene: bpy.types.Scene) -> 
         rt.pose.restore(obj)
     rt.built = rt.instance = rt.pose = rt.reader = None
     rt.reports = {}
+    rt.frames.clear()
     rt.error = ""
     rt.dirty = False
     rt.problems = pose_problems(obj)
@@ -143,6 +184,7 @@ def _build(obj: bpy.types.Object, rt: ObjectRuntime, scene: bpy.types.Scene) -> 
 
 
 def _apply_states(obj: bpy.types.Object, rt: ObjectRuntime) -> None:
+    rt.frames.clear()
     if rt.built is None or rt.instance is None:
         return
     rows = obj.marionette_controls.controls
@@ -170,10 +212,13 @@ def evaluate_object(obj: bpy.types.Object, scene: bpy.types.Scene, depsgraph: An
             rt.error = "; ".join(missing)
             return rt
         result, current, frames = evaluate(obj, rt.built, rt.instance, rt.pose, rt.reader, None, scene, depsgraph)
-        rt.pose.write(obj, result.rotations[0], result.translations[0], current, full=render)
+        rotations, translations = result.rotations[0], result.translations[0]
+        rt.pose.write(obj, rotations, translations, current, over=rt.pose.last if render else None)
         _wrote.add(obj.name)
         rt.reports = dict(result.reports)
         rt.frame = float(frames[0])
+        if not render and rt.reader.seen is not None and len(rt.frames) < KEEP_FRAMES:
+            rt.frames[_frame_key(rt.frame)] = RenderFrame(rotations.copy(), translations.copy(), rt.reader.seen)
         rt.error = ""
     except (MarionetteError, ValueError, KeyError, ReferenceError) as exc:
         rt.error = str(exc)
@@ -205,7 +250,10 @@ def _live_objects(scene: bpy.types.Scene) -> list[bpy.types.Object]:
 
 @persistent
 def _on_frame_change(scene: bpy.types.Scene, depsgraph: Any = None) -> None:
-    if _hold[0] or not _main_thread() or _rendering:
+    if depsgraph is not None and depsgraph.mode == "RENDER" and _render_thread[0] and not _main_thread():
+        _render_kept(scene, depsgraph)
+        return
+    if _paused():
         return
     if depsgraph is not None and depsgraph.mode != "VIEWPORT":
         return
@@ -217,7 +265,7 @@ def _on_frame_change(scene: bpy.types.Scene, depsgraph: Any = None) -> None:
 def _on_depsgraph_update(scene: bpy.types.Scene, depsgraph: Any) -> None:
     """Follow targets moved and keys edited between frame changes."""
     _live_names.clear()  # an edit may have added, removed or renamed a live object
-    if _hold[0] or not _main_thread() or _rendering:
+    if _paused():
         return
     live = _live_objects(scene)
     if not live:
@@ -226,6 +274,7 @@ def _on_depsgraph_update(scene: bpy.types.Scene, depsgraph: Any) -> None:
     ours = set(_wrote)
     _wrote.clear()
     moved: set[str] = set()
+    meshes: set[str] = set()
     actions: set[int] = set()
     armatures: set[str] = set()
     for u in depsgraph.updates:
@@ -235,6 +284,8 @@ def _on_depsgraph_update(scene: bpy.types.Scene, depsgraph: Any) -> None:
         if isinstance(idn, bpy.types.Object):
             if idn.name not in ours or u.is_updated_transform:
                 moved.add(idn.name)
+                if idn.type == "MESH" and (u.is_updated_transform or u.is_updated_geometry):
+                    meshes.add(idn.name)
         elif isinstance(idn, bpy.types.Action):
             actions.add(idn.as_pointer())
         elif isinstance(idn, bpy.types.Armature):
@@ -251,23 +302,46 @@ def _on_depsgraph_update(scene: bpy.types.Scene, depsgraph: Any) -> None:
             rt.dirty = True  # keys edited: sample them again
         elif obj.data.name in armatures and rt.rest != rest_signature(obj):
             rt.dirty = True  # bones edited
-        elif not (obj.name in moved or any(r.object_name in moved for r in rt.reader.refs)):
+        elif not (obj.name in moved or any(r.object_name in moved for r in rt.reader.refs) or _ground_moved(rt, meshes)):
             continue
+        rt.frames.clear()  # the frames kept were computed with things where they no longer are
         evaluate_object(obj, scene, depsgraph)
+
+
+def _ground_moved(rt: ObjectRuntime, meshes: set[str]) -> bool:
+    """A mesh other than the character's own moved or changed shape under Ground Feet."""
+    if not meshes or rt.built is None or not any(s.kind == "GROUND" for s in rt.built.specs):
+        return False
+    return bool(meshes - rt.built.own_meshes)
 
 
 @persistent
 def _on_render_init(scene: bpy.types.Scene, *_args: Any) -> None:
     if not _main_thread():
-        if _live_objects(scene):
-            print(
-                "Marionette: this render runs on a render thread, where live controls never run; it shows the "
-                "action without them. Bake Controls first, or render from the command line.",
-                file=sys.stderr,
-            )
+        last_render.clear()
+        _render_thread[0] = bool(_live_objects(scene))
         return
     for obj in _live_objects(scene):
         _hold_action(obj)
+
+
+def _render_kept(scene: bpy.types.Scene, depsgraph: Any) -> None:
+    """On a render thread: write each live object's frame as the main thread computed it, if it
+    was kept and its inputs stand where this render evaluated them (no control runs here)."""
+    frame = _frame_key(scene.frame_current_final)
+    for obj in _live_objects(scene):
+        log = last_render.setdefault(obj.name, {"kept": [], "missed": []})
+        rt = _runtimes.get(obj.session_uid)
+        kept = None if rt is None or rt.dirty or rt.pose is None else rt.frames.get(frame)
+        try:
+            if rt is not None and rt.pose is not None and kept is not None and inputs_match(obj, kept.seen, depsgraph):
+                animated = rt.pose.io.read(obj.evaluated_get(depsgraph))
+                rt.pose.write(obj, kept.rotations, kept.translations, animated, over=animated)
+                log["kept"].append(frame)
+                continue
+        except (ReferenceError, KeyError, ValueError, MarionetteError):
+            pass
+        log["missed"].append(frame)
 
 
 @persistent
@@ -287,6 +361,15 @@ def _on_render_pre(scene: bpy.types.Scene, *_args: Any) -> None:
 @persistent
 def _on_render_end(scene: bpy.types.Scene, *_args: Any) -> None:
     if not _main_thread():
+        if _render_thread[0]:
+            _render_thread[0] = False
+            for name, log in last_render.items():
+                if log["missed"]:
+                    print(
+                        f"Marionette: {name!r}: {_frames_text(log['missed'])} rendered without the live controls (not "
+                        "shown in the viewport since the last change). Prepare Render or Bake Controls first.",
+                        file=sys.stderr,
+                    )
         return
     for name in list(_rendering):
         obj = bpy.data.objects.get(name)
@@ -328,6 +411,40 @@ def _release_action(obj: bpy.types.Object) -> None:
     settings.holding = False
 
 
+def _frames_text(frames: list[float]) -> str:
+    """``frames 3–7, 12`` from frame numbers."""
+    runs: list[list[float]] = []
+    for f in sorted(set(frames)):
+        if runs and f - runs[-1][1] == 1.0:
+            runs[-1][1] = f
+        else:
+            runs.append([f, f])
+    text = ", ".join(f"{a:g}" if a == b else f"{a:g}–{b:g}" for a, b in runs)
+    return ("frame " if len(frames) == 1 else "frames ") + text
+
+
+def frames_not_kept(obj: bpy.types.Object, start: int, end: int) -> list[int]:
+    """The frames of ``start``..``end`` a render on another thread would show without controls."""
+    rt = _runtimes.get(obj.session_uid)
+    kept = {} if rt is None or rt.dirty else rt.frames
+    return [f for f in range(start, end + 1) if _frame_key(f) not in kept]
+
+
+def prepare_render(scene: bpy.types.Scene, start: int, end: int, progress: Callable[[int], None] | None = None) -> int:
+    """Show frames ``start``..``end`` once on the main thread (springs run from ``start``) so a
+    render on another thread finds each one kept; the current frame is put back. Returns how
+    many frames were shown."""
+    keep = (scene.frame_current, scene.frame_subframe)
+    try:
+        for k, f in enumerate(range(start, end + 1)):
+            scene.frame_set(f)
+            if progress is not None:
+                progress(k)
+    finally:
+        scene.frame_set(keep[0], subframe=keep[1])
+    return max(0, end - start + 1)
+
+
 @persistent
 def _on_undo(*_args: Any) -> None:
     # Undo and redo rebuild every datablock: nothing the runtimes reference survives. The
@@ -335,6 +452,7 @@ def _on_undo(*_args: Any) -> None:
     for rt in _runtimes.values():
         rt.dirty = True
         rt.built = rt.instance = rt.pose = rt.reader = None
+        rt.frames.clear()
     _wrote.clear()
     _live_names.clear()
 
@@ -346,6 +464,7 @@ def _on_load(*_args: Any) -> None:
     _validated.clear()
     _wrote.clear()
     _rendering.clear()
+    _render_thread[0] = False
     for obj in bpy.data.objects:
         settings = getattr(obj, "marionette_controls", None)
         if settings is not None and settings.holding and obj.library is None:
@@ -369,7 +488,7 @@ _HANDLERS = (
 
 
 def _refresh(obj: bpy.types.Object) -> None:
-    if _hold[0] or not _main_thread() or _rendering:
+    if _paused():
         return
     if obj is None or obj.type != "ARMATURE" or not obj.marionette_controls.live_preview:
         return
@@ -423,6 +542,7 @@ def reset(obj: bpy.types.Object) -> None:
     rt = _runtimes.get(obj.session_uid)
     if rt is not None and rt.instance is not None:
         rt.instance.reset()
+        rt.frames.clear()
     _refresh(obj)
 
 
@@ -522,5 +642,7 @@ def unregister() -> None:
     _validated.clear()
     _wrote.clear()
     _rendering.clear()
+    _render_thread[0] = False
+    last_render.clear()
     _live_names.clear()
     _hold[0] = 0

@@ -64,13 +64,17 @@ class VIEW3D_PT_marionette_controls(ControlsPanel, bpy.types.Panel):
             if not rt.problems and not rt.error and rt.built is not None:
                 col.label(text=f"Frame {rt.frame:g}: {1000 * rt.seconds:.2f} ms", icon="TIME")
         if s.live_preview:
-            # F12 renders on a render thread, where controls never run, from a copy of the scene
-            # whose action sets the pose again: only a bake (or a render started from a script or
-            # the command line, prepared on the main thread) shows the controls.
-            note = col.column(align=True)
-            note.scale_y = 0.8
-            note.label(text="Renders from the interface (F12) show the action", icon="INFO")
-            note.label(text="without live controls: bake them first.", icon="BLANK1")
+            # F12 renders on a render thread, where controls never run: it is given the frames
+            # the viewport showed since the last change (see live_preview); Prepare Render shows
+            # the whole range once.
+            scene = context.scene
+            missing = live_preview.frames_not_kept(obj, scene.frame_start, scene.frame_end)
+            row = col.row(align=True)
+            if missing:
+                row.label(text=f"F12: {len(missing)} frames of the range not ready", icon="RENDER_STILL")
+            else:
+                row.label(text="F12: the scene range is ready", icon="CHECKMARK")
+            row.operator("marionette.prepare_render", text="", icon="RENDER_ANIMATION")
         row = col.row()
         row.template_list("MARIONETTE_UL_controls", "", s, "controls", s, "active_index", rows=4)
         side = row.column(align=True)
@@ -292,10 +296,7 @@ class VIEW3D_PT_marionette_control_bake(ControlsPanel, bpy.types.Panel):
         col = self.layout.column()
         col.label(text=f"Scene range {scene.frame_start}–{scene.frame_end}", icon="PREVIEW_RANGE")
         col.operator("marionette.bake_controls", icon="ACTION")
-        note = col.column(align=True)
-        note.scale_y = 0.8
-        note.label(text="Renders from the interface do not run live", icon="INFO")
-        note.label(text="controls: bake before rendering with F12.", icon="BLANK1")
+        col.operator("marionette.prepare_render", icon="RENDER_ANIMATION")
 
 
 classes = (

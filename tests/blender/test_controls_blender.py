@@ -8,6 +8,7 @@ moving empty, a head's yaw and pitch against its limits, live pose against baked
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import subprocess
@@ -904,15 +905,13 @@ def test_two_objects_sharing_an_armature_keep_their_own_controls(sample):
 # --- rendering -------------------------------------------------------------------------------
 
 
-def test_render_shows_the_viewport_pose(sample):
-    """A Cycles render (1 sample, 8x8) evaluates the same pose as the viewport: compared bone by
-    bone in the render's own depsgraph, and pixel by pixel against a render of the baked keys."""
-    bpy, arm = sample
+def _render_scene(bpy, arm):
+    """An IK control on the left hand, a glowing cube the hand carries, a camera that sees it, and
+    Cycles at 1 sample, 8x8 pixels; the live preview on."""
     scene = bpy.context.scene
     assert bpy.ops.marionette.control_add(kind="TWO_BONE_IK", create_target=True) == {"FINISHED"}
     target = arm.marionette_controls.controls[0].target_object
     target.location = (0.35, -0.45, 1.05)
-    # A cube carried by the hand, seen by the camera.
     bpy.ops.mesh.primitive_cube_add(size=0.2)
     cube = bpy.context.active_object
     cube.parent, cube.parent_type, cube.parent_bone = arm, "BONE", "Hand.L"
@@ -933,6 +932,15 @@ def test_render_shows_the_viewport_pose(sample):
     scene.render.resolution_percentage = 100
     bpy.context.view_layer.objects.active = arm
     arm.marionette_controls.live_preview = True
+    return target
+
+
+def test_render_shows_the_viewport_pose(sample):
+    """A Cycles render (1 sample, 8x8) evaluates the same pose as the viewport: compared bone by
+    bone in the render's own depsgraph, and pixel by pixel against a render of the baked keys."""
+    bpy, arm = sample
+    scene = bpy.context.scene
+    _render_scene(bpy, arm)
 
     seen = {}
 
@@ -992,6 +1000,99 @@ def _render_pixels(bpy):
     bpy.data.images.remove(img)
     return px
 
+
+
+@contextlib.contextmanager
+def _on_render_thread(monkeypatch):
+    """Renders inside run as they run from the interface (F12, Ctrl+F12): the handlers are told
+    they are off the main thread."""
+    from marionette.operators import live_preview
+
+    monkeypatch.setattr(live_preview, "_main_thread", lambda: False)
+    try:
+        yield
+    finally:
+        monkeypatch.undo()
+
+
+def _render_frames(bpy, start, end):
+    """Pixels of each frame of an animation render of ``start``..``end``."""
+    scene = bpy.context.scene
+    folder = _tmp_dir()
+    scene.frame_start, scene.frame_end = start, end
+    scene.render.image_settings.file_format = "OPEN_EXR"
+    scene.render.filepath = str(folder / "frame_")
+    bpy.ops.render.render(animation=True)
+    out = {}
+    for f in range(start, end + 1):
+        img = bpy.data.images.load(str(folder / f"frame_{f:04d}.exr"))
+        out[f] = np.array(img.pixels[:])
+        bpy.data.images.remove(img)
+    return out
+
+
+def _rendered_on_main_thread(bpy, frames):
+    """Pixels of stills of ``frames`` rendered on the main thread (where the controls run for the
+    render itself: the reference a render from the interface must match)."""
+    scene = bpy.context.scene
+    keep = scene.frame_current
+    out = {}
+    for f in frames:
+        scene.frame_set(f)
+        out[f] = _render_pixels(bpy)
+    scene.frame_set(keep)
+    return out
+
+
+def test_render_on_another_thread_shows_the_frames_the_viewport_showed(sample, monkeypatch):
+    """F12 / Ctrl+F12 render on a render thread, where no control runs: the frames the main
+    thread showed are written as it computed them (the same pixels as a render that runs the
+    controls itself); a frame never shown, or shown before its target moved, renders without
+    the controls and is reported; Prepare Render fills a whole range."""
+    from marionette.operators import live_preview
+
+    bpy, arm = sample
+    scene = bpy.context.scene
+    target = _render_scene(bpy, arm)
+    for f in (7, 8, 9):
+        scene.frame_set(f)
+    scene.frame_set(7)
+    with _on_render_thread(monkeypatch):
+        shown = {7: _render_pixels(bpy)}
+        still = live_preview.last_render[arm.name]
+        shown.update(_render_frames(bpy, 8, 10))
+        animation = live_preview.last_render[arm.name]
+    assert still == {"kept": [7.0], "missed": []}
+    assert animation == {"kept": [8.0, 9.0], "missed": [10.0]}
+    reference = _rendered_on_main_thread(bpy, (7, 8, 9, 10))
+    diffs = {f: float(np.abs(shown[f] - reference[f]).max()) for f in reference}
+    print(f"\npixels rendered off the main thread vs on it, per frame: {diffs}")
+    assert max(diffs[f] for f in (7, 8, 9)) <= 1e-3
+    # Frame 10 was never shown: rendered without the controls, the carried cube is elsewhere.
+    assert diffs[10] > 0.05
+
+    # The target moved since frames 7-10 were shown: only the frames shown after the move (the
+    # current one, 7, shown again at once, and 8) are kept.
+    assert scene.frame_current == 7
+    target.location.z += 0.1
+    bpy.context.view_layer.update()
+    scene.frame_set(8)
+    with _on_render_thread(monkeypatch):
+        _render_frames(bpy, 8, 9)
+    assert live_preview.last_render[arm.name] == {"kept": [8.0], "missed": [9.0]}
+
+    # Prepare Render shows the range once: every frame is then kept and rendered as shown.
+    scene.frame_start, scene.frame_end = 1, 12
+    assert live_preview.frames_not_kept(arm, 1, 12) == [1, 2, 3, 4, 5, 6, 9, 10, 11, 12]
+    assert bpy.ops.marionette.prepare_render() == {"FINISHED"}
+    assert live_preview.frames_not_kept(arm, 1, 12) == [] and scene.frame_current == 8
+    with _on_render_thread(monkeypatch):
+        shown = _render_frames(bpy, 3, 4)
+        scene.frame_set(11)
+        shown[11] = _render_pixels(bpy)
+    assert live_preview.last_render[arm.name] == {"kept": [11.0], "missed": []}
+    reference = _rendered_on_main_thread(bpy, (3, 4, 11))
+    assert max(float(np.abs(shown[f] - reference[f]).max()) for f in reference) <= 1e-3
 
 # --- bake, undo, validation, command line ----------------------------------------------------
 
