@@ -13,7 +13,7 @@ import numpy as np
 from bpy.props import BoolProperty, EnumProperty, IntProperty, StringProperty
 
 from ..core.errors import MarionetteError
-from . import live_preview
+from . import control_overrides, live_preview
 from .armature_io import rest_heads_tails, skeleton_from_armature
 from .control_bridge import bake_controls, frames_of, rig_forward
 from .control_properties import IK_KINDS, KIND_ITEMS, KIND_LABEL
@@ -34,16 +34,14 @@ def _armature_ready(cls: Any, context: Any) -> bool:
 
 
 def _list_editable(cls: Any, context: Any) -> bool:
-    """Controls can be added, removed and reordered: not on a library override, where Blender
-    keeps edits to the controls the library gave the armature but not a changed list (an added
-    control would be gone after save and reload)."""
+    """Controls can be added, removed and reordered, on a library override too: there the list
+    is also kept in :mod:`.control_overrides`' mirror, since Blender alone keeps added controls
+    but not library controls removed or moved."""
     if not _armature_ready(cls, context):
         return False
-    if context.active_object.override_library is not None:
-        cls.poll_message_set(
-            "The armature is a library override: its controls' settings can be edited here, but adding, removing or "
-            "reordering controls is not kept by Blender; change the list in the library file, or make the armature local"
-        )
+    ol = context.active_object.override_library
+    if ol is not None and ol.is_system_override:
+        cls.poll_message_set("The armature's library override is not editable; make it editable first (Outliner ▸ Library Override)")
         return False
     return True
 
@@ -172,6 +170,7 @@ class MARIONETTE_OT_control_add(bpy.types.Operator):
         if self.create_target and (reach or look):
             row.target_object = _make_target(context, obj, reach or look, row.name, ahead=look is not None)
         settings.active_index = len(settings.controls) - 1
+        control_overrides.write(obj)
         live_preview.definitions_changed(obj)
         self.report({"INFO"}, f"Added {KIND_LABEL[self.kind]} {row.name!r} to {obj.name!r}")
         return {"FINISHED"}
@@ -192,7 +191,10 @@ class MARIONETTE_OT_control_remove(bpy.types.Operator):
         obj = context.active_object
         settings = obj.marionette_controls
         name = settings.controls[settings.active_index].name
-        settings.controls.remove(settings.active_index)
+        if control_overrides.is_override(obj):
+            control_overrides.remove(obj, settings.active_index)
+        else:
+            settings.controls.remove(settings.active_index)
         settings.active_index = min(settings.active_index, len(settings.controls) - 1)
         live_preview.definitions_changed(obj)
         self.report({"INFO"}, f"Removed control {name!r}")
@@ -220,7 +222,10 @@ class MARIONETTE_OT_control_move(bpy.types.Operator):
         if not 0 <= j < len(settings.controls):
             self.report({"INFO"}, "The control is already at that end of the list")
             return {"CANCELLED"}
-        settings.controls.move(i, j)
+        if control_overrides.is_override(obj):
+            control_overrides.move(obj, i, j)
+        else:
+            settings.controls.move(i, j)
         settings.active_index = j
         live_preview.definitions_changed(obj)
         return {"FINISHED"}

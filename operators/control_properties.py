@@ -80,14 +80,16 @@ AXIS_VECTORS = {
 
 
 def _definition_changed(self: Any, _context: Any) -> None:
-    from . import live_preview
+    from . import control_overrides, live_preview
 
+    control_overrides.row_changed(self.id_data)
     live_preview.definitions_changed(self.id_data)
 
 
 def _state_changed(self: Any, _context: Any) -> None:
-    from . import live_preview
+    from . import control_overrides, live_preview
 
+    control_overrides.row_changed(self.id_data)
     live_preview.state_changed(self.id_data)
 
 
@@ -103,7 +105,8 @@ def _deg(value: float) -> float:
 
 #: Every property is editable on a library override (a character linked from a library and
 #: overridden, as pipelines keep them) and controls can be added there; without it adding a
-#: control to an overridden armature fails and edits are not kept.
+#: control to an overridden armature fails and edits are not kept. Removing and reordering
+#: controls there goes through :mod:`.control_overrides`, which Blender alone does not keep.
 OVERRIDABLE = {"LIBRARY_OVERRIDABLE"}
 OVERRIDABLE_ITEMS = {"LIBRARY_OVERRIDABLE", "USE_INSERTION"}
 
@@ -261,6 +264,9 @@ class MarionetteControl(bpy.types.PropertyGroup):
         description="How each branch reaches the meeting point", update=_definition_changed,
     )
 
+    # On a library override: the library's row this one is (empty: added on the override).
+    library_row: StringProperty(override=OVERRIDABLE, options={"HIDDEN"})  # type: ignore[valid-type]
+
 
 class MarionetteControls(bpy.types.PropertyGroup):
     """The controls of one armature object, and its live preview switch."""
@@ -278,6 +284,9 @@ class MarionetteControls(bpy.types.PropertyGroup):
     held_slot: StringProperty(override=OVERRIDABLE, options={"HIDDEN"})  # type: ignore[valid-type]
     held_use_nla: BoolProperty(override=OVERRIDABLE, default=True, options={"HIDDEN"})  # type: ignore[valid-type]
     holding: BoolProperty(override=OVERRIDABLE, default=False, options={"HIDDEN"})  # type: ignore[valid-type]
+    # On a library override: every row, as JSON (see :mod:`.control_overrides`), since Blender
+    # does not keep library rows removed or moved there.
+    override_rows: StringProperty(override=OVERRIDABLE, options={"HIDDEN"})  # type: ignore[valid-type]
 
 
 classes = (MarionetteControl, MarionetteControls)

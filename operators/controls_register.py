@@ -9,16 +9,18 @@ from collections.abc import Iterator
 
 
 def register() -> None:
-    from . import control_ops, control_properties, live_preview
+    from . import control_ops, control_overrides, control_properties, live_preview
 
     control_properties.register()
     control_ops.register()
     live_preview.register()
+    control_overrides.register()
 
 
 def unregister() -> None:
-    from . import control_ops, control_properties, live_preview
+    from . import control_ops, control_overrides, control_properties, live_preview
 
+    control_overrides.unregister()
     live_preview.unregister()
     control_ops.unregister()
     control_properties.unregister()

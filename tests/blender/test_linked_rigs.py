@@ -119,10 +119,21 @@ def test_a_linked_source_is_read_and_left_alone(linked, tmp_path):
     assert _keys(lib_walk) == before and before and lib_walk.library is not None
 
 
-def test_an_overridden_character_keeps_edits_to_its_controls_and_refuses_a_changed_list(blender, tmp_path):
-    """Controls made in the library file come with the character; on its library override their
-    settings can be edited and survive save and reload. Adding, removing or reordering controls
-    there would not survive, so those are refused, saying why."""
+def _override_of(bpy, name):
+    return next(o for o in bpy.data.objects if o.name == name and o.override_library is not None and o.library is None)
+
+
+def _rows(obj):
+    return [
+        (r.name, r.kind, r.bone_start, r.bone_end, r.end_bone, r.target_object.name if r.target_object else None)
+        for r in obj.marionette_controls.controls
+    ]
+
+
+@pytest.fixture
+def controlled(blender, tmp_path):
+    """A library file whose character has three controls (both arms' IK, a look-at; their target
+    empties in the character's collection), and a session that links it and overrides it."""
     bpy = blender
     import marionette
     from marionette.core.samples import sample_humanoid
@@ -137,7 +148,11 @@ def test_an_overridden_character_keeps_edits_to_its_controls_and_refuses_a_chang
         bpy.context.scene.collection.objects.unlink(hero)
         col.objects.link(hero)
         bpy.context.view_layer.objects.active = hero
-        assert bpy.ops.marionette.control_add(kind="TWO_BONE_IK") == {"FINISHED"}
+        for kind in ("TWO_BONE_IK", "TWO_BONE_IK", "LOOK_AT"):
+            assert bpy.ops.marionette.control_add(kind=kind) == {"FINISHED"}
+        for row in hero.marionette_controls.controls:
+            bpy.context.scene.collection.objects.unlink(row.target_object)
+            col.objects.link(row.target_object)
         library = tmp_path / "characters.blend"
         bpy.ops.wm.save_as_mainfile(filepath=str(library))
 
@@ -145,21 +160,124 @@ def test_an_overridden_character_keeps_edits_to_its_controls_and_refuses_a_chang
         with bpy.data.libraries.load(str(library), link=True) as (_src, dst):
             dst.collections = ["HeroCol"]
         dst.collections[0].override_hierarchy_create(bpy.context.scene, bpy.context.view_layer, do_fully_editable=True)
-        hero = next(o for o in bpy.data.objects if o.name == "Hero" and o.override_library is not None)
-        controls = hero.marionette_controls.controls
-        assert len(controls) == 1
-        controls[0].weight = 0.25
+        hero = _override_of(bpy, "Hero")
         bpy.context.view_layer.objects.active = hero
-        for op in (bpy.ops.marionette.control_add, bpy.ops.marionette.control_remove):
-            assert not op.poll()
-        with pytest.raises(RuntimeError, match="library override"):
-            bpy.ops.marionette.control_add(kind="LOOK_AT")
-        shot = tmp_path / "shot.blend"
-        bpy.ops.wm.save_as_mainfile(filepath=str(shot))
-
-        bpy.ops.wm.open_mainfile(filepath=str(shot))
-        hero = next(o for o in bpy.data.objects if o.name == "Hero" and o.override_library is not None)
-        assert len(hero.marionette_controls.controls) == 1
-        assert hero.marionette_controls.controls[0].weight == pytest.approx(0.25)
+        yield bpy, library, hero
     finally:
         marionette.unregister()
+
+
+def test_a_linked_character_refuses_a_changed_list_until_overridden(controlled):
+    bpy, library, hero = controlled
+    with bpy.data.libraries.load(str(library), link=True) as (_src, dst):
+        dst.objects = ["Hero"]
+    linked = dst.objects[0]
+    assert linked.library is not None and linked.override_library is None
+    bpy.context.scene.collection.objects.link(linked)
+    bpy.context.view_layer.objects.active = linked
+    assert not bpy.ops.marionette.control_add.poll()
+    with pytest.raises(RuntimeError, match="library override"):
+        bpy.ops.marionette.control_add(kind="LOOK_AT")
+    bpy.context.view_layer.objects.active = hero
+    assert bpy.ops.marionette.control_add.poll()
+    hero.override_library.is_system_override = True
+    with pytest.raises(RuntimeError, match="not editable"):
+        bpy.ops.marionette.control_add(kind="LOOK_AT")
+
+
+def test_an_overridden_character_keeps_added_removed_and_reordered_controls(controlled, tmp_path):
+    """On the override: add a control, remove one the library gave, move another, edit settings;
+    after save and reload the list is exactly as left, the live preview runs it, and a setting
+    the library file changes later comes through where the override did not change it."""
+    bpy, library, hero = controlled
+    s = hero.marionette_controls
+    assert [r[0] for r in _rows(hero)] == ["Arm IK.L", "Arm IK.R", "Look At"]
+    assert bpy.ops.marionette.control_add(kind="TWO_BONE_IK") == {"FINISHED"}  # a leg: both arms have one
+    s.active_index = 1
+    assert bpy.ops.marionette.control_remove() == {"FINISHED"}  # Arm IK.R, from the library
+    s.active_index = 1
+    assert bpy.ops.marionette.control_move(direction="UP") == {"FINISHED"}  # Look At first
+    added = s.controls["Leg IK.L"]
+    added.weight = 0.75
+    added.use_hinge_limit = True
+    s.controls["Look At"].weight = 0.5
+    expected = [
+        ("Look At", "LOOK_AT", "Neck", "Head", "", "Hero Look At target"),
+        ("Arm IK.L", "TWO_BONE_IK", "UpperArm.L", "Forearm.L", "Hand.L", "Hero Arm IK.L target"),
+        ("Leg IK.L", "TWO_BONE_IK", "Thigh.L", "Shin.L", "Foot.L", "Hero Leg IK.L target"),
+    ]
+    assert _rows(hero) == expected
+    shot = tmp_path / "shot.blend"
+    bpy.ops.wm.save_as_mainfile(filepath=str(shot))
+
+    bpy.ops.wm.open_mainfile(filepath=str(shot))
+    hero = _override_of(bpy, "Hero")
+    s = hero.marionette_controls
+    assert _rows(hero) == expected
+    assert [r.weight for r in s.controls] == pytest.approx([0.5, 1.0, 0.75])
+    assert [r.use_hinge_limit for r in s.controls] == [False, False, True]
+    # Targets are the override's own objects (the library's empties overridden, the new one local).
+    assert all(r.target_object.library is None for r in s.controls)
+    assert s.controls["Arm IK.L"].target_object.override_library is not None
+
+    # The live preview runs the rebuilt list: each IK end reaches its target, moved within reach.
+    scene = bpy.context.scene
+    world = np.array(hero.matrix_world)
+
+    def head(bone):
+        return world[:3, :3] @ np.array(hero.pose.bones[bone].head) + world[:3, 3]
+
+    ends = {}
+    for name in ("Arm IK.L", "Leg IK.L"):
+        row = s.controls[name]
+        top, mid, end = head(row.bone_start), head(row.bone_end), head(row.end_bone)
+        reach = np.linalg.norm(mid - top) + np.linalg.norm(end - mid)
+        way = np.array([0.3, -0.6, -0.74])
+        row.target_object.location = top + 0.75 * reach * way / np.linalg.norm(way)
+        ends[name] = row.end_bone
+    # The sample's leg is straight at rest: a pole gives its bend a plane.
+    pole = bpy.data.objects.new("Knee pole", None)
+    scene.collection.objects.link(pole)
+    pole.location = head("Shin.L") + np.array([0.0, -1.0, 0.0])
+    s.controls["Leg IK.L"].pole_object = pole
+    s.controls["Leg IK.L"].use_hinge_limit = False
+    s.controls["Leg IK.L"].weight = 1.0
+    s.live_preview = True
+    scene.frame_set(1)
+    for name, bone in ends.items():
+        target = np.array(s.controls[name].target_object.matrix_world.translation)
+        assert np.linalg.norm(head(bone) - target) < 1e-4, name
+    s.live_preview = False
+    s.controls["Leg IK.L"].use_hinge_limit = True
+    s.controls["Leg IK.L"].pole_object = None
+    s.controls["Leg IK.L"].weight = 0.75
+    bpy.ops.wm.save_as_mainfile(filepath=str(shot))
+
+    # The library file changes a setting of a control the override left alone, and one the
+    # override changed: the first comes through, the override's own value stays.
+    bpy.ops.wm.open_mainfile(filepath=str(library))
+    lib_hero = bpy.data.objects["Hero"]
+    lib_hero.marionette_controls.controls["Arm IK.L"].priority = 3
+    lib_hero.marionette_controls.controls["Look At"].weight = 0.9
+    lib_hero.marionette_controls.controls["Look At"].yaw_max = 1.0
+    bpy.ops.wm.save_mainfile()
+
+    bpy.ops.wm.open_mainfile(filepath=str(shot))
+    hero = _override_of(bpy, "Hero")
+    s = hero.marionette_controls
+    assert _rows(hero) == expected
+    assert [r.priority for r in s.controls] == [0, 3, 0]
+    assert [r.weight for r in s.controls] == pytest.approx([0.5, 1.0, 0.75])
+    assert s.controls["Look At"].yaw_max == pytest.approx(1.0)
+    assert [r.use_hinge_limit for r in s.controls] == [False, False, True]
+
+
+def test_the_load_handler_goes_with_unregister(blender):
+    bpy = blender
+    from marionette.operators import control_overrides, controls_register
+
+    assert control_overrides._on_load not in bpy.app.handlers.load_post
+    controls_register.register()
+    assert control_overrides._on_load in bpy.app.handlers.load_post
+    controls_register.unregister()
+    assert control_overrides._on_load not in bpy.app.handlers.load_post
