@@ -385,14 +385,16 @@ class TrackedChannels:
             self.base[prop] = base
             current[prop][js, ks] = base
 
-    def wrote(self, obj: bpy.types.Object, values: dict[str, np.ndarray]) -> None:
+    def wrote(self, obj: bpy.types.Object, values: dict[str, np.ndarray], save: bool = True) -> None:
+        """Note what was written; ``save`` also keeps it in the object's ID property (a render
+        thread leaves that to the next write on the main thread)."""
         lines: list[str] = []
         base: list[np.ndarray] = []
         written: list[np.ndarray] = []
         for prop, (js, ks) in self.entries.items():
             if prop in values:
                 self.written[prop] = values[prop][js, ks].astype(np.float32).astype(np.float64)
-            if prop not in self.base or prop not in self.written:
+            if not save or prop not in self.base or prop not in self.written:
                 continue
             lines.extend(f"{prop}\t{self.names[j]}\t{k}" for j, k in zip(js, ks, strict=True))
             base.append(self.base[prop])
@@ -485,10 +487,12 @@ class AnimatedPose:
         translations: FloatArray,
         current: dict[str, np.ndarray],
         over: dict[str, np.ndarray] | None = None,
+        save: bool = True,
     ) -> None:
         """Write one frame ``(B, 4)``, ``(B, 3)`` of the driven joints in bulk and tag the object.
         ``over``: also write every other channel, as given (for a render, whose own animation
-        pass does not run again after this write: the animated channels of the rendered frame)."""
+        pass does not run again after this write: the animated channels of the rendered frame).
+        ``save`` False: leave the object's ID properties alone (on a render thread)."""
         if over is not None:
             current = over
         values = self.io.rotation_channels(rotations[self.rot_joints], self.rot_joints, current) if self.rot_joints.size else {}
@@ -501,7 +505,7 @@ class AnimatedPose:
         if not values:
             return
         self.io.write(obj, values)
-        self.tracked.wrote(obj, values)
+        self.tracked.wrote(obj, values, save)
         # A transform tag has the pose evaluated again, and with it what the pose deforms or
         # carries; a data tag (what Blender's own pose edits send) does too but rebuilds more of
         # the armature besides: about 0.05 ms a frame more on a 65-bone rig.

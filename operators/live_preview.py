@@ -336,7 +336,7 @@ def _render_kept(scene: bpy.types.Scene, depsgraph: Any) -> None:
         try:
             if rt is not None and rt.pose is not None and kept is not None and inputs_match(obj, kept.seen, depsgraph):
                 animated = rt.pose.io.read(obj.evaluated_get(depsgraph))
-                rt.pose.write(obj, kept.rotations, kept.translations, animated, over=animated)
+                rt.pose.write(obj, kept.rotations, kept.translations, animated, over=animated, save=False)
                 log["kept"].append(frame)
                 continue
         except (ReferenceError, KeyError, ValueError, MarionetteError):
