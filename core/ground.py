@@ -56,7 +56,7 @@ from .chains import JointPath, PathKinematics, PoseBuffers, end_rotations
 from .errors import RigError
 from .facing import Leg, infer_facing
 from .ik import solve_path_ik
-from .rotation_kernels import cross, quat_from_rotation_matrix, quat_mul
+from .rotation_kernels import Mat, cross, quat_from_rotation_matrix, quat_mul, solve3
 from .rotations import FloatArray, orthonormalize
 from .skeleton import Skeleton
 
@@ -269,9 +269,9 @@ def _unit_rows(v: FloatArray) -> FloatArray:
     return out
 
 
-def _probe(
-    ray_cast: RayCast, origins: FloatArray, distance: FloatArray
-) -> tuple[BoolArray, FloatArray, FloatArray]:
+def _cast(ray_cast: RayCast, origins: FloatArray, distance: FloatArray) -> tuple[BoolArray, FloatArray, FloatArray]:
+    """The rays straight down from ``origins`` ``(N, 3)``, as the ray cast answers them
+    (shapes checked)."""
     n = origins.shape[0]
     directions = np.repeat(_DOWN, n, axis=0)
     hit_raw, pts_raw, nrm_raw = ray_cast(origins, directions, distance)
@@ -282,12 +282,41 @@ def _probe(
         raise ValueError(
             f"ray_cast must return hit ({n},), points ({n}, 3) and normals ({n}, 3), got {hit.shape}, {pts.shape}, {nrm.shape}"
         )
+    return hit, pts, nrm
+
+
+def _probe(
+    ray_cast: RayCast, origins: FloatArray, distance: FloatArray
+) -> tuple[BoolArray, FloatArray, FloatArray]:
+    hit, pts, nrm = _cast(ray_cast, origins, distance)
     # A hit with a non-finite point or normal, or beyond the probe, counts as a miss.
     ok = hit & np.isfinite(np.concatenate([pts, nrm], axis=1)).all(axis=1) & (np.sqrt(np.einsum("ij,ij->i", nrm, nrm)) > 1e-9)
     ok &= (origins[:, 2] - pts[:, 2]) <= distance * (1.0 + 1e-9)
     if ok.all():
         return ok, pts, nrm
     return ok, np.where(ok[:, None], pts, 0.0), np.where(ok[:, None], nrm, _Z)
+
+
+def _probe_rows(
+    ray_cast: RayCast, origins: list[list[float]], distance: float
+) -> tuple[list[bool], list[list[float]], list[list[float]]]:
+    """:func:`_probe` of a few rays of one probe length, in plain floats after the cast."""
+    hit_a, pts_a, nrm_a = _cast(ray_cast, np.array(origins), np.full(len(origins), distance))
+    hits: list[bool] = []
+    points: list[list[float]] = pts_a.tolist()
+    normals: list[list[float]] = nrm_a.tolist()
+    limit = distance * (1.0 + 1e-9)
+    for i, (h, p, n, o) in enumerate(zip(hit_a.tolist(), points, normals, origins, strict=True)):
+        ok = (
+            h
+            and all(math.isfinite(v) for v in (*p, *n))
+            and math.sqrt(n[0] * n[0] + n[1] * n[1] + n[2] * n[2]) > 1e-9
+            and o[2] - p[2] <= limit
+        )
+        hits.append(ok)
+        if not ok:
+            points[i], normals[i] = [0.0, 0.0, 0.0], [0.0, 0.0, 1.0]
+    return hits, points, normals
 
 
 def _alpha(dt: float | None, tau: float) -> float:
@@ -459,6 +488,26 @@ def _length(x: float, y: float, z: float) -> float:
     return n if n > _EPS else 1.0
 
 
+@dataclass(frozen=True)
+class _Plan:
+    """What the legs' solve needs of a probed and smoothed run of frames: per frame ``valid``
+    ``(T,)``, world up in skeleton space ``up`` ``(T, 3)`` and the object's linear part ``lin``
+    ``(T, 3, 3)``; per leg and frame the hip, knee and ankle ``pts`` ``(L, T, 3, 3)``, the foot's
+    placement ``feet`` ``(L, T, 4, 4)``, the smoothed ``lift`` and ``tilt`` ``(L, T)`` and tilt
+    normal ``(L, T, 3)``; the pelvis offset ``(T,)``; and the solve's per-frame figures."""
+
+    valid: BoolArray
+    up: FloatArray
+    lin: FloatArray
+    pts: FloatArray
+    feet: FloatArray
+    lift: FloatArray
+    tilt: FloatArray
+    tilt_normal: FloatArray
+    pelvis_offset: FloatArray
+    figures: dict[str, Any]
+
+
 def adapt_to_ground(
     skeleton: Skeleton,
     rig: GroundRig,
@@ -473,12 +522,18 @@ def adapt_to_ground(
 ) -> GroundSolve:
     """Run ground adaptation over the frames of ``pose`` (read, not written). ``placement``
     ``(T, 4, 4)`` is the object's world matrix per frame; ``memory`` carries the smoothing
-    across calls; ``dts`` ``(T,)`` the time before each frame (``None``: no smoothing)."""
+    across calls; ``dts`` ``(T,)`` the time before each frame (``None``: no smoothing).
+
+    A single frame (the live preview) on a skeleton without child frames is probed and smoothed
+    in plain floats (:func:`_adapt_one`, the same steps); the legs, when some must move, are
+    solved by the same arrays either way (:func:`_solve_legs`)."""
     frames = pose.frames
     legs = rig.legs
     count = len(legs)
     if placement.shape != (frames, 4, 4):
         raise ValueError(f"placement must have shape ({frames}, 4, 4), got {placement.shape}")
+    if frames == 1 and skeleton.child_frames is None:
+        return _adapt_one(skeleton, rig, pose, placement, ray_cast, memory, dts, smooth_time, pelvis_smooth_time, tolerance)
     lin = placement[:, :3, :3]
     up_raw = np.linalg.solve(lin, _Z[None])
     scale = 1.0 / np.linalg.norm(up_raw, axis=1)  # world units per skeleton unit, vertically
@@ -526,24 +581,107 @@ def adapt_to_ground(
         None if dts is None else dts.tolist(), smooth_time, pelvis_smooth_time,
     )
     tilt_w, tilt_normal, raw, lift_s, pelvis_off, capped = (np.array(a) for a in smoothed)
-
-    def per_frame() -> dict[str, Any]:
-        """The solve's per-frame figures, whichever way the legs were solved."""
-        return {
-            "hit": hit.T.copy(), "lift": lift_s.T.copy(), "raw_lift": raw.T.copy(), "tilt": tilt_w.T.copy(),
-            "capped": capped.T.copy(), "clearance": (clearance_w / scale[None]).T.copy(), "pelvis_offset": pelvis_off,
-        }
-    pelvis_tr: FloatArray | None = None
+    figures: dict[str, Any] = {
+        "hit": hit.T.copy(), "lift": lift_s.T.copy(), "raw_lift": raw.T.copy(), "tilt": tilt_w.T.copy(),
+        "capped": capped.T.copy(), "clearance": (clearance_w / scale[None]).T.copy(), "pelvis_offset": pelvis_off,
+    }
     level = valid.all() and not lift_s.any() and not (rig.pelvis >= 0 and pelvis_off.any())
     if level and not (tilt_w >= 1e-12).any():
-        # Nothing lifted or tilted and the pelvis where it was (the character on its own
-        # floor): every leg keeps its animated rotations, which is what the solve below gives a
-        # leg already at its target.
-        rot = np.empty((frames, 3 * count, 4))
-        for k, leg in enumerate(legs):
-            rot[:, 3 * k : 3 * k + 3] = pose.rotations[:, list(leg.joints)]
-        pelvis = pose.translations[:, rig.pelvis].copy() if rig.pelvis >= 0 else None
-        return GroundSolve(rotations=rot, pelvis_translation=pelvis, residual=np.zeros((frames, count)), **per_frame())
+        return _as_animated(rig, pose, figures)
+    plan = _Plan(valid, up, lin, pts, feet, lift_s, tilt_w, tilt_normal, pelvis_off, figures)
+    return _solve_legs(skeleton, rig, pose, plan, kin, bool(level), tolerance)
+
+
+def _adapt_one(
+    skeleton: Skeleton,
+    rig: GroundRig,
+    pose: PoseBuffers,
+    placement: FloatArray,
+    ray_cast: RayCast,
+    memory: GroundMemory,
+    dts: FloatArray | None,
+    smooth_time: float,
+    pelvis_smooth_time: float,
+    tolerance: float,
+) -> GroundSolve:
+    """:func:`adapt_to_ground` of one frame on a skeleton whose pivots are its placements'
+    origins (no child frames), its probe and level case in plain floats: the same steps as
+    the arrays, on so few numbers that each numpy call costs more than its arithmetic."""
+    legs = rig.legs
+    place: list[list[float]] = placement[0].tolist()
+    up_raw = solve3(place, (0.0, 0.0, 1.0))
+    if up_raw is None:
+        # A singular or non-finite placement: whatever the arrays make of it.
+        up_raw = np.linalg.solve(placement[:, :3, :3], _Z[None])[0].tolist()
+    sc = 1.0 / math.sqrt(up_raw[0] * up_raw[0] + up_raw[1] * up_raw[1] + up_raw[2] * up_raw[2])
+    up = [up_raw[0] * sc, up_raw[1] * sc, up_raw[2] * sc]
+    r0, r1, r2 = place[0], place[1], place[2]
+
+    def to_world(v: Sequence[float]) -> list[float]:
+        x, y, z = v[0], v[1], v[2]
+        return [r[0] * x + r[1] * y + r[2] * z + r[3] for r in (r0, r1, r2)]
+
+    fp = rig.floor_point.tolist()
+    floor_w = r2[0] * fp[0] + r2[1] * fp[1] + r2[2] * fp[2] + r2[3]
+    reach = rig.probe_height * sc
+    placed: list[list[Mat]] = [[pose.world(j)[0].tolist() for j in leg.joints] for leg in legs]
+    rows: list[list[float]] = []
+    origins: list[list[float]] = []
+    for leg, placements in zip(legs, placed, strict=True):
+        # The pivots of hip, knee and ankle are their placements' origins.
+        hip, knee, ankle = ([m[0][3], m[1][3], m[2][3]] for m in placements)
+        sx, sy, sz = leg.sole.tolist()
+        sole = [r[0] * sx + r[1] * sy + r[2] * sz + r[3] for r in placements[2][:3]]
+        sole_w = to_world(sole)
+        origins.append([sole_w[0], sole_w[1], sole_w[2] + reach])
+        rows.append([*sole_w, *to_world(ankle), *hip, *knee, *ankle])
+    hits, points, normals = _probe_rows(ray_cast, origins, 2.0 * reach)
+    # The table of the arrays' route, row by row: hit, hit point and normal, clearance, sole and
+    # ankle (world), hip, knee and ankle (skeleton).
+    table = [
+        [1.0 if h else 0.0, *p, *n, row[2] - floor_w, *row] for h, p, n, row in zip(hits, points, normals, rows, strict=True)
+    ]
+    valid = all(math.isfinite(v) for row in table for v in row) and all(math.isfinite(v) for v in up)
+    tilt_w, tilt_normal, raw, lift_s, pelvis_off, capped = _smooth_ground(
+        rig, memory, [table], [floor_w], [sc], [up], [valid], None if dts is None else dts.tolist(), smooth_time, pelvis_smooth_time
+    )
+    figures: dict[str, Any] = {
+        "hit": np.array([hits]), "lift": np.array([[k[0] for k in lift_s]]), "raw_lift": np.array([[k[0] for k in raw]]),
+        "tilt": np.array([[k[0] for k in tilt_w]]), "capped": np.array([[k[0] for k in capped]]),
+        "clearance": np.array([[row[7] / sc for row in table]]), "pelvis_offset": np.array(pelvis_off),
+    }
+    level = valid and not any(k[0] for k in lift_s) and not (rig.pelvis >= 0 and pelvis_off[0])
+    if level and not any(k[0] >= 1e-12 for k in tilt_w):
+        return _as_animated(rig, pose, figures)
+    placed_a = np.array(placed)[:, None]  # (L, 1, 3, 4, 4)
+    plan = _Plan(
+        np.array([valid]), np.array([up]), placement[:, :3, :3], placed_a[..., :3, 3], placed_a[:, :, 2],
+        np.array(lift_s), np.array(tilt_w), np.array(tilt_normal), np.array(pelvis_off), figures,
+    )
+    return _solve_legs(skeleton, rig, pose, plan, None, level, tolerance)
+
+
+def _as_animated(rig: GroundRig, pose: PoseBuffers, figures: dict[str, Any]) -> GroundSolve:
+    """Nothing lifted or tilted and the pelvis where it was (the character on its own floor):
+    every leg keeps its animated rotations, which is what the solve gives a leg already at its
+    target."""
+    pelvis = pose.translations[:, rig.pelvis].copy() if rig.pelvis >= 0 else None
+    residual = np.zeros((pose.frames, len(rig.legs)))
+    return GroundSolve(rotations=pose.rotations[:, list(rig.written)], pelvis_translation=pelvis, residual=residual, **figures)
+
+
+def _solve_legs(
+    skeleton: Skeleton, rig: GroundRig, pose: PoseBuffers, plan: _Plan, kin: PathKinematics | None, level: bool, tolerance: float
+) -> GroundSolve:
+    """Lower the pelvis and solve the legs toward their lifted ankles, feet tilted (steps 5-6
+    of the module docstring), for frames some foot or the pelvis moves on."""
+    frames = pose.frames
+    legs = rig.legs
+    count = len(legs)
+    valid, up, lin, pts, feet = plan.valid, plan.up, plan.lin, plan.pts, plan.feet
+    lift_s, tilt_w, tilt_normal, pelvis_off = plan.lift, plan.tilt, plan.tilt_normal, plan.pelvis_offset
+    ankle = pts[:, :, 2]
+    pelvis_tr: FloatArray | None = None
     if kin is None:
         kin = PathKinematics(skeleton, [leg.path for leg in legs], pose)
     if level:
@@ -614,7 +752,7 @@ def adapt_to_ground(
     if pelvis_tr is not None:
         pelvis_tr[~valid] = np.nan
     residual = solve.residual.reshape(count, frames).T.copy()
-    return GroundSolve(rotations=rot, pelvis_translation=pelvis_tr, residual=residual, **per_frame())
+    return GroundSolve(rotations=rot, pelvis_translation=pelvis_tr, residual=residual, **plan.figures)
 
 
 def _rotate_rows(q: FloatArray, v: FloatArray) -> FloatArray:
