@@ -323,7 +323,7 @@ class MARIONETTE_OT_prepare_render(bpy.types.Operator):
             live_preview.prepare_render(scene, start, end, wm.progress_update)
         finally:
             wm.progress_end()
-        missing = live_preview.frames_not_kept(obj, start, end)
+        missing = live_preview.frames_not_kept(obj, scene, start, end)
         if missing:
             self.report({"WARNING"}, f"{len(missing)} of {end - start + 1} frames could not be prepared (see the Controls panel)")
             return {"CANCELLED"}

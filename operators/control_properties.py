@@ -278,12 +278,6 @@ class MarionetteControls(bpy.types.PropertyGroup):
         description="Show the animation with the controls applied as the timeline plays or is scrubbed",
         update=_live_toggled,
     )
-    # While a render runs with the live pose, the object's action is held here (it is not lost
-    # if the render is interrupted: load_post puts it back).
-    held_action: PointerProperty(override=OVERRIDABLE, type=bpy.types.Action, options={"HIDDEN"})  # type: ignore[valid-type]
-    held_slot: StringProperty(override=OVERRIDABLE, options={"HIDDEN"})  # type: ignore[valid-type]
-    held_use_nla: BoolProperty(override=OVERRIDABLE, default=True, options={"HIDDEN"})  # type: ignore[valid-type]
-    holding: BoolProperty(override=OVERRIDABLE, default=False, options={"HIDDEN"})  # type: ignore[valid-type]
     # On a library override: every row, as JSON (see :mod:`.control_overrides`), since Blender
     # does not keep library rows removed or moved there.
     override_rows: StringProperty(override=OVERRIDABLE, options={"HIDDEN"})  # type: ignore[valid-type]

@@ -10,21 +10,22 @@ pose bones after its own write), one core call, one bulk write of the driven cha
 are given the scene time of the frame, so scrubbing backwards or jumping recomputes them from the
 core's cached states, deterministically.
 
-Renders never run controls on a render thread. A render started on the main thread (the command
-line, ``bpy.ops.render.render()`` from a script, ``blender -b … -f/-a``) is prepared there: on
-``render_init`` each live object's action is held aside (kept on the object, so nothing is lost
-if the render is interrupted) so the render's own animation pass leaves the pose channels alone,
-on ``render_pre`` the frame's pose is computed exactly as the viewport computes it and written,
-and on ``render_complete`` / ``render_cancel`` the action is put back.
+Renders never run controls on a render thread. Every render (F12 and Ctrl+F12 in the interface,
+``bpy.ops.render.render()`` from a script, ``blender -b … -f/-a``) evaluates its own depsgraph and
+calls ``frame_change_post`` with it after its animation pass, once per frame and subframe (motion
+blur); what a handler writes there is taken by the render's second pass, which does not animate
+again. There each live object's frame is written over the rendered frame's animated channels:
 
-A render running on another thread (F12 and Ctrl+F12 in the interface) is given what the main
-thread computed: every frame the viewport shows is kept (:class:`RenderFrame`, the driven
-channels and the placements of the armature and its targets they were computed from), and on the
-render's ``frame_change_post`` (after its animation pass, before the second pass that follows a
-handler's edits) a kept frame whose inputs stand where the render evaluated them is written over
-the rendered frame's animated channels. A frame not kept (never shown since the last change, or
-its targets since moved) renders without the controls and is reported; :func:`prepare_render`
-shows a range once to keep it all. While such a render runs, the main thread's handlers pause.
+* a frame the viewport showed since the last change (kept as a :class:`RenderFrame`: the driven
+  channels and the placements of the armature and its targets they were computed from), when
+  those placements stand where the render evaluated them;
+* on a render thread, a subframe between two kept frames, blended from them;
+* on the main thread, otherwise, the frame computed there as the viewport computes it (the view
+  layer moved to it, handlers held);
+* on a render thread, otherwise, nothing: the frame renders without the controls and is reported.
+
+:func:`prepare_render` shows a range once so that all of it is kept. While a render runs, the
+viewport's handlers pause.
 
 Handlers are persistent (a loaded file keeps its live preview) and removed by :func:`unregister`,
 which also puts every previewed pose back to its animation.
@@ -34,6 +35,7 @@ which also puts every previewed pose back to its animation.
 from __future__ import annotations
 
 import contextlib
+import math
 import sys
 import threading
 import time
@@ -102,13 +104,13 @@ _runtimes: dict[int, ObjectRuntime] = {}
 _hold = [0]
 #: Objects this module wrote since the last depsgraph update (their update is our own).
 _wrote: set[str] = set()
-#: Render in progress on the main thread: held actions by object name.
-_rendering: dict[str, bool] = {}
-#: A render is running on another thread (the main thread's handlers pause meanwhile).
-_render_thread = [False]
-#: The last render on another thread, per object name: the frames written from what the main
-#: thread kept ("kept") and those rendered without the controls ("missed").
+#: The thread a render of live objects runs on, while it runs (the viewport's handlers pause).
+_render_thread: list[int | None] = [None]
+#: The last render, per object name: its frames (and subframes) by how each was written: from a
+#: kept frame ("kept"), blended from two ("blended"), computed on the main thread ("computed"),
+#: or not at all ("missed": rendered without the controls).
 last_render: dict[str, dict[str, list[float]]] = {}
+RENDER_OUTCOMES = ("kept", "blended", "computed", "missed")
 #: Per scene (by pointer): its object count and the names of its live objects, as last found
 #: (see _live_objects).
 _live_names: dict[int, tuple[int, list[str]]] = {}
@@ -126,10 +128,20 @@ def _main_thread() -> bool:
 
 
 def _paused() -> bool:
-    """The handlers do nothing: held, off the main thread, or while a render runs."""
-    if _render_thread[0] and not bpy.app.is_job_running("RENDER"):
-        _render_thread[0] = False  # a render that ended without telling
-    return bool(_hold[0] or _rendering or _render_thread[0]) or not _main_thread()
+    """The viewport's handlers do nothing: held, off the main thread, or while a render runs on
+    another thread."""
+    if _hold[0] or not _main_thread():
+        return True
+    owner = _render_thread[0]
+    if owner is None:
+        return False
+    if owner != threading.main_thread().ident and bpy.app.is_job_running("RENDER"):
+        return True
+    # A render on the main thread reaches these handlers only held (see _render_object): this
+    # one has ended, or stopped before telling (Blender sends no render_cancel when a render
+    # fails to start).
+    _render_thread[0] = None
+    return False
 
 
 def _frame_key(frame: float) -> float:
@@ -195,15 +207,14 @@ def _apply_states(obj: bpy.types.Object, rt: ObjectRuntime) -> None:
             rt.instance.set_weight(s.name, float(row.weight))
 
 
-def evaluate_object(obj: bpy.types.Object, scene: bpy.types.Scene, depsgraph: Any, render: bool = False) -> ObjectRuntime:
-    """Show the current frame of ``obj`` with its controls (main thread only). For a render the
-    runtime is used as it stands (the action is held aside, so it must not be rebuilt)."""
+def evaluate_object(obj: bpy.types.Object, scene: bpy.types.Scene, depsgraph: Any) -> ObjectRuntime:
+    """Show the current frame of ``obj`` with its controls, and keep it (main thread only)."""
     rt = _runtimes.get(obj.session_uid)
     if rt is None:
         rt = _runtimes[obj.session_uid] = ObjectRuntime(obj.name)
     t0 = time.perf_counter()
     try:
-        if not render and (rt.dirty or rt.problems or (rt.pose is not None and rt.pose.stale(obj))):
+        if rt.dirty or rt.problems or (rt.pose is not None and rt.pose.stale(obj)):
             _build(obj, rt, scene)
         if rt.built is None or rt.instance is None or rt.pose is None or rt.reader is None:
             return rt
@@ -213,11 +224,11 @@ def evaluate_object(obj: bpy.types.Object, scene: bpy.types.Scene, depsgraph: An
             return rt
         result, current, frames = evaluate(obj, rt.built, rt.instance, rt.pose, rt.reader, None, scene, depsgraph)
         rotations, translations = result.rotations[0], result.translations[0]
-        rt.pose.write(obj, rotations, translations, current, over=rt.pose.last if render else None)
+        rt.pose.write(obj, rotations, translations, current)
         _wrote.add(obj.name)
         rt.reports = dict(result.reports)
         rt.frame = float(frames[0])
-        if not render and rt.reader.seen is not None and len(rt.frames) < KEEP_FRAMES:
+        if rt.reader.seen is not None and len(rt.frames) < KEEP_FRAMES:
             rt.frames[_frame_key(rt.frame)] = RenderFrame(rotations.copy(), translations.copy(), rt.reader.seen)
         rt.error = ""
     except (MarionetteError, ValueError, KeyError, ReferenceError) as exc:
@@ -250,8 +261,9 @@ def _live_objects(scene: bpy.types.Scene) -> list[bpy.types.Object]:
 
 @persistent
 def _on_frame_change(scene: bpy.types.Scene, depsgraph: Any = None) -> None:
-    if depsgraph is not None and depsgraph.mode == "RENDER" and _render_thread[0] and not _main_thread():
-        _render_kept(scene, depsgraph)
+    if depsgraph is not None and depsgraph.mode == "RENDER":
+        if not _hold[0]:
+            _render_frame(scene, depsgraph)
         return
     if _paused():
         return
@@ -274,6 +286,8 @@ def _on_depsgraph_update(scene: bpy.types.Scene, depsgraph: Any) -> None:
     ours = set(_wrote)
     _wrote.clear()
     moved: set[str] = set()
+    #: Objects Blender says were moved (or reshaped, for meshes): kept frames no longer hold.
+    transformed: set[str] = set()
     meshes: set[str] = set()
     actions: set[int] = set()
     armatures: set[str] = set()
@@ -284,8 +298,10 @@ def _on_depsgraph_update(scene: bpy.types.Scene, depsgraph: Any) -> None:
         if isinstance(idn, bpy.types.Object):
             if idn.name not in ours or u.is_updated_transform:
                 moved.add(idn.name)
-                if idn.type == "MESH" and (u.is_updated_transform or u.is_updated_geometry):
-                    meshes.add(idn.name)
+            if idn.name not in ours and u.is_updated_transform:
+                transformed.add(idn.name)
+            if idn.type == "MESH" and (u.is_updated_transform or u.is_updated_geometry):
+                meshes.add(idn.name)
         elif isinstance(idn, bpy.types.Action):
             actions.add(idn.as_pointer())
         elif isinstance(idn, bpy.types.Armature):
@@ -304,7 +320,8 @@ def _on_depsgraph_update(scene: bpy.types.Scene, depsgraph: Any) -> None:
             rt.dirty = True  # bones edited
         elif not (obj.name in moved or any(r.object_name in moved for r in rt.reader.refs) or _ground_moved(rt, meshes)):
             continue
-        rt.frames.clear()  # the frames kept were computed with things where they no longer are
+        if obj.name in transformed or any(r.object_name in transformed for r in rt.reader.refs) or _ground_moved(rt, meshes):
+            rt.frames.clear()  # the frames kept were computed with things where they no longer are
         evaluate_object(obj, scene, depsgraph)
 
 
@@ -317,98 +334,87 @@ def _ground_moved(rt: ObjectRuntime, meshes: set[str]) -> bool:
 
 @persistent
 def _on_render_init(scene: bpy.types.Scene, *_args: Any) -> None:
-    if not _main_thread():
-        last_render.clear()
-        _render_thread[0] = bool(_live_objects(scene))
-        return
-    for obj in _live_objects(scene):
-        _hold_action(obj)
+    last_render.clear()
+    _render_thread[0] = threading.current_thread().ident if _live_objects(scene) else None
 
 
-def _render_kept(scene: bpy.types.Scene, depsgraph: Any) -> None:
-    """On a render thread: write each live object's frame as the main thread computed it, if it
-    was kept and its inputs stand where this render evaluated them (no control runs here)."""
-    frame = _frame_key(scene.frame_current_final)
+def _render_frame(scene: bpy.types.Scene, depsgraph: Any) -> None:
+    """Write each live object's frame for the render evaluating ``depsgraph`` (see the module
+    docstring) and note how."""
+    frame = float(scene.frame_current_final)
     for obj in _live_objects(scene):
-        log = last_render.setdefault(obj.name, {"kept": [], "missed": []})
-        rt = _runtimes.get(obj.session_uid)
-        kept = None if rt is None or rt.dirty or rt.pose is None else rt.frames.get(frame)
         try:
-            if rt is not None and rt.pose is not None and kept is not None and inputs_match(obj, kept.seen, depsgraph):
-                animated = rt.pose.io.read(obj.evaluated_get(depsgraph))
-                rt.pose.write(obj, kept.rotations, kept.translations, animated, over=animated, save=False)
-                log["kept"].append(frame)
-                continue
+            how = _render_object(obj, scene, depsgraph, frame)
         except (ReferenceError, KeyError, ValueError, MarionetteError):
-            pass
-        log["missed"].append(frame)
+            how = "missed"
+        if _render_thread[0] is not None:  # a render, not another evaluation for rendering
+            last_render.setdefault(obj.name, {k: [] for k in RENDER_OUTCOMES})[how].append(_frame_key(frame))
 
 
-@persistent
-def _on_render_pre(scene: bpy.types.Scene, *_args: Any) -> None:
-    if not _main_thread() or not any(_rendering.values()):
-        return
-    # The render has set the frame but the view layer is still at the previous one: evaluate it
-    # there (with the handlers held) so targets stand where the frame puts them.
+def _render_object(obj: bpy.types.Object, scene: bpy.types.Scene, depsgraph: Any, frame: float) -> str:
+    rt = _runtimes.get(obj.session_uid)
+    if rt is not None and not rt.dirty and rt.pose is not None:
+        kept = rt.frames.get(_frame_key(frame))
+        if kept is not None and inputs_match(obj, kept.seen, depsgraph):
+            _write_over(obj, rt, depsgraph, kept.rotations, kept.translations)
+            return "kept"
+        if not _main_thread():
+            blended = _blend_kept(rt, frame)
+            if blended is not None:
+                _write_over(obj, rt, depsgraph, *blended)
+                return "blended"
+    if not _main_thread():
+        return "missed"
+    # As the viewport shows it: the view layer at the frame (so targets stand where it puts them
+    # and the original pose holds the frame's animation), then the usual evaluation and write.
     with held():
-        scene.frame_set(scene.frame_current, subframe=scene.frame_subframe)
-    depsgraph = bpy.context.evaluated_depsgraph_get()
-    for obj in _live_objects(scene):
-        if _rendering.get(obj.name):
-            evaluate_object(obj, scene, depsgraph, render=True)
+        whole = math.floor(frame)
+        scene.frame_set(whole, subframe=frame - whole)
+    rt = evaluate_object(obj, scene, bpy.context.evaluated_depsgraph_get())
+    return "computed" if rt.pose is not None and not rt.error and not rt.problems else "missed"
+
+
+def _write_over(obj: bpy.types.Object, rt: ObjectRuntime, depsgraph: Any, rotations: np.ndarray, translations: np.ndarray) -> None:
+    """Write a frame's driven channels over the animated channels the render evaluated (its
+    second pass takes every channel from the object as written here)."""
+    assert rt.pose is not None
+    animated = rt.pose.io.read(obj.evaluated_get(depsgraph))
+    rt.pose.write(obj, rotations, translations, animated, over=animated, save=_main_thread())
+    _wrote.add(obj.name)
+
+
+def _blend_kept(rt: ObjectRuntime, frame: float) -> tuple[np.ndarray, np.ndarray] | None:
+    """A subframe between two kept frames (motion blur): their rotations blended along the
+    shorter arc, their translations linearly."""
+    lo = math.floor(frame)
+    a, b = rt.frames.get(_frame_key(lo)), rt.frames.get(_frame_key(lo + 1))
+    if a is None or b is None or frame == lo:
+        return None
+    w = frame - lo
+    qb = np.where((np.einsum("ij,ij->i", a.rotations, b.rotations) < 0.0)[:, None], -b.rotations, b.rotations)
+    q = (1.0 - w) * a.rotations + w * qb
+    q /= np.linalg.norm(q, axis=1, keepdims=True)
+    return q, (1.0 - w) * a.translations + w * b.translations
 
 
 @persistent
 def _on_render_end(scene: bpy.types.Scene, *_args: Any) -> None:
-    if not _main_thread():
-        if _render_thread[0]:
-            _render_thread[0] = False
-            for name, log in last_render.items():
-                if log["missed"]:
-                    print(
-                        f"Marionette: {name!r}: {_frames_text(log['missed'])} rendered without the live controls (not "
-                        "shown in the viewport since the last change). Prepare Render or Bake Controls first.",
-                        file=sys.stderr,
-                    )
+    if _render_thread[0] is None:
         return
-    for name in list(_rendering):
-        obj = bpy.data.objects.get(name)
-        if obj is not None:
-            _release_action(obj)
-    _rendering.clear()
-
-
-def _hold_action(obj: bpy.types.Object) -> None:
-    """Evaluate the object on the main thread, then keep its action on its settings and take it
-    off the object for the render, so the render's animation pass keeps the pose written here."""
-    settings = obj.marionette_controls
-    rt = evaluate_object(obj, bpy.context.scene, bpy.context.evaluated_depsgraph_get())
-    _rendering[obj.name] = rt.pose is not None
-    ad = obj.animation_data
-    if rt.pose is None or ad is None or ad.action is None or settings.holding:
-        return
-    settings.held_action = ad.action
-    settings.held_slot = ad.action_slot.identifier if compat.SLOTTED_ACTIONS and ad.action_slot is not None else ""
-    settings.held_use_nla = ad.use_nla
-    settings.holding = True
-    ad.action = None
-    ad.use_nla = False
-
-
-def _release_action(obj: bpy.types.Object) -> None:
-    settings = obj.marionette_controls
-    if not settings.holding:
-        return
-    action = settings.held_action
-    slot = None
-    if action is not None and compat.SLOTTED_ACTIONS:
-        slot = next((s for s in action.slots if s.identifier == settings.held_slot), None)
-    ad = obj.animation_data or obj.animation_data_create()
-    compat.assign_action(obj, action, slot)
-    ad.use_nla = settings.held_use_nla
-    settings.held_action = None
-    settings.held_slot = ""
-    settings.holding = False
+    _render_thread[0] = None
+    for name, log in last_render.items():
+        if log["missed"]:
+            print(
+                f"Marionette: {name!r}: {_frames_text(log['missed'])} rendered without the live controls (not "
+                "shown in the viewport since the last change). Prepare Render or Bake Controls first.",
+                file=sys.stderr,
+            )
+        if log["blended"]:
+            print(
+                f"Marionette: {name!r}: motion blur steps at {_frames_text(log['blended'])} blended from the frames "
+                "around them; Prepare Render keeps them exactly.",
+                file=sys.stderr,
+            )
 
 
 def _frames_text(frames: list[float]) -> str:
@@ -423,26 +429,54 @@ def _frames_text(frames: list[float]) -> str:
     return ("frame " if len(frames) == 1 else "frames ") + text
 
 
-def frames_not_kept(obj: bpy.types.Object, start: int, end: int) -> list[int]:
-    """The frames of ``start``..``end`` a render on another thread would show without controls."""
+def shutter_offsets(scene: bpy.types.Scene) -> list[float]:
+    """Where a render of a frame evaluates, from the frame: 0, and with motion blur the
+    shutter's steps (Cycles: ``2^(steps-1)`` each side for the objects' largest Motion Steps;
+    EEVEE: its Motion Steps), placed by the shutter position."""
+    render = scene.render
+    if not render.use_motion_blur:
+        return [0.0]
+    sides = max(1, int(getattr(getattr(scene, "eevee", None), "motion_blur_steps", 1)))
+    for o in scene.objects:
+        cycles = getattr(o, "cycles", None)
+        if cycles is not None and getattr(cycles, "use_motion_blur", False):
+            sides = max(sides, 2 ** (max(1, int(cycles.motion_steps)) - 1))
+    half = 0.5 * float(render.motion_blur_shutter)
+    centre = {"START": half, "END": -half}.get(render.motion_blur_position, 0.0)
+    return sorted({0.0} | {centre + half * k / sides for k in range(-sides, sides + 1)})
+
+
+def render_times(scene: bpy.types.Scene, frame: int) -> list[float]:
+    """The times a render of ``frame`` evaluates (see :func:`shutter_offsets`)."""
+    return [_frame_key(frame + o) for o in shutter_offsets(scene)]
+
+
+def frames_not_kept(obj: bpy.types.Object, scene: bpy.types.Scene, start: int, end: int) -> list[int]:
+    """The frames of ``start``..``end`` a render on another thread would not find all kept (the
+    frame and, with motion blur, its shutter's steps)."""
     rt = _runtimes.get(obj.session_uid)
     kept = {} if rt is None or rt.dirty else rt.frames
-    return [f for f in range(start, end + 1) if _frame_key(f) not in kept]
+    offsets = shutter_offsets(scene)
+    return [f for f in range(start, end + 1) if any(_frame_key(f + o) not in kept for o in offsets)]
 
 
 def prepare_render(scene: bpy.types.Scene, start: int, end: int, progress: Callable[[int], None] | None = None) -> int:
-    """Show frames ``start``..``end`` once on the main thread (springs run from ``start``) so a
-    render on another thread finds each one kept; the current frame is put back. Returns how
-    many frames were shown."""
+    """Show frames ``start``..``end`` once on the main thread, with their motion blur steps
+    (springs run from the first), so a render on another thread finds each one kept; the
+    current frame is put back. Returns how many times were shown."""
     keep = (scene.frame_current, scene.frame_subframe)
+    shown = 0
     try:
         for k, f in enumerate(range(start, end + 1)):
-            scene.frame_set(f)
+            for t in render_times(scene, f):
+                whole = math.floor(t)
+                scene.frame_set(whole, subframe=t - whole)
+                shown += 1
             if progress is not None:
                 progress(k)
     finally:
         scene.frame_set(keep[0], subframe=keep[1])
-    return max(0, end - start + 1)
+    return shown
 
 
 @persistent
@@ -463,19 +497,13 @@ def _on_load(*_args: Any) -> None:
     _live_names.clear()
     _validated.clear()
     _wrote.clear()
-    _rendering.clear()
-    _render_thread[0] = False
-    for obj in bpy.data.objects:
-        settings = getattr(obj, "marionette_controls", None)
-        if settings is not None and settings.holding and obj.library is None:
-            _release_action(obj)  # a render interrupted before it could put the action back
+    _render_thread[0] = None
 
 
 _HANDLERS = (
     ("frame_change_post", _on_frame_change),
     ("depsgraph_update_post", _on_depsgraph_update),
     ("render_init", _on_render_init),
-    ("render_pre", _on_render_pre),
     ("render_complete", _on_render_end),
     ("render_cancel", _on_render_end),
     ("undo_post", _on_undo),
@@ -634,15 +662,11 @@ def unregister() -> None:
             handlers.remove(fn)
     for obj in bpy.data.objects:
         if obj.session_uid in _runtimes:
-            with contextlib.suppress(ReferenceError, MarionetteError, KeyError, ValueError):
-                if obj.marionette_controls.holding:
-                    _release_action(obj)
             _drop(obj, restore=True)
     _runtimes.clear()
     _validated.clear()
     _wrote.clear()
-    _rendering.clear()
-    _render_thread[0] = False
+    _render_thread[0] = None
     last_render.clear()
     _live_names.clear()
     _hold[0] = 0

@@ -68,7 +68,7 @@ class VIEW3D_PT_marionette_controls(ControlsPanel, bpy.types.Panel):
             # the viewport showed since the last change (see live_preview); Prepare Render shows
             # the whole range once.
             scene = context.scene
-            missing = live_preview.frames_not_kept(obj, scene.frame_start, scene.frame_end)
+            missing = live_preview.frames_not_kept(obj, scene, scene.frame_start, scene.frame_end)
             row = col.row(align=True)
             if missing:
                 row.label(text=f"F12: {len(missing)} frames of the range not ready", icon="RENDER_STILL")

@@ -935,34 +935,56 @@ def _render_scene(bpy, arm):
     return target
 
 
+@contextlib.contextmanager
+def _rendered_poses(bpy, arm):
+    """Yields, per rendered frame, ``arm``'s pose bone by bone as the render's own depsgraph
+    ended it (read after the frame; persistent data keeps that depsgraph alive until then)."""
+    scene = bpy.context.scene
+    depsgraphs, poses = [], {}
+
+    def keep(scene_, depsgraph):
+        if depsgraph.mode == "RENDER":
+            depsgraphs[:] = [depsgraph]
+
+    def read(scene_, *_args):
+        poses[scene_.frame_current] = _pose_matrices(arm.evaluated_get(depsgraphs[0]))
+
+    scene.render.use_persistent_data = True
+    bpy.app.handlers.frame_change_post.append(keep)
+    bpy.app.handlers.render_post.append(read)
+    try:
+        yield poses
+    finally:
+        bpy.app.handlers.frame_change_post.remove(keep)
+        bpy.app.handlers.render_post.remove(read)
+        scene.render.use_persistent_data = False
+
+
 def test_render_shows_the_viewport_pose(sample):
-    """A Cycles render (1 sample, 8x8) evaluates the same pose as the viewport: compared bone by
-    bone in the render's own depsgraph, and pixel by pixel against a render of the baked keys."""
+    """A Cycles render (1 sample, 8x8) on the main thread shows the pose the viewport shows: for
+    frames the viewport showed (kept) and for frames it did not (computed for the render), bone
+    by bone in the render's own depsgraph; and pixel by pixel as a render of the baked keys."""
+    from marionette.operators import live_preview
+
     bpy, arm = sample
     scene = bpy.context.scene
     _render_scene(bpy, arm)
-
-    seen = {}
-
-    def capture(scene_, depsgraph):
-        if depsgraph.mode == "RENDER":
-            seen[scene_.frame_current] = _pose_matrices(arm.evaluated_get(depsgraph))
-
-    bpy.app.handlers.frame_change_post.append(capture)
-    try:
-        viewport = {}
-        for f in (7, 8, 9):
-            scene.frame_set(f)
-            viewport[f] = _pose_matrices(arm)
-        scene.frame_set(7)
+    for f in (7, 8):
+        scene.frame_set(f)
+    scene.frame_set(7)
+    with _rendered_poses(bpy, arm) as poses:
         live_pixels = _render_pixels(bpy)
-        scene.frame_start, scene.frame_end = 8, 9
-        scene.render.filepath = str(_tmp_dir() / "frame_")
-        bpy.ops.render.render(animation=True)
-    finally:
-        bpy.app.handlers.frame_change_post.remove(capture)
-    diffs = {f: float(np.abs(seen[f] - viewport[f]).max()) for f in (7, 8, 9)}
-    assert not arm.marionette_controls.holding and arm.animation_data.action.name == "Walk"
+        still = live_preview.last_render[arm.name]
+        _render_frames(bpy, 8, 10)
+        animation = live_preview.last_render[arm.name]
+    assert still["kept"] == [7.0], still
+    assert animation["kept"] == [8.0] and animation["computed"] == [9.0, 10.0], animation
+    assert arm.animation_data.action.name == "Walk"
+    viewport = {}
+    for f in (7, 8, 9, 10):
+        scene.frame_set(f)
+        viewport[f] = _pose_matrices(arm)
+    diffs = {f: float(np.abs(poses[f] - viewport[f]).max()) for f in viewport}
     # Without the controls the hand (and the cube) is elsewhere: the comparison can see it.
     arm.marionette_controls.live_preview = False
     scene.frame_set(7)
@@ -980,6 +1002,50 @@ def test_render_shows_the_viewport_pose(sample):
     assert max(diffs.values()) <= 1e-6
     assert np.abs(live_pixels - baked_pixels).max() <= 1e-3
     assert np.abs(live_pixels - plain_pixels).max() > 0.05
+
+
+def test_motion_blur_renders_the_controls_between_frames(sample, monkeypatch):
+    """With motion blur a render evaluates subframes. On the main thread each is computed; on a
+    render thread each is taken as kept by Prepare Render (the same image), or, not kept, blended
+    from the two kept frames around it (an approximation: the IK's answer between two frames is
+    not their blend). The hand follows a moving target, so the subframes show."""
+    from marionette.operators import live_preview
+
+    bpy, arm = sample
+    scene = bpy.context.scene
+    target = _render_scene(bpy, arm)
+    _key_path(bpy, target, np.array([6.0, 8.0]), np.array([[0.6, -0.45, 0.8], [0.0, -0.45, 1.3]]))
+    scene.render.motion_blur_shutter = 1.0
+    for f in (6, 7, 8):
+        scene.frame_set(f)
+    scene.frame_set(7)
+    sharp = _render_pixels(bpy)
+    scene.render.use_motion_blur = True
+    assert live_preview.render_times(scene, 7) == [6.5, 7.0, 7.5]
+    assert live_preview.frames_not_kept(arm, scene, 6, 8) == [6, 7, 8]
+    with _on_render_thread(monkeypatch):
+        blended = _render_pixels(bpy)
+    on_thread = live_preview.last_render[arm.name]
+    computed = _render_pixels(bpy)
+    on_main = live_preview.last_render[arm.name]
+    # Forget what the main thread kept; Prepare Render keeps the frame and its shutter steps.
+    assert bpy.ops.marionette.controls_reset() == {"FINISHED"}
+    scene.frame_start, scene.frame_end = 7, 7
+    assert bpy.ops.marionette.prepare_render() == {"FINISHED"}
+    with _on_render_thread(monkeypatch):
+        prepared = _render_pixels(bpy)
+    on_thread_prepared = live_preview.last_render[arm.name]
+    figures = {
+        "blurred vs sharp": float(np.abs(computed - sharp).max()),
+        "prepared vs computed": float(np.abs(prepared - computed).max()),
+        "blended vs computed": float(np.abs(blended - computed).max()),
+    }
+    print(f"\nmotion blur: {on_main} / {on_thread} / {on_thread_prepared}; pixels {figures}")
+    assert on_main["computed"] == [6.5, 7.5] and not on_main["missed"]
+    assert on_thread["blended"] == [6.5, 7.5] and not on_thread["missed"]
+    assert sorted(on_thread_prepared["kept"]) == [6.5, 7.0, 7.0, 7.5] and not on_thread_prepared["missed"]
+    assert figures["blurred vs sharp"] > 0.05
+    assert figures["prepared vs computed"] <= 1e-3
 
 
 def _tmp_dir():
@@ -1062,8 +1128,8 @@ def test_render_on_another_thread_shows_the_frames_the_viewport_showed(sample, m
         still = live_preview.last_render[arm.name]
         shown.update(_render_frames(bpy, 8, 10))
         animation = live_preview.last_render[arm.name]
-    assert still == {"kept": [7.0], "missed": []}
-    assert animation == {"kept": [8.0, 9.0], "missed": [10.0]}
+    assert still["kept"] == [7.0] and not still["missed"]
+    assert animation["kept"] == [8.0, 9.0] and animation["missed"] == [10.0]
     reference = _rendered_on_main_thread(bpy, (7, 8, 9, 10))
     diffs = {f: float(np.abs(shown[f] - reference[f]).max()) for f in reference}
     print(f"\npixels rendered off the main thread vs on it, per frame: {diffs}")
@@ -1079,18 +1145,20 @@ def test_render_on_another_thread_shows_the_frames_the_viewport_showed(sample, m
     scene.frame_set(8)
     with _on_render_thread(monkeypatch):
         _render_frames(bpy, 8, 9)
-    assert live_preview.last_render[arm.name] == {"kept": [8.0], "missed": [9.0]}
+    log = live_preview.last_render[arm.name]
+    assert log["kept"] == [8.0] and log["missed"] == [9.0], log
 
     # Prepare Render shows the range once: every frame is then kept and rendered as shown.
     scene.frame_start, scene.frame_end = 1, 12
-    assert live_preview.frames_not_kept(arm, 1, 12) == [1, 2, 3, 4, 5, 6, 9, 10, 11, 12]
+    assert live_preview.frames_not_kept(arm, scene, 1, 12) == [1, 2, 3, 4, 5, 6, 9, 10, 11, 12]
     assert bpy.ops.marionette.prepare_render() == {"FINISHED"}
-    assert live_preview.frames_not_kept(arm, 1, 12) == [] and scene.frame_current == 8
+    assert live_preview.frames_not_kept(arm, scene, 1, 12) == [] and scene.frame_current == 8
     with _on_render_thread(monkeypatch):
         shown = _render_frames(bpy, 3, 4)
         scene.frame_set(11)
         shown[11] = _render_pixels(bpy)
-    assert live_preview.last_render[arm.name] == {"kept": [11.0], "missed": []}
+    log = live_preview.last_render[arm.name]
+    assert log["kept"] == [11.0] and not log["missed"], log
     reference = _rendered_on_main_thread(bpy, (3, 4, 11))
     assert max(float(np.abs(shown[f] - reference[f]).max()) for f in reference) <= 1e-3
 
