@@ -9,6 +9,14 @@ each leg with a two-bone solve (hip, knee, ankle; the knee keeps its plane) so t
 that spot; the foot keeps its orientation. Over a short ramp before and after each contact the
 hold eases in and out, so the leg never pops.
 
+Where a held spot is out of the leg's reach (legs shorter than the stride asks), the hips come
+down first, as an animator would lower them: on each frame with a spot out of reach, the smallest
+drop along the up axis that brings those spots within :data:`REACH` of their leg's length (a knee
+not locked straight), widened and eased over time so the hips never change height faster than
+:data:`DROP_SPEED`, and never by more than :data:`MAX_DROP`. The legs are then solved from the
+lowered hips to the ankles' own heights (held or not), so a foot in the air does not come down
+with the hips. Frames far from any such spot keep the hips exactly as they were.
+
 Everything here works on plain arrays (skeleton-space positions, local rotations) so the retarget
 and the measurements share the contact rule.
 """
@@ -32,6 +40,18 @@ CONTACT_SPEED = 0.5
 MIN_CONTACT = 0.08
 #: Before the first contact and after the last, the hold eases in and out over this long (seconds).
 LEAD = 0.25
+#: A held spot is within reach up to this share of the leg's full length (thigh plus shin): the
+#: hips come down so the knee keeps a little bend rather than locking straight.
+REACH = 0.995
+#: The hips come down (and back up) no faster than this (target hip heights per second): about
+#: the speed of a walk's own vertical bob, so the drop reads as part of the motion.
+DROP_SPEED = 0.3
+#: A drop is held this long (seconds) either side of the frames that need it, then eased by a
+#: smooth average over as long again: the hips settle and rise without a kink.
+DROP_EASE = 0.1
+#: The hips come down by at most this much (target hip heights); a spot further than that is
+#: left out of reach (the straight leg points at it and the foot falls short).
+MAX_DROP = 0.2
 
 
 def planted_frames(ankle: FloatArray, ground: float, up: FloatArray, hip_height: float, times: FloatArray) -> NDArray[np.bool_]:
@@ -75,7 +95,52 @@ class Leg:
 @dataclass(frozen=True)
 class PlantReport:
     contact_frames: dict[int, int]  # per leg (its foot joint): frames held
-    unreachable_frames: dict[int, int]  # per leg: held frames whose spot was out of the leg's reach
+    unreachable_frames: dict[int, int]  # per leg: held frames whose spot was out of reach, hips lowered
+    hip_drop: float = 0.0  # the largest drop of the hips (target hip heights)
+    lowered_frames: int = 0  # frames on which the hips were lowered
+
+
+def needed_drop(hip: FloatArray, goal: FloatArray, reach: FloatArray, up: FloatArray) -> FloatArray:
+    """The smallest drop ``(T,)`` of hip joints ``(T, 3)`` along ``up`` that brings ``goal``
+    ``(T, 3)`` within ``reach`` ``(T,)`` of them (zero when it already is). A goal further along
+    the ground than ``reach`` cannot be brought in: the drop is then the one that comes closest,
+    down to the goal's height."""
+    v = goal - hip
+    h = v @ up  # negative: the goal lies below the hip
+    across = np.sum(v * v, axis=-1) - h * h
+    # Within reach once (h + d)^2 <= reach^2 - across, i.e. d >= -h - sqrt(reach^2 - across).
+    room = np.sqrt(np.maximum(reach * reach - across, 0.0))
+    return np.asarray(np.maximum(-h - room, 0.0), dtype=np.float64)
+
+
+def smooth_drop(need: FloatArray, times: FloatArray, speed: float, ease: float = DROP_EASE) -> FloatArray:
+    """A drop ``(T,)`` at least ``need`` ``(T,)`` on every frame, changing by no more than
+    ``speed`` per second, eased: exactly zero on frames further than ``need / speed`` plus twice
+    ``ease`` seconds from every frame that needs one.
+
+    Three steps, each keeping the one before's bounds: the need widened into cones of slope
+    ``speed`` (a running maximum, so a single frame's need ramps in and out instead of popping),
+    then held over ``ease`` seconds either side (a sliding maximum), then averaged over the same
+    window with a raised-cosine weight, which rounds the cones' corners. The average never falls
+    below a frame's need, since every value it averages near that frame is held at or above it.
+    Windows count frames at the clip's typical frame step."""
+    t = need.shape[0]
+    if t == 0 or not np.any(need > 0.0):
+        return np.zeros(t)
+    rise = speed * times
+    before = np.maximum.accumulate(need + rise) - rise
+    after = (np.maximum.accumulate((need - rise)[::-1]) + rise[::-1])[::-1]
+    cone = np.maximum(np.maximum(before, after), 0.0)
+    step = float(np.median(np.diff(times))) if t > 1 else 1.0
+    k = int(round(ease / step)) if step > 0.0 else 0
+    if k < 1:
+        return cone
+    pad = np.pad(cone, k, mode="edge")  # the clip's ends hold their value: no drop is cut short there
+    windows = np.lib.stride_tricks.sliding_window_view(pad, 2 * k + 1)
+    held = np.pad(windows.max(axis=-1), k, mode="edge")
+    weight = 1.0 + np.cos(np.pi * np.arange(-k, k + 1) / (k + 1))
+    # Far from any need every value averaged is an exact zero, and so is their weighted sum.
+    return np.asarray(np.lib.stride_tricks.sliding_window_view(held, 2 * k + 1) @ (weight / weight.sum()), dtype=np.float64)
 
 
 def hold_offsets(planted: NDArray[np.bool_], times: FloatArray, ankle: FloatArray, up: FloatArray, lead: float = LEAD) -> FloatArray:
@@ -128,6 +193,9 @@ def plant_legs(
     up: FloatArray,
     times: FloatArray,
     drift: FloatArray | None = None,
+    *,
+    pelvis: int = -1,
+    hip_height: float = 0.0,
 ) -> tuple[FloatArray, FloatArray, PlantReport]:
     """Local rotations ``(T, B, 4)`` and translations ``(T, B, 3)`` with each leg's ankle held on
     its contact spot over the frames ``planted[leg]`` (see :func:`hold_offsets`). The inputs are
@@ -135,31 +203,61 @@ def plant_legs(
 
     ``drift`` ``(T, 3)`` is travel the armature does not carry itself (root motion moved to the
     object, or dropped to play in place): the ground moves by it under the skeleton, so a held
-    foot moves back by it in skeleton space."""
+    foot moves back by it in skeleton space.
+
+    With a ``pelvis`` joint above every thigh and the target's ``hip_height``, held spots out of
+    reach lower the pelvis first (its local translation, along ``up``; see :func:`needed_drop`
+    and :func:`smooth_drop`); every leg is then solved back to its ankle's own height on the
+    frames the pelvis is lowered."""
     rot_out, tr_out = rotations.copy(), translations.copy()
     parents = skeleton.parents
     parts = [_parts(skeleton, leg) for leg in legs]
     # Only the joints that get new locals (where a part starts below a joint moving otherwise)
     # and their parents need placements, besides hip, knee and ankle: walk just those.
     roots = [[j for j, kind in part.items() if parents[j] < 0 or part.get(int(parents[j])) != kind] for part in parts]
-    wanted = {j for leg in legs for j in (leg.thigh, leg.shin, leg.foot)}
+    lowers = pelvis >= 0 and hip_height > 0.0 and bool(legs) and all(_descends(skeleton, leg.thigh, pelvis) for leg in legs)
+    wanted = {j for leg in legs for j in (leg.thigh, leg.shin, leg.foot)} | ({pelvis} if lowers else set())
     wanted |= {j for rs in roots for j in rs} | {int(parents[j]) for rs in roots for j in rs if parents[j] >= 0}
     bones = _with_ancestors(skeleton, wanted)
     row = {j: r for r, j in enumerate(bones)}
     lin, pos = skeleton.bone_placements(
         bones, np.swapaxes(rotations[:, bones], 0, 1), np.swapaxes(translations[:, bones], 0, 1)
     )
+    shifts = [hold_offsets(mask, times, pos[row[leg.foot]] + (0.0 if drift is None else drift), up) for leg, mask in zip(legs, planted, strict=True)]
+    # Hip, knee and ankle before the pelvis comes down: the goals keep the ankles' heights.
+    chains = [tuple(pos[row[j]].copy() for j in (leg.thigh, leg.shin, leg.foot)) for leg in legs]
+    drop = np.zeros(times.shape[0])
+    if lowers:
+        need = np.zeros(times.shape[0])
+        for mask, shift, (hip, knee, ankle) in zip(planted, shifts, chains, strict=True):
+            length = np.linalg.norm(knee - hip, axis=-1) + np.linalg.norm(ankle - knee, axis=-1)
+            # Only spots out of reach call for a drop (a spot the straight leg reaches is held as
+            # it is); then the drop leaves the knee a little bend.
+            out = mask & (needed_drop(hip, ankle + shift, length, up) > 0.0)
+            need = np.maximum(need, np.where(out, needed_drop(hip, ankle + shift, REACH * length, up), 0.0))
+        drop = smooth_drop(np.minimum(need, MAX_DROP * hip_height), times, DROP_SPEED * hip_height)
+    lowered = np.flatnonzero(drop > 0.0)
+    if lowered.size:
+        # Everything below the pelvis comes down with it, turning nothing: placements shift.
+        below = np.array([_descends(skeleton, int(j), pelvis) for j in bones])
+        pos[below] -= drop[:, None] * up
+        # The pelvis's local translation moves by the drop seen from its parent (inv(P) then inv(C0)).
+        dw = -drop[lowered, None] * up
+        p = int(parents[pelvis])
+        rel = dw if p < 0 else np.einsum("tji,tj->ti", lin[row[p], lowered], dw)
+        tr_out[lowered, pelvis] = translations[lowered, pelvis] + rel @ np.linalg.inv(skeleton.parent_frames[pelvis])[:3, :3].T
     held: dict[int, int] = {}
     unreachable: dict[int, int] = {}
-    for leg, mask, part, leg_roots in zip(legs, planted, parts, roots, strict=True):
+    for leg, mask, part, leg_roots, shift, chain in zip(legs, planted, parts, roots, shifts, chains, strict=True):
         held[leg.foot] = int(mask.sum())
         unreachable[leg.foot] = 0
-        shift = hold_offsets(mask, times, pos[row[leg.foot]] + (0.0 if drift is None else drift), up)
-        frames = np.flatnonzero(np.any(shift != 0.0, axis=1))
+        frames = np.flatnonzero(np.any(shift != 0.0, axis=1) | (drop > 0.0))
         if frames.size == 0:
             continue
-        hip, knee, ankle = (pos[row[j], frames] for j in (leg.thigh, leg.shin, leg.foot))
-        goal = ankle + shift[frames]
+        # The chain as the lowered pelvis carries it, rigidly (a foot parented elsewhere, as IK
+        # rigs do, stays behind, but its ankle is where the shin ends).
+        hip, knee, ankle = (c[frames] - drop[frames, None] * up for c in chain)
+        goal = chain[2][frames] + shift[frames]
         # No tolerance: a leg a hair off its spot is still solved (the hold is exact).
         solve = two_bone_ik(np.stack([hip, knee, ankle], axis=1), goal, tolerance=0.0)
         unreachable[leg.foot] = int((~solve.reachable & mask[frames]).sum())  # held frames the leg cannot reach
@@ -167,7 +265,7 @@ def plant_legs(
         r1 = matrix_between_vectors(knee - hip, new_knee - hip)
         r21 = matrix_between_vectors(np.einsum("tij,tj->ti", r1, ankle - knee), new_ankle - new_knee) @ r1
 
-        turn = _Turn(hip, knee, ankle, new_knee, new_ankle, r1, r21)
+        turn = _Turn(hip, knee, pos[row[leg.foot], frames], new_knee, new_ankle, r1, r21)
 
         def moved(
             j: int, turn: _Turn = turn, part: dict[int, str] = part, frames: NDArray[np.int64] = frames
@@ -189,17 +287,19 @@ def plant_legs(
             rot_out[frames, j] = np.where(np.sum(q * old, axis=-1, keepdims=True) < 0.0, -q, q)  # stay continuous
             if np.any(translations[:, j] != 0.0):
                 tr_out[frames, j] = local_p
-    return rot_out, tr_out, PlantReport(held, unreachable)
+    report = PlantReport(held, unreachable, float(drop.max(initial=0.0)) / hip_height if lowers else 0.0, int(lowered.size))
+    return rot_out, tr_out, report
 
 
 @dataclass(frozen=True)
 class _Turn:
     """How a leg moves over the held frames: the thigh turns by ``r1`` about the hip, the shin by
-    ``r21`` (r2 after r1) about its new knee, the foot is carried to the new ankle."""
+    ``r21`` (r2 after r1) about its new knee, the foot (now at ``foot``) is carried to the new
+    ankle."""
 
     hip: FloatArray
     knee: FloatArray
-    ankle: FloatArray
+    foot: FloatArray
     new_knee: FloatArray
     new_ankle: FloatArray
     r1: FloatArray
@@ -209,7 +309,7 @@ class _Turn:
         """A joint's new placement (linear part, position) given the part it moves with: the
         foot's part keeps its orientation, joints outside the leg stay."""
         if kind == "foot":
-            return m_r, m_p + (self.new_ankle - self.ankle)
+            return m_r, m_p + (self.new_ankle - self.foot)
         if kind == "shin":
             return self.r21 @ m_r, np.einsum("tij,tj->ti", self.r21, m_p - self.knee) + self.new_knee
         if kind == "thigh":
@@ -228,6 +328,15 @@ def _local_from_relative(skeleton: Skeleton, j: int, rel_r: FloatArray, rel_p: F
     r = np.einsum("ij,tjk->tik", c0[:3, :3], right)
     p = (np.einsum("tij,j->ti", rel_r, c1[:3, 3]) + rel_p) @ c0[:3, :3].T + c0[:3, 3]
     return r, p
+
+
+def _descends(skeleton: Skeleton, j: int, ancestor: int) -> bool:
+    """Whether joint ``j`` is ``ancestor`` or below it."""
+    while j >= 0:
+        if j == ancestor:
+            return True
+        j = int(skeleton.parents[j])
+    return False
 
 
 def _with_ancestors(skeleton: Skeleton, joints: set[int]) -> NDArray[np.int64]:

@@ -35,7 +35,7 @@ from .canonical_pose import CanonicalPose, RigAnatomy, build_anatomy, canonical_
 from .clip import Clip
 from .errors import MappingError, RigError
 from .facing import Facing
-from .foot_plant import Leg, plant_legs, planted_frames
+from .foot_plant import Leg, PlantReport, plant_legs, planted_frames
 from .frames import CANONICAL_AXES
 from .humanoid import MINIMUM_SLOTS, SIDES, sided
 from .rotation_kernels import quats_of_matrices
@@ -137,8 +137,13 @@ class RetargetResult:
     clip: Clip  # target local transforms; coverage 1 on driven bones
     root_motion: FloatArray  # (T, 3) horizontal travel in target skeleton space
     binding: Binding
-    #: With planted feet, per foot slot: frames held and frames whose spot was out of the leg's reach.
+    #: With planted feet, per foot slot: frames held and frames whose spot was out of the leg's reach
+    #: (even with the hips lowered).
     planted: dict[str, dict[str, int]] = field(default_factory=dict)
+    #: With planted feet, how far the hips came down to bring held spots within reach: the
+    #: largest drop (target hip heights) and the frames lowered.
+    hip_drop: float = 0.0
+    lowered_frames: int = 0
 
 
 def orientations(m: FloatArray) -> FloatArray:
@@ -810,23 +815,24 @@ def _plant(
     quats: FloatArray,
     loc_t: FloatArray,
     travel: FloatArray,
-) -> tuple[FloatArray, FloatArray, dict[str, dict[str, int]]]:
+) -> tuple[FloatArray, FloatArray, dict[str, dict[str, int]], PlantReport]:
     """Target locals with the feet of ``legs`` held where the source's ankles ``(feet, T, 3)``
-    are planted over its ground (from the ground points' heights ``(T, P)``), and per foot the
-    frames held and those out of the leg's reach. ``travel`` is the target's root travel: where
-    the skeleton does not carry it (on the object, or in place), the held feet move back by it."""
+    are planted over its ground (from the ground points' heights ``(T, P)``), per foot the
+    frames held and those out of the leg's reach, and the pass's report (how far the hips came
+    down). ``travel`` is the target's root travel: where the skeleton does not carry it (on the
+    object, or in place), the held feet move back by it."""
     up_s = binding.source_canonical.body[:, 2]
     ground_s = float(np.percentile(heights.min(axis=-1), 5))
     planted = [planted_frames(ankles[i], ground_s, up_s, binding.source_hip_height, clip.times) for i in range(len(legs))]
     carried = binding.options.root_motion in ("HIPS", "ROOT_BONE")  # the hips, or a root bone above them
     rot, loc, report = plant_legs(
         binding.target.skeleton, [leg for _, leg in legs], planted, quats, loc_t, binding.target_canonical.body[:, 2], clip.times,
-        drift=None if carried else travel,
+        drift=None if carried else travel, pelvis=binding.target.slots.get("hips", -1), hip_height=binding.target_hip_height,
     )
     counts = {
         foot: {"held": report.contact_frames[leg.foot], "out_of_reach": report.unreachable_frames[leg.foot]} for foot, leg in legs
     }
-    return rot, loc, counts
+    return rot, loc, counts, report
 
 
 def plant_feet(binding: Binding, clip: Clip, result: RetargetResult) -> RetargetResult:
@@ -840,9 +846,9 @@ def plant_feet(binding: Binding, clip: Clip, result: RetargetResult) -> Retarget
     up_s = binding.source_canonical.body[:, 2]
     heights = np.stack([(np.einsum("tij,j->ti", lin[r], off) + pos[r]) @ up_s for r, off in tables.ground_rows], axis=-1)
     ankles = pos[tables.slot_rows[[binding.framed.index(foot) for foot, _ in legs]]]
-    rot, loc, counts = _plant(binding, legs, clip, ankles, heights, result.clip.rotations, result.clip.translations, result.root_motion)
+    rot, loc, counts, report = _plant(binding, legs, clip, ankles, heights, result.clip.rotations, result.clip.translations, result.root_motion)
     clip_out = replace(result.clip, rotations=make_quat_continuous(rot, axis=0), translations=loc)
-    return replace(result, clip=clip_out, planted=counts)
+    return replace(result, clip=clip_out, planted=counts, hip_drop=report.hip_drop, lowered_frames=report.lowered_frames)
 
 
 def retarget(binding: Binding, clip: Clip, *, plant: bool | None = None) -> RetargetResult:
@@ -883,10 +889,11 @@ def retarget(binding: Binding, clip: Clip, *, plant: bool | None = None) -> Reta
 
     # 4. Feet held where the source plants them.
     planted: dict[str, dict[str, int]] = {}
+    lowered = PlantReport({}, {})
     if legs:
         heights = np.concatenate([p[2] for p in parts])
         ankles = np.concatenate([p[3] for p in parts], axis=1)  # (feet, T, 3)
-        quats, loc_t, planted = _plant(binding, legs, clip, ankles, heights, quats, loc_t, travel_t)
+        quats, loc_t, planted, lowered = _plant(binding, legs, clip, ankles, heights, quats, loc_t, travel_t)
     del parts
 
     coverage = binding.driven.astype(np.float64)
@@ -900,7 +907,9 @@ def retarget(binding: Binding, clip: Clip, *, plant: bool | None = None) -> Reta
         scales=None,
         coverage=coverage,
     )
-    return RetargetResult(clip=out, root_motion=travel_t, binding=binding, planted=planted)
+    return RetargetResult(
+        clip=out, root_motion=travel_t, binding=binding, planted=planted, hip_drop=lowered.hip_drop, lowered_frames=lowered.lowered_frames
+    )
 
 
 def _planted_legs(binding: Binding) -> list[tuple[str, Leg]]:

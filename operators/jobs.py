@@ -122,6 +122,7 @@ def retarget_action(
     report["options"] = {"root_motion": opts.root_motion, "plant_feet": opts.plant_feet, "fingers": opts.fingers}
     if result.planted:
         report["planted_feet"] = result.planted
+        report["planted_hip_drop"] = {"max": result.hip_drop, "frames": result.lowered_frames}
     return RetargetOutcome(new_action, binding, report, src_map, tgt_map)
 
 
@@ -207,6 +208,12 @@ def format_summary(report: dict[str, Any]) -> str:
             for foot, c in held.items()
         )
         lines.append(f"  Plant Feet: {counts or 'no planted contacts in the clip'}")
+        drop = report.get("planted_hip_drop", {})
+        if drop.get("frames"):
+            lines.append(
+                f"  (hips lowered by up to {100 * drop['max']:.1f} % of hip height on {drop['frames']} frames "
+                "to bring held feet within the legs' reach)"
+            )
         lines.append("  (thighs and shins bend away from the clip's directions to hold the feet)")
     if "measured_frames" in report:
         lines.append(f"  (measured on {report['measured_frames']} evenly spread frames of the keys written)")

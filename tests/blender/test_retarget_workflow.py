@@ -257,3 +257,35 @@ def test_file_jobs_never_close_an_interactive_session(blender):
     assert "UnsavedWork" in blender.data.objects
     jobs.fresh_session()  # Blender as a module runs in the background: a job's own session
     assert "UnsavedWork" not in blender.data.objects
+
+
+def test_hips_lowered_for_an_out_of_reach_stride_are_reported_as_blender_plays_them(pair):
+    """Hips travelling 1.5 times as far as the metarig's legs step: planted, the hips come down
+    where a held spot is out of reach. The drop the report gives (and the summary prints) is the
+    one measured on what Blender plays, along the up axis only; held spots are all reached."""
+    bpy, source, target, action = pair
+    from marionette.core.retarget import RetargetOptions
+    from marionette.operators.armature_io import evaluated_pose_matrices
+    from marionette.operators.jobs import format_summary, retarget_action
+
+    frames = np.arange(1, 37)
+    hips, reports = {}, {}
+    for plant in (False, True):
+        outcome = retarget_action(
+            source, action, target, scene_fps=24.0, name=f"stride{plant}",
+            options=RetargetOptions(plant_feet=plant, horizontal_scale=1.5), measure_frames=10_000,
+        )
+        reports[plant] = outcome.report
+        hips[plant] = evaluated_pose_matrices(target, frames)[:, outcome.binding.target.slots["hips"], :3, 3]
+    binding = outcome.binding
+    h, up = binding.target_hip_height, binding.target_canonical.body[:, 2]
+    drop = reports[True]["planted_hip_drop"]
+    assert drop["frames"] > 0 and drop["max"] > 0.005
+    assert all(c["out_of_reach"] == 0 for c in reports[True]["planted_feet"].values())
+    moved = hips[True] - hips[False]
+    down = -(moved @ up)
+    assert np.abs(moved + np.outer(down, up)).max() < 1e-4 * h
+    assert abs(down.max() / h - drop["max"]) < 1e-4
+    assert int((down > 1e-6 * h).sum()) <= drop["frames"]
+    assert f"hips lowered by up to {100 * drop['max']:.1f} % of hip height on {drop['frames']} frames" in format_summary(reports[True])
+    assert "hips lowered" not in format_summary(reports[False])

@@ -7,7 +7,19 @@ import numpy as np
 import pytest
 from test_retarget import rig_input, with_root_and_ik_feet
 
-from marionette.core.foot_plant import LEAD, hold_offsets, planted_frames
+from marionette.core.foot_plant import (
+    DROP_EASE,
+    DROP_SPEED,
+    LEAD,
+    MAX_DROP,
+    REACH,
+    Leg,
+    hold_offsets,
+    needed_drop,
+    plant_legs,
+    planted_frames,
+    smooth_drop,
+)
 from marionette.core.measure import foot_skating
 from marionette.core.retarget import RetargetOptions, bind, ground_points, heights_along, retarget, source_placements
 from marionette.core.samples import sample_humanoid, sample_walk
@@ -229,3 +241,146 @@ def test_spots_out_of_the_legs_reach_are_counted():
         length = np.linalg.norm(knee - hip, axis=-1) + np.linalg.norm(ankle - knee, axis=-1)
         straight = np.linalg.norm(ankle - hip, axis=-1) > length - 1e-9
         assert straight.sum() >= counts["out_of_reach"] // 2  # those legs are stretched straight
+
+
+# Hips lowered where the legs cannot reach a held spot.
+
+
+def test_needed_drop_brings_the_goal_just_within_reach_and_no_further():
+    rng = np.random.default_rng(5)
+    hip = rng.normal(0.0, 0.1, (200, 3))
+    # Goals below the hips, some within a reach of 1, some beyond it (but not further along the
+    # ground than the reach).
+    across = rng.uniform(0.0, 0.95, 200)
+    angle = rng.uniform(0.0, 2 * np.pi, 200)
+    goal = hip + np.column_stack([across * np.cos(angle), across * np.sin(angle), -rng.uniform(0.2, 1.3, 200)])
+    drop = needed_drop(hip, goal, np.ones(200), UP)
+    within = np.linalg.norm(goal - hip, axis=-1) <= 1.0
+    assert within.any() and (~within).any()
+    assert np.all(drop[within] == 0.0)
+    reached = np.linalg.norm(goal - (hip - drop[:, None] * UP), axis=-1)
+    assert np.abs(reached[~within] - 1.0).max() < 1e-12  # on the reach: the smallest drop
+
+
+def _drop_case():
+    times = np.arange(120) / 24.0
+    need = np.zeros(120)
+    need[0] = 0.02  # at the clip's start
+    need[30] = 0.05  # one frame alone
+    need[60:75] = np.linspace(0.01, 0.04, 15)  # a run
+    need[119] = 0.01  # at its end
+    return times, need
+
+
+def test_smooth_drop_covers_every_need_without_pops_and_is_zero_far_from_them():
+    times, need = _drop_case()
+    speed, dt = 0.3, 1.0 / 24.0
+    drop = smooth_drop(need, times, speed)
+    assert np.all(drop >= need - 1e-15)
+    # No faster than the speed, and the speed itself eases in and out (no step from rest to
+    # full speed in one frame).
+    velocity = np.diff(drop) / dt
+    assert np.abs(velocity).max() <= speed * (1.0 + 1e-9)
+    assert np.abs(np.diff(velocity)).max() <= 0.75 * speed
+    # Far from every frame that needs a drop the hips are exactly where they were.
+    needing = np.flatnonzero(need > 0.0)
+    reach = need[needing] / speed + 2 * DROP_EASE + dt
+    far = np.all(np.abs(times[:, None] - times[needing][None, :]) > reach[None, :], axis=1)
+    assert far.sum() > 20 and np.all(drop[far] == 0.0)
+    close = np.any(np.abs(times[:, None] - times[needing][None, :]) <= DROP_EASE, axis=1)
+    assert np.all(drop[close] > 0.0)  # and lowered all around those that do
+    assert np.array_equal(smooth_drop(np.zeros(120), times, speed), np.zeros(120))
+
+
+def _legs(sk):
+    return [Leg(sk.index(f"Thigh.{s}"), sk.index(f"Shin.{s}"), sk.index(f"Foot.{s}")) for s in "LR"]
+
+
+def _held_drift(flat, planted):
+    edges = np.flatnonzero(np.diff(np.concatenate([[0], planted.astype(int), [0]])))
+    return max(np.linalg.norm(flat[a:b] - flat[a:b].mean(axis=0), axis=-1).max() for a, b in zip(edges[0::2], edges[1::2], strict=True))
+
+
+@pytest.mark.parametrize("kind, mode", [("plain", "HIPS"), ("ik feet", "ROOT_BONE"), ("plain", "IN_PLACE")])
+def test_hips_come_down_where_a_held_spot_is_out_of_the_legs_reach(kind, mode):
+    """The hips travel 1.2 times as far as the legs step: held unlowered, spots fall out of
+    reach and the feet slide; with the hips lowered each held ankle stays on its spot, the hips
+    come down along the up axis only, smoothly, and only around the frames that need it."""
+    target = sample_humanoid() if kind == "plain" else with_root_and_ik_feet(sample_humanoid())
+    sk = target.skeleton
+    options = {"horizontal_scale": 1.2, "root_motion": mode}
+    r_off = retarget(bind(rig_input(SOURCE), rig_input(target), RetargetOptions(**options)), WALK)
+    binding = bind(rig_input(SOURCE), rig_input(target), RetargetOptions(plant_feet=True, **options))
+    r_on = retarget(binding, WALK)
+    _, contacts = _source_contacts(binding)
+    up, h = binding.target_canonical.body[:, 2], binding.target_hip_height
+    drift = None if mode != "IN_PLACE" else r_on.root_motion
+    planted = [contacts[f"foot.{s}"] for s in "LR"]
+    # The pass as it was: held without lowering the hips.
+    rot_old, tr_old, old = plant_legs(sk, _legs(sk), planted, r_off.clip.rotations, r_off.clip.translations, up, WALK.times, drift)
+    fk = sk.forward_kinematics
+    w_off, w_on, w_old = fk(r_off.clip.rotations, r_off.clip.translations), fk(r_on.clip.rotations, r_on.clip.translations), fk(rot_old, tr_old)
+    carried = 0.0 if drift is None else drift
+    for side, mask in zip("LR", planted, strict=True):
+        j = sk.index(f"Foot.{side}")
+        before, after = (w[:, j, :3, 3] + carried for w in (w_old, w_on))
+        assert old.unreachable_frames[j] > 0  # previously out of reach ...
+        assert _held_drift(before - np.outer(before @ up, up), mask) > 1e-3 * h  # ... and sliding
+        assert r_on.planted[f"foot.{side}"]["out_of_reach"] == 0
+        assert _held_drift(after - np.outer(after @ up, up), mask) < 1e-9 * h
+        # Every ankle keeps its height, held or in the air: lowered hips bend the knees instead.
+        assert np.abs((w_on[:, j, :3, 3] - w_off[:, j, :3, 3]) @ up).max() < 1e-9 * h
+        # The leg keeps its lengths (the shin still ends at the ankle, a foot parented to the
+        # root included).
+        for a, b in (("Thigh", "Shin"), ("Shin", "Foot")):
+            seg_on, seg_off = (np.linalg.norm(w[:, sk.index(f"{b}.{side}"), :3, 3] - w[:, sk.index(f"{a}.{side}"), :3, 3], axis=-1) for w in (w_on, w_off))
+            assert np.abs(seg_on - seg_off).max() < 1e-9 * h
+    # The hips move only down, along the up axis, by the drop the result reports at most.
+    hips = sk.index("Hips")
+    moved = w_on[:, hips, :3, 3] - w_off[:, hips, :3, 3]
+    drop = -(moved @ up)
+    assert np.abs(moved + np.outer(drop, up)).max() < 1e-12
+    assert np.array_equal(w_on[:, hips, :3, :3], w_off[:, hips, :3, :3])
+    assert drop.min() >= 0.0 and abs(drop.max() - r_on.hip_drop * h) < 1e-12 and 0.0 < drop.max() <= MAX_DROP * h
+    assert r_on.lowered_frames == int((drop > 0.0).sum())
+    # Smoothly: no faster than the speed limit from frame to frame.
+    dt = float(np.diff(WALK.times).max())
+    assert np.abs(np.diff(drop)).max() <= DROP_SPEED * h * dt * (1.0 + 1e-9)
+    # Only around the frames whose spot the unlowered hips could not reach, measured here: the
+    # spot (where the ankle is held) further from the hip joint than thigh plus shin.
+    need = np.zeros(WALK.frame_count, dtype=bool)
+    for side, mask in zip("LR", planted, strict=True):
+        hip, knee, ankle = (w_off[:, sk.index(f"{n}.{side}"), :3, 3] for n in ("Thigh", "Shin", "Foot"))
+        length = np.linalg.norm(knee - hip, axis=-1) + np.linalg.norm(ankle - knee, axis=-1)
+        spot = w_on[:, sk.index(f"Foot.{side}"), :3, 3]
+        out = mask & (np.linalg.norm(spot - hip, axis=-1) > length + 1e-9 * h)
+        assert out.any()
+        # There the hips came down far enough that the knee is not locked straight.
+        lowered_hip = w_on[:, sk.index(f"Thigh.{side}"), :3, 3]
+        assert np.all(np.linalg.norm(spot - lowered_hip, axis=-1)[out] <= REACH * length[out] + 1e-9 * h)
+        need |= out
+    assert need.any() and np.all(drop[need] > 0.0)
+    window = MAX_DROP / DROP_SPEED + 2 * DROP_EASE + dt
+    near = np.any(np.abs(WALK.times[:, None] - WALK.times[need][None, :]) <= window, axis=1)
+    assert np.all(drop[~near] == 0.0)
+    # Frames not lowered keep the hips' locals (and every bone off the legs) exactly.
+    still = drop == 0.0
+    off_legs = [i for i in range(len(sk)) if i not in {k for leg in _legs(sk) for k in (leg.thigh, leg.shin, leg.foot)}]
+    assert np.array_equal(r_on.clip.translations[np.ix_(still, off_legs)], r_off.clip.translations[np.ix_(still, off_legs)])
+    assert np.array_equal(r_on.clip.rotations[:, off_legs], r_off.clip.rotations[:, off_legs])
+
+
+@pytest.mark.parametrize("target", [sample_humanoid(leg_scale=1.25), sample_humanoid(leg_scale=0.8, proportions=1.1)],
+                         ids=["long legs", "short legs"])
+def test_legs_that_reach_every_spot_leave_the_hips_alone(target):
+    binding, r_off, r_on, w_off, w_on = _plant_run(target)
+    assert r_on.hip_drop == 0.0 and r_on.lowered_frames == 0
+    sk = target.skeleton
+    _, contacts = _source_contacts(binding)
+    up = binding.target_canonical.body[:, 2]
+    planted = [contacts[f"foot.{s}"] for s in "LR"]
+    args = (sk, _legs(sk), planted, r_off.clip.rotations, r_off.clip.translations, up, WALK.times)
+    rot_a, tr_a, rep_a = plant_legs(*args)
+    rot_b, tr_b, rep_b = plant_legs(*args, pelvis=sk.index("Hips"), hip_height=binding.target_hip_height)
+    assert np.array_equal(rot_a, rot_b) and np.array_equal(tr_a, tr_b)
+    assert rep_b.hip_drop == 0.0 and rep_b.unreachable_frames == rep_a.unreachable_frames
