@@ -129,7 +129,12 @@ class MARIONETTE_OT_retarget_clip(bpy.types.Operator):
         if rows is None:
             fill_rows(s, outcome.source_mapping, outcome.target_mapping)
         s.last_report = json.dumps(
-            {"action": outcome.action.name, **outcome.report["summary"], "foot_slide": jobs.foot_slide(outcome.report)}
+            {
+                "action": outcome.action.name,
+                **outcome.report["summary"],
+                "foot_slide": jobs.foot_slide(outcome.report),
+                "hip_drop": outcome.report.get("planted_hip_drop", {}),
+            }
         )
         if s.color_bones:
             jobs.color_bones_by_error(s.target, outcome.binding, outcome.report)

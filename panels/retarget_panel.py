@@ -134,6 +134,9 @@ class VIEW3D_PT_marionette_quality(MarionettePanel, bpy.types.Panel):
         for foot in ("foot.L", "foot.R"):
             if foot in slide:
                 col.label(text=f"{foot} slide while planted: {100 * slide[foot]:.1f}% of hip height (source {100 * slide[foot + ' source']:.1f}%)")
+        drop = r.get("hip_drop") or {}
+        if drop.get("frames"):
+            col.label(text=f"Hips lowered to reach held feet: up to {100 * drop['max']:.1f}% on {drop['frames']} frames")
 
 
 classes = (

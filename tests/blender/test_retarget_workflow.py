@@ -289,3 +289,34 @@ def test_hips_lowered_for_an_out_of_reach_stride_are_reported_as_blender_plays_t
     assert int((down > 1e-6 * h).sum()) <= drop["frames"]
     assert f"hips lowered by up to {100 * drop['max']:.1f} % of hip height on {drop['frames']} frames" in format_summary(reports[True])
     assert "hips lowered" not in format_summary(reports[False])
+
+
+def test_the_quality_panel_shows_the_hips_lowered(pair):
+    """Retarget Clip from the sidebar on a stride the metarig's legs cannot reach: the Quality
+    panel lists the drop the report gives; with Plant Feet off, no such line."""
+    bpy, source, target, action = pair
+    from marionette.panels.retarget_panel import VIEW3D_PT_marionette_quality
+
+    class Layout:
+        def __init__(self):
+            self.labels = []
+
+        def column(self, **_kw):
+            return self
+
+        def label(self, text="", **_kw):
+            self.labels.append(text)
+
+    s = bpy.context.scene.marionette
+    texts = {}
+    s.auto_scale, s.horizontal_scale = False, 1.5
+    for plant in (False, True):
+        s.plant_feet = plant
+        assert bpy.ops.marionette.retarget_clip() == {"FINISHED"}
+        layout = Layout()
+        VIEW3D_PT_marionette_quality.draw(type("P", (), {"layout": layout})(), bpy.context)
+        texts[plant] = layout.labels
+    drop = json.loads(s.last_report)["hip_drop"]
+    assert drop["frames"] > 0
+    assert f"Hips lowered to reach held feet: up to {100 * drop['max']:.1f}% on {drop['frames']} frames" in texts[True]
+    assert not any(t.startswith("Hips lowered") for t in texts[False])
