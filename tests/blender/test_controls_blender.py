@@ -1004,6 +1004,48 @@ def test_render_shows_the_viewport_pose(sample):
     assert np.abs(live_pixels - plain_pixels).max() > 0.05
 
 
+@pytest.mark.parametrize(
+    ("engine", "steps", "position"),
+    [("CYCLES", 1, "CENTER"), ("CYCLES", 2, "CENTER"), ("CYCLES", 2, "END"), ("BLENDER_EEVEE", 2, "START")],
+)
+def test_shutter_steps_are_the_times_a_render_evaluates(addon, engine, steps, position):
+    """Prepare Render keeps the times a motion-blurred render asks for: the subframes Blender's
+    render evaluates (recorded from its frame changes) are the ones render_times predicts."""
+    from marionette.operators import live_preview
+
+    bpy = addon
+    scene = bpy.context.scene
+    bpy.ops.mesh.primitive_cube_add(size=0.2)
+    cube = bpy.context.active_object
+    cube.keyframe_insert("location", frame=1)
+    cube.location.x = 1.0
+    cube.keyframe_insert("location", frame=10)
+    bpy.ops.object.camera_add(location=(0.0, -3.0, 0.0), rotation=(math.radians(90), 0.0, 0.0))
+    scene.camera = bpy.context.active_object
+    scene.render.engine = engine
+    scene.cycles.samples = 1
+    scene.eevee.taa_render_samples = 1
+    scene.render.resolution_x = scene.render.resolution_y = 8
+    scene.render.use_motion_blur = True
+    scene.render.motion_blur_shutter = 0.5
+    scene.render.motion_blur_position = position
+    cube.cycles.motion_steps = steps
+    scene.eevee.motion_blur_steps = steps
+    scene.frame_set(5)
+    asked = set()
+
+    def record(scene_, depsgraph):
+        if depsgraph.mode == "RENDER":
+            asked.add(round(scene_.frame_current_final, 4))
+
+    bpy.app.handlers.frame_change_post.append(record)
+    try:
+        bpy.ops.render.render()
+    finally:
+        bpy.app.handlers.frame_change_post.remove(record)
+    assert sorted(asked) == live_preview.render_times(scene, 5)
+
+
 def test_motion_blur_renders_the_controls_between_frames(sample, monkeypatch):
     """With motion blur a render evaluates subframes. On the main thread each is computed; on a
     render thread each is taken as kept by Prepare Render (the same image), or, not kept, blended
