@@ -204,14 +204,24 @@ def test_stairs() -> None:
 
 def test_legs_read_from_placements_or_walked_down_the_path_agree() -> None:
     """Without child frames the legs are read from the pose's placements, with them by walking
-    each leg's path: the same rig either way (identity child frames) gives the same feet, lifts
-    and pelvis to rounding, on stairs (lifts, tilts, a lowered pelvis) and frame by frame."""
+    each leg's path: the same rig either way gives the same feet, lifts and pelvis to rounding,
+    on stairs (lifts, tilts, a lowered pelvis), in one batch and frame by frame. The same rig
+    with child frames: every joint's frame turned by its own rotation ``R`` (``C1 = R``, its
+    children's ``C0`` premultiplied by it), which places every joint as before (``M = P C0 T
+    inv(C1)``) and leaves the locals as they are."""
+    from marionette.core.rotations import matrix_from_quat
     from marionette.core.skeleton import Skeleton
 
-    framed = Skeleton(SKELETON.names, SKELETON.parents, SKELETON.parent_frames, np.broadcast_to(np.eye(4), (B, 4, 4)))
+    turns = np.broadcast_to(np.eye(4), (B, 4, 4)).copy()
+    turns[:, :3, :3] = matrix_from_quat(quat_from_axis_angle(np.random.default_rng(7).normal(size=(B, 3)), np.linspace(0.3, 2.5, B)))
+    parents = SKELETON.parents
+    c0 = np.where((parents >= 0)[:, None, None], turns[np.maximum(parents, 0)] @ SKELETON.parent_frames, SKELETON.parent_frames)
+    framed = Skeleton(SKELETON.names, parents, c0, turns)
+    assert framed.child_frames is not None  # so the legs are walked down their paths
     rise, depth = 0.15, 0.3
     cast, height = stairs(rise, depth)
     times, rot, tr, places = scene(height, lambda x, y: rise / depth * -y + rise / 2, seconds=1.0)
+    np.testing.assert_allclose(framed.forward_kinematics(rot, tr)[..., :3, 3], SKELETON.forward_kinematics(rot, tr)[..., :3, 3], atol=1e-12)
     outs = []
     for sk in (SKELETON, framed):
         rig = GroundRig.build(sk, LEGS, pelvis="hips")
@@ -220,9 +230,10 @@ def test_legs_read_from_placements_or_walked_down_the_path_agree() -> None:
             inst.set_ground("ground", cast)
             chunks = [frames] if isinstance(frames, slice) else frames
             got = [inst.evaluate(rot[c], tr[c], time=times[c], placement=places[c]) for c in chunks]
+            out_rot = np.concatenate([o.rotations for o in got])
             outs.append(
                 (
-                    np.concatenate([o.rotations for o in got]),
+                    np.where(out_rot[..., :1] < 0.0, -out_rot, out_rot),  # q and -q: one rotation
                     np.concatenate([o.translations for o in got]),
                     np.concatenate([o.reports["ground"].details["lift"] for o in got]),
                 )
