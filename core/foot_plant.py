@@ -162,25 +162,31 @@ def hold_offsets(planted: NDArray[np.bool_], times: FloatArray, ankle: FloatArra
     bounds = np.array(runs, dtype=np.int64)
     sums = np.concatenate([np.zeros((1, 3)), np.cumsum(ground, axis=0)])
     spots = (sums[bounds[:, 1]] - sums[bounds[:, 0]]) / (bounds[:, 1] - bounds[:, 0])[:, None]
-    for (start, stop), spot in zip(runs, spots, strict=True):
-        offset[start:stop] = spot - ground[start:stop]
+    # Every frame of a run goes to its run's spot: the runs are the planted frames, and a frame's
+    # run is the last one starting at or before it.
+    held = np.flatnonzero(planted)
+    offset[held] = spots[np.searchsorted(bounds[:, 0], held, side="right") - 1] - ground[held]
 
-    def blend(lo: int, hi: int, a: FloatArray, b: FloatArray, t0: float, t1: float) -> None:
-        """Frames ``lo:hi`` go from shift ``a`` at time ``t0`` to ``b`` at ``t1`` (smoothstep)."""
-        if hi <= lo:
-            return
-        u = np.clip((times[lo:hi] - t0) / max(t1 - t0, 1e-12), 0.0, 1.0)
-        s = u * u * (3.0 - 2.0 * u)
-        offset[lo:hi] = (1.0 - s)[:, None] * a + s[:, None] * b
-
+    # The blends, all at once: frames lo:hi of each go from shift a at time t0 to b at t1
+    # (smoothstep); before the first contact and after the last they ease in and out over
+    # ``lead``, in between they go from the contact the foot leaves to the one it lands on.
     zero = np.zeros(3)
     first, last = runs[0][0], runs[-1][1] - 1
     lo = int(np.searchsorted(times, times[first] - lead, side="left"))
-    blend(lo, first, zero, offset[first], times[first] - lead, times[first])
-    for (_, stop), (start, _) in zip(runs[:-1], runs[1:], strict=True):
-        blend(stop, start, offset[stop - 1], offset[start], times[stop - 1], times[start])
     hi = int(np.searchsorted(times, times[last] + lead, side="right"))
-    blend(last + 1, hi, offset[last], zero, times[last], times[last] + lead)
+    stops, starts = bounds[:-1, 1], bounds[1:, 0]
+    spans = np.concatenate([[[lo, first]], np.stack([stops, starts], axis=-1), [[last + 1, hi]]])
+    a = np.concatenate([zero[None], offset[stops - 1], offset[last][None]])
+    b = np.concatenate([offset[first][None], offset[starts], zero[None]])
+    t0 = np.concatenate([[times[first] - lead], times[stops - 1], [times[last]]])
+    t1 = np.concatenate([[times[first]], times[starts], [times[last] + lead]])
+    sizes = np.maximum(spans[:, 1] - spans[:, 0], 0)
+    gap = np.repeat(np.arange(spans.shape[0]), sizes)  # the blend each frame belongs to
+    if gap.size:
+        frames = np.arange(gap.size) - np.repeat(np.cumsum(sizes) - sizes, sizes) + spans[gap, 0]
+        u = np.clip((times[frames] - t0[gap]) / np.maximum(t1 - t0, 1e-12)[gap], 0.0, 1.0)
+        w = u * u * (3.0 - 2.0 * u)
+        offset[frames] = (1.0 - w)[:, None] * a[gap] + w[:, None] * b[gap]
     return offset
 
 
@@ -325,7 +331,9 @@ def _local_from_relative(skeleton: Skeleton, j: int, rel_r: FloatArray, rel_p: F
     t = rel_r.shape[0]
     # A constant on the right of a block of frames is one (3T, 3) @ (3, 3) product.
     right = (np.ascontiguousarray(rel_r).reshape(3 * t, 3) @ c1[:3, :3]).reshape(t, 3, 3)
-    r = np.einsum("ij,tjk->tik", c0[:3, :3], right)
+    # The constant on the left, row by row of it: the same sums as an einsum, in half the time.
+    c = c0[None, :3, :3, None]
+    r = c[:, :, 0] * right[:, None, 0] + c[:, :, 1] * right[:, None, 1] + c[:, :, 2] * right[:, None, 2]
     p = (np.einsum("tij,j->ti", rel_r, c1[:3, 3]) + rel_p) @ c0[:3, :3].T + c0[:3, 3]
     return r, p
 
@@ -353,11 +361,9 @@ def _parts(skeleton: Skeleton, leg: Leg) -> dict[int, str]:
     among itself and its ancestors (a foot parented elsewhere, as IK rigs do, is its own part)."""
     out: dict[int, str] = {}
     names = {leg.foot: "foot", leg.shin: "shin", leg.thigh: "thigh"}
-    for j in range(len(skeleton)):
-        a = j
-        while a >= 0:
-            if a in names:
-                out[j] = names[a]
-                break
-            a = int(skeleton.parents[a])
+    # Parents come first in a skeleton: a joint's part is its own name, else its parent's part.
+    for j, p in enumerate(skeleton.parents.tolist()):
+        kind = names.get(j) or out.get(p)
+        if kind is not None:
+            out[j] = kind
     return out

@@ -716,7 +716,8 @@ def _slot_motions(
     # A clip that collapses a segment (translation keys pulling a joint onto its parent) leaves
     # its direction to float noise: there the bone's own rotation decides.
     collapsed = np.sqrt(np.einsum("kti,kti->kt", seg, seg)) < 0.05 * tables.source_rest_lengths[:, None]
-    seg = np.where(collapsed[..., None], x_axis, seg)
+    if collapsed.any():  # rare: most clips keep every segment, and then seg stays as it is
+        seg = np.where(collapsed[..., None], x_axis, seg)
     aim = matrix_between_vectors(x_axis, seg)
     # The product goes into an array already made (the last use of q_slots).
     carried_in_target = _times_each(q_slots, tables.carried_to_target)
@@ -847,7 +848,7 @@ def plant_feet(binding: Binding, clip: Clip, result: RetargetResult) -> Retarget
     heights = np.stack([(np.einsum("tij,j->ti", lin[r], off) + pos[r]) @ up_s for r, off in tables.ground_rows], axis=-1)
     ankles = pos[tables.slot_rows[[binding.framed.index(foot) for foot, _ in legs]]]
     rot, loc, counts, report = _plant(binding, legs, clip, ankles, heights, result.clip.rotations, result.clip.translations, result.root_motion)
-    clip_out = replace(result.clip, rotations=make_quat_continuous(rot, axis=0), translations=loc)
+    clip_out = replace(result.clip, rotations=make_quat_continuous(rot, axis=0, copy=False), translations=loc)  # rot is new
     return replace(result, clip=clip_out, planted=counts, hip_drop=report.hip_drop, lowered_frames=report.lowered_frames)
 
 
@@ -902,7 +903,7 @@ def retarget(binding: Binding, clip: Clip, *, plant: bool | None = None) -> Reta
     out = replace(
         clip,
         names=sk.names,
-        rotations=make_quat_continuous(quats, axis=0),
+        rotations=make_quat_continuous(quats, axis=0, copy=False),  # quats is this call's own
         translations=loc_t,
         scales=None,
         coverage=coverage,

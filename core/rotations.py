@@ -313,13 +313,14 @@ def quat_slerp(a: ArrayLike, b: ArrayLike, t: ArrayLike) -> FloatArray:
     return quat_normalize(wa * a + wb * b)
 
 
-def make_quat_continuous(q: ArrayLike, axis: int = 0) -> FloatArray:
+def make_quat_continuous(q: ArrayLike, axis: int = 0, *, copy: bool = True) -> FloatArray:
     """Flip signs along ``axis`` (time) so consecutive quaternions lie in one hemisphere.
 
     ``q`` and ``-q`` are the same rotation, but interpolating keys between them takes the long
     way round; Blender interpolates quaternion channels component-wise, so keys must be continuous.
+    With ``copy=False`` a float64 array ``q`` is flipped in place (for a caller's own buffer).
     """
-    q = np.array(q, dtype=np.float64, copy=True)
+    q = np.array(q, dtype=np.float64, copy=True) if copy else np.asarray(q, dtype=np.float64)
     _check_last(q, 4, "quaternion")
     t = np.moveaxis(q, axis, 0)  # a view: flipping it flips q
     if t.shape[0] > 1:

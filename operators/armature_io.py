@@ -541,7 +541,9 @@ def _bone_curves(obj: bpy.types.Object, action: bpy.types.Action) -> tuple[Any, 
         m = _BONE_PATH.match(fc.data_path)
         if m is None:
             continue
-        bone = _UNESCAPE.sub(r"\1", m.group(1))
+        bone = m.group(1)
+        if "\\" in bone:  # only an escaped name needs the substitution
+            bone = _UNESCAPE.sub(r"\1", bone)
         prop = m.group(2)
         if prop not in _CHANNEL_SIZE or bone not in bones:
             continue
@@ -698,9 +700,15 @@ def clip_from_action(
             arr[:, jj, kk] = values[rr].T
         return arr[:, bones]
 
-    rotations = np.empty((t, b, 4))
     mode_of = [modes[n] for n in skeleton.names]
-    for mode in set(mode_of):
+    kinds = set(mode_of)
+    if kinds == {"QUATERNION"}:
+        # The usual case, every bone in quaternions: the channel is the rotations (no copies).
+        rotations = channel("rotation_quaternion")
+        kinds = set()
+    else:
+        rotations = np.empty((t, b, 4))
+    for mode in kinds:
         sel = np.array([m == mode for m in mode_of])
         if mode == "QUATERNION":
             rotations[:, sel] = channel("rotation_quaternion", sel)
@@ -960,6 +968,10 @@ def clip_from_evaluation(
 # --- writing actions -------------------------------------------------------------------------
 
 
+#: Data path of the curve :func:`write_action` copies the others from (no property has it).
+_TEMPLATE_PATH = "marionette_key_template"
+
+
 def _special_inheritance(bone: Any) -> bool:
     return (not bone.use_inherit_rotation) or bone.inherit_scale != "FULL" or (not bone.use_local_location)
 
@@ -1103,15 +1115,39 @@ def write_action(
         bag = compat.channelbag(action, slot, create=True)
         linear = [_IPO_LINEAR] * t
         paths = [f'pose.bones["{bpy.utils.escape_identifier(n)}"].' for n in names]
+        # Where Blender copies F-curves (slotted actions), every curve is a copy of one template
+        # keyed on the frames with LINEAR interpolation, its values then written over: adding the
+        # keys and setting their interpolation curve by curve costs more than the copy. The
+        # template is removed at the end; the curves are the same as made one by one.
+        copy = getattr(bag.fcurves, "new_from_fcurve", None) if compat.SLOTTED_ACTIONS and hasattr(bag, "groups") else None
+        template = None
+        if copy is not None:
+            template = bag.fcurves.new(_TEMPLATE_PATH, index=0)
+            co[1::2] = 0.0
+            template.keyframe_points.add(t)
+            template.keyframe_points.foreach_set("co", co)
+            template.keyframe_points.foreach_set("interpolation", linear)
+        groups: dict[str, Any] = {}
         for bk, _o, prop, k, bi in specs:
-            fc = compat.new_fcurve(bag, paths[bk] + prop, k, names[bk])
+            if template is None:
+                fc = compat.new_fcurve(bag, paths[bk] + prop, k, names[bk])
+                fc.keyframe_points.add(t)
+            else:
+                template.array_index = k  # the copy takes its index (and must not exist yet)
+                fc = copy(template, data_path=paths[bk] + prop)
+                group = groups.get(names[bk])
+                if group is None:
+                    group = groups[names[bk]] = bag.groups.new(names[bk])
+                fc.group = group
             kp = fc.keyframe_points
-            kp.add(t)
             co[1::2] = rows_of[bi][where[(bi, bk)], k]
             kp.foreach_set("co", co)
             # Sorted, unique LINEAR keys need no fcurve.update() (which would double the time):
             # handles play no part in LINEAR segments.
-            kp.foreach_set("interpolation", linear)
+            if template is None:
+                kp.foreach_set("interpolation", linear)
+        if template is not None:
+            bag.fcurves.remove(template)
     except Exception:
         bpy.data.actions.remove(action)
         raise
