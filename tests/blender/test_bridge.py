@@ -683,6 +683,24 @@ def test_written_action_layout(blender) -> None:
     assert not any(fc.data_path.endswith("scale") for fc in curves)  # the clip has no scales
     assert all(fc.keyframe_points[0].interpolation == "LINEAR" and len(fc.keyframe_points) == 30 for fc in curves)
     assert second["marionette_fps"] == blender.context.scene.render.fps
+    # Every curve (however it is made) has the settings of one made key by key, with no helper
+    # curve left behind.
+    scratch = blender.data.actions.new("scratch")
+    bag = compat.channelbag(scratch, compat.new_action_slot(scratch, obj), create=True)
+    ref = compat.new_fcurve(bag, 'pose.bones["b0"].location', 0, "b0")
+    ref.keyframe_points.add(30)
+    ref.keyframe_points.foreach_set("co", np.stack([np.arange(1.0, 31.0), np.zeros(30)], axis=-1).ravel())
+    for kp in ref.keyframe_points:
+        kp.interpolation = "LINEAR"
+    curve_keys = ("extrapolation", "color_mode", "auto_smoothing", "mute", "hide", "lock", "select")
+    key_keys = ("interpolation", "easing", "handle_left_type", "handle_right_type", "type", "select_control_point")
+    want = [getattr(ref, k) for k in curve_keys], [[getattr(kp, k) for k in key_keys] for kp in ref.keyframe_points]
+    for fc in curves:
+        got = [getattr(fc, k) for k in curve_keys], [[getattr(kp, k) for k in key_keys] for kp in fc.keyframe_points]
+        assert got == want, fc.data_path
+        assert fc.group is not None and fc.data_path.startswith(f'pose.bones["{fc.group.name}"].')
+    assert len(curves) == len({(fc.data_path, fc.array_index) for fc in curves})
+    blender.data.actions.remove(scratch)
     # Quaternion keys were made continuous: consecutive keys in one hemisphere.
     for bone in ("b0", "b1", "b3", "b4"):
         q = np.stack(
