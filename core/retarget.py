@@ -38,6 +38,8 @@ from .facing import Facing
 from .foot_plant import Leg, PlantReport, plant_legs, planted_frames
 from .frames import CANONICAL_AXES
 from .humanoid import MINIMUM_SLOTS, SIDES, sided
+from .own_motion import OwnTables, bend_carried, bend_runs, carried_bends, carried_pairs, keep_own, own_tables
+from .pelvis import pelvis_offset, pelvis_point, pelvis_positions
 from .rotation_kernels import quats_of_matrices
 from .rotations import (
     FloatArray,
@@ -186,10 +188,11 @@ def travel_scales(
     src: RigAnatomy, tgt: RigAnatomy, up_s: FloatArray, up_t: FloatArray, opts: RetargetOptions, warnings: list[str]
 ) -> TravelScales:
     """Hip heights measured from the ground (the lowest foot point at rest), never from the rest
-    origin (SPEC 4.6, 4.8); the scales default to their ratio, and an unusable scale is 1."""
-    src_h = float(src.rest[src.slots["hips"], :3, 3] @ up_s - heights_along(ground_points(src), src.rest, up_s).min())
+    origin (SPEC 4.6, 4.8), at the pelvis point (:mod:`.pelvis`); the scales default to their
+    ratio, and an unusable scale is 1."""
+    src_h = float(pelvis_positions(src, src.rest) @ up_s - heights_along(ground_points(src), src.rest, up_s).min())
     tgt_ground = float(heights_along(ground_points(tgt), tgt.rest, up_t).min())
-    tgt_h = float(tgt.rest[tgt.slots["hips"], :3, 3] @ up_t - tgt_ground)
+    tgt_h = float(pelvis_positions(tgt, tgt.rest) @ up_t - tgt_ground)
     auto = tgt_h / src_h if src_h > 0 else float("nan")
 
     def pick(value: float | None) -> float:
@@ -214,12 +217,13 @@ def hips_path(
     vertical_scale: float,
     target_ground: float,
 ) -> tuple[FloatArray, FloatArray]:
-    """The target hips' path for source placements ``(T, Bs, 4, 4)``: ``(travel, grounded)``,
-    both ``(T, 3)`` in target skeleton space. ``grounded`` is the hips at the source's height above
-    its ground (a low percentile of the feet over the clip, so a jump stays a jump), scaled, over
-    the target's rest spot; ``travel`` is the source's horizontal travel from its rest, aligned
-    and scaled. The hips play ``grounded + travel`` when travel stays on them."""
-    hips_s = source[:, src.slots["hips"], :3, 3]
+    """The target pelvis point's path (:mod:`.pelvis`) for source placements ``(T, Bs, 4, 4)``:
+    ``(travel, grounded)``, both ``(T, 3)`` in target skeleton space. ``grounded`` is the pelvis at
+    the source's height above its ground (a low percentile of the feet over the clip, so a jump
+    stays a jump), scaled, over the target's rest spot; ``travel`` is the source's horizontal
+    travel from its rest, aligned and scaled. The pelvis plays ``grounded + travel`` when travel
+    stays on the hips."""
+    hips_s = pelvis_positions(src, source)
     heights = heights_along(ground_points(src), source, up_s)
     return _hips_path(src, tgt, hips_s, heights, up_s, up_t, align, horizontal_scale, vertical_scale, target_ground)
 
@@ -236,12 +240,12 @@ def _hips_path(
     vertical_scale: float,
     target_ground: float,
 ) -> tuple[FloatArray, FloatArray]:
-    """:func:`hips_path` from the source hips' positions ``(T, 3)`` and its ground points'
-    heights ``(T, P)``, for callers that hold positions rather than 4x4 placements."""
+    """:func:`hips_path` from the source pelvis point's positions ``(T, 3)`` and its ground
+    points' heights ``(T, P)``, for callers that hold positions rather than 4x4 placements."""
     ground_s = float(np.percentile(heights.min(axis=-1), 5))
-    travel_s = hips_s - src.rest[src.slots["hips"], :3, 3]
+    travel_s = hips_s - pelvis_positions(src, src.rest)
     travel_s = travel_s - np.outer(travel_s @ up_s, up_s)
-    rest_t = tgt.rest[tgt.slots["hips"], :3, 3]
+    rest_t = pelvis_positions(tgt, tgt.rest)
     base = rest_t - (rest_t @ up_t) * up_t
     height = target_ground + vertical_scale * (hips_s @ up_s - ground_s)
     travel = np.asarray((travel_s @ align.T) * horizontal_scale, dtype=np.float64)
@@ -313,6 +317,8 @@ def bind(source: RigInput, target: RigInput, options: RetargetOptions | None = N
 
     twists = _twist_shares(target, tgt, tgt_can, framed)
     for b, _, _, _ in twists:
+        driven[b] = True
+    for _, _, _, _, b in carried_pairs(src, tgt, framed):  # eyes, jaw, twist bones of both rigs
         driven[b] = True
     scales = travel_scales(src, tgt, src_can.body[:, 2], tgt_can.body[:, 2], opts, warnings)
 
@@ -396,8 +402,11 @@ class _Tables:
     slot_rows: NDArray[np.int64]  # (K,) row of each framed slot's source bone
     source_row_segments: SegmentTable  # source_segments with bones given as rows
     ground_rows: tuple[tuple[int, FloatArray], ...]  # ground points as (row, bone-local offset)
-    hips_row: int
+    pelvis_rows: NDArray[np.int64]  # rows of the source bones whose heads make the pelvis point
+    pelvis_offset: FloatArray  # (3,) the target's pelvis point in its hips bone's axes
     rest_rel: FloatArray  # (Bt, 4, 4) target rests relative to their anatomical parents
+    #: Slots whose target bone keeps the source bone's own rotation, runs that take the bend, toes.
+    own: OwnTables
 
 
 @dataclass(frozen=True)
@@ -479,8 +488,9 @@ def _tables(binding: Binding) -> _Tables:
     ground = ground_points(src)
     src_parents = src.skeleton.parents
     read = np.zeros(len(src.skeleton), dtype=bool)
+    toes = [sb for _, _, sb, _, _ in carried_pairs(src, tgt, binding.framed)]
     for i in (*slot_bones, *source_segments.bones[source_segments.coef != 0.0], *(b for b, _ in ground),
-              src.slots["hips"]):
+              src.slots["hips"], *toes):
         i = int(i)
         while i >= 0 and not read[i]:
             read[i] = True
@@ -488,14 +498,19 @@ def _tables(binding: Binding) -> _Tables:
     source_bones = np.flatnonzero(read)
     row = np.zeros(len(src.skeleton), dtype=np.int64)  # unread bones only pad (coef 0): row 0
     row[source_bones] = np.arange(source_bones.size)
+    own = own_tables(src, tgt, binding.framed, binding.target_canonical.placements,
+                     orientations(binding.source_canonical.placements), binding.align, row)
+    kept = {int(k) for k in own.own_slots}
     return _Tables(
+        own=own,
         source_bones=source_bones,
         slot_rows=row[slot_bones],
         source_row_segments=replace(source_segments, bones=row[source_segments.bones]),
         ground_rows=tuple((int(row[b]), off) for b, off in ground),
-        hips_row=int(row[src.slots["hips"]]),
+        pelvis_rows=np.array([row[b] for b, _ in pelvis_point(src)], dtype=np.int64),
+        pelvis_offset=pelvis_offset(tgt),
         rest_rel=np.linalg.inv(tgt.rest[tgt.anatomical_parents.clip(0)]) @ tgt.rest,
-        spread=_spread_runs(binding, slot_of_target_bone),
+        spread=tuple(r for r in _spread_runs(binding, slot_of_target_bone) if r[0] not in kept),
         twists=tuple(_twist_entry(binding, b, ls, ds, share) for b, ls, ds, share in binding.twists),
         slot_bones=slot_bones,
         carried=np.stack([binding.carried[s] for s in binding.framed]),
@@ -692,11 +707,12 @@ _BLOCK_FRAMES = 512
 
 def _slot_motions(
     binding: Binding, tables: _Tables, clip: Clip, frames: slice, keep: list[int]
-) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
+) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray, tuple[FloatArray, FloatArray]]:
     """Step 1 over a block of frames: every framed slot's motion ``(K, t, 3, 3)`` in target
     skeleton space, and what the root travel needs, the source hips' positions ``(t, 3)`` and the
     heights of its ground points ``(t, P)``; last, the positions ``(len(keep), t, 3)`` of the
-    framed slots ``keep`` (indices into ``binding.framed``)."""
+    framed slots ``keep`` (indices into ``binding.framed``); and, for :mod:`.own_motion`, the own
+    slots' motions before the re-aim ``(S, t, 3, 3)`` and the carried bones' turns ``(J, t, 3, 3)``."""
     # The source is posed already turned by ``align`` (folded into its roots): the aim between two
     # turned directions is the turned aim, ``align @ aim @ q = aim' @ (align @ q)``, so the aligned
     # motion needs no product of its own. Positions are turned back where the source's own are read.
@@ -721,6 +737,10 @@ def _slot_motions(
     aim = matrix_between_vectors(x_axis, seg)
     # The product goes into an array already made (the last use of q_slots).
     carried_in_target = _times_each(q_slots, tables.carried_to_target)
+    own = carried_in_target[tables.own.own_slots]  # a copy: the next product overwrites its source
+    if not folded:
+        own = align @ own
+    bends = carried_bends(orientations(src_lin) if clip.scales is not None else src_lin, tables.own.carried)
     motion = np.matmul(aim, carried_in_target, out=q_slots)
     if not folded:
         motion = np.matmul(align, motion, out=aim)
@@ -728,7 +748,7 @@ def _slot_motions(
     up_s = back @ binding.source_canonical.body[:, 2]  # p . up = (align p) . (align up)
     heights = np.stack([(np.einsum("tij,j->ti", src_lin[r], off) + src_pos[r]) @ up_s
                         for r, off in tables.ground_rows], axis=-1)
-    return motion, src_pos[tables.hips_row] @ back, heights, src_pos[tables.slot_rows[keep]] @ back
+    return motion, src_pos[tables.pelvis_rows].mean(axis=0) @ back, heights, src_pos[tables.slot_rows[keep]] @ back, (own, bends)
 
 
 def _target_locals(
@@ -739,6 +759,7 @@ def _target_locals(
     travel: FloatArray,
     quats: FloatArray,
     loc_t: FloatArray,
+    own: tuple[FloatArray, FloatArray],
 ) -> None:
     """Step 3 over a block of frames: the target's local rotations (into ``quats`` ``(t, Bt, 4)``,
     driven bones only, not yet made continuous) and translations (into ``loc_t`` ``(t, Bt, 3)``)
@@ -759,10 +780,13 @@ def _target_locals(
     canonical_rot = binding.target_canonical_rot
     w_r = np.empty((n, t, 3, 3))
     w_p = np.empty((n, t, 3))
+    aimed = keep_own(motion, own[0], tables.own)
     for i, k in zip(driven, tables.driven_owner, strict=True):  # one (3t, 3) @ (3, 3) product each
         np.matmul(motion[k].reshape(3 * t, 3), canonical_rot[i], out=w_r[i].reshape(3 * t, 3))
     _spread(motion, tables.spread, canonical_rot, w_r)
     _twist(motion, tables.twists, canonical_rot, w_r)
+    bend_runs(motion, aimed, tables.own, canonical_rot, w_r)
+    bend_carried(own[1], tables.own, canonical_rot, w_r)
     rest_rel = tables.rest_rel
     hips_t = tgt.slots["hips"]
     root_travel = binding.options.root_motion == "ROOT_BONE" and binding.root_bone >= 0
@@ -773,8 +797,8 @@ def _target_locals(
         a_p = np.broadcast_to(c0_t[i], (t, 3)) if p < 0 else w_r[p] @ c0_t[i] + w_p[p]
         if is_driven[i]:
             q = w_r[i]
-            if i == hips_t:
-                pos = hips_pos
+            if i == hips_t:  # the pelvis point where the path puts it
+                pos = hips_pos - w_r[i] @ tables.pelvis_offset
             elif i in tgt.detached:
                 a = int(tgt.anatomical_parents[i])
                 pos = w_r[a] @ rest_rel[i, :3, 3] + w_p[a]
@@ -885,8 +909,8 @@ def retarget(binding: Binding, clip: Clip, *, plant: bool | None = None) -> Reta
     quats = np.zeros((t, n, 4))
     quats[..., 0] = 1.0
     loc_t = np.zeros((t, n, 3))
-    for b, (motion, _, _, _) in zip(blocks, parts, strict=True):
-        _target_locals(binding, tables, motion, hips_pos[b], travel_t[b], quats[b], loc_t[b])
+    for b, (motion, _, _, _, own) in zip(blocks, parts, strict=True):
+        _target_locals(binding, tables, motion, hips_pos[b], travel_t[b], quats[b], loc_t[b], own)
 
     # 4. Feet held where the source plants them.
     planted: dict[str, dict[str, int]] = {}
