@@ -152,10 +152,13 @@ def hips_below_thighs(rig: SampleRig, drop: float) -> SampleRig:
 
 
 @pytest.mark.parametrize("drop", [0.05, 0.15])
-def test_hips_starting_below_the_thigh_roots_change_no_rotation(drop):
-    """A T-pose character whose hips bone rises from under the pelvis: the same clip onto it and
-    onto the plain character turns every bone alike (the hips' frame comes from the thigh roots and
-    the spine, never from where the hips bone starts); only the hips bone's head sits elsewhere."""
+def test_hips_starting_below_the_thigh_roots_change_nothing_but_that_head(drop):
+    """A character whose hips bone rises from under the pelvis: the same clip onto it and onto the
+    plain character turns every bone alike (the hips' frame comes from the thigh roots and the
+    spine, never from where the hips bone starts) and puts every other joint at the same place:
+    hip height and travel are measured and placed at the thigh roots, so a low hips head neither
+    shrinks the travel (its height was the scale: 3 % of it for a head at the floor) nor swings
+    the pelvis about a point below it."""
     source = sample_humanoid()
     clip = every_joint_moving(sample_walk(source, frames=40), list(source.slots.values()))
     plain = sample_humanoid(arms_down_angle=0.4, rolls=np.random.default_rng(4).uniform(-3.0, 3.0, 51))
