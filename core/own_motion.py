@@ -10,8 +10,9 @@ turns the bone away from its own rotation. Here:
   rotation (carried through the canonical frames, so roll never enters), and the bones in between
   turn, rigidly about their first joint, just enough for the segment's end to lie exactly along
   the measured direction: the bone's rotation and the segment direction are both exact;
-* a slot whose target segment crosses another framed slot starting at its head (a zero-length
-  upper chest at the neck's base) keeps its own rotation, the framed slot below aims the segment;
+* a slot whose segment crosses another framed slot starting at its head, on either rig (a
+  zero-length upper chest at the neck's base), keeps its own rotation: the framed slot below aims
+  the segment, and the bends below it are not the slot's;
 * a hand keeps its own rotation relative to its forearm, twist included, even where the target has
   no bone in between to take the bend: a palm bone only the source has (a BVH's finger base) is
   not carried, as it is not where the target maps no fingers (the hand's segment is then its own);
@@ -88,6 +89,7 @@ def own_tables(
     ``source_canonical_rot`` the source bones' canonical orientations, ``source_row`` the row of
     each source bone among those the retarget reads."""
     framed_bones = {target.slots[s] for s in framed}
+    source_framed = {source.slots[s] for s in framed}
     own: list[int] = []
     runs: list[Run] = []
     heads = target_placements[:, :3, 3]
@@ -96,8 +98,11 @@ def own_tables(
         src_path = None if e_s is None else _path_between(source, source.slots[slot], e_s)
         bends = bool(src_path)  # the source segment runs through bones of its own
         tgt_path = None if e_t is None else _path_between(target, target.slots[slot], e_t)
-        if tgt_path and any(b in framed_bones for b in tgt_path):
-            own.append(k)  # the framed slot below aims the segment
+        if (tgt_path and any(b in framed_bones for b in tgt_path)) or (src_path and any(b in source_framed for b in src_path)):
+            # A zero-length slot bone at the head of the next framed one (CMU's Spine1 at the
+            # neck's base): its segment is the next slot's, which aims it; the bone itself keeps
+            # its own rotation rather than the bends of the bones below it.
+            own.append(k)
             continue
         if bends and tgt_path and e_t is not None:
             b = target.slots[slot]
