@@ -38,17 +38,14 @@ from .facing import Facing
 from .foot_plant import Leg, PlantReport, plant_legs, planted_frames
 from .frames import CANONICAL_AXES
 from .humanoid import MINIMUM_SLOTS, SIDES, sided
+from .in_between import spread, spread_runs, times_each, twist, twist_entry, twist_shares
 from .own_motion import OwnTables, bend_carried, bend_runs, carried_bends, carried_pairs, keep_own, own_tables
 from .pelvis import pelvis_offset, pelvis_point, pelvis_positions
 from .rotation_kernels import quats_of_matrices
 from .rotations import (
     FloatArray,
-    axis_angle_from_quat,
     make_quat_continuous,
     matrix_between_vectors,
-    matrix_from_quat,
-    quat_from_axis_angle,
-    quat_from_matrix,
 )
 from .skeleton import Skeleton
 
@@ -315,7 +312,7 @@ def bind(source: RigInput, target: RigInput, options: RetargetOptions | None = N
         if owner[i] < 0:
             driven[i] = False
 
-    twists = _twist_shares(target, tgt, tgt_can, framed)
+    twists = twist_shares(target.skeleton, target.slots, tgt, tgt_can, framed)
     for b, _, _, _ in twists:
         driven[b] = True
     for _, _, _, _, b in carried_pairs(src, tgt, framed):  # eyes, jaw, twist bones of both rigs
@@ -510,8 +507,9 @@ def _tables(binding: Binding) -> _Tables:
         pelvis_rows=np.array([row[b] for b, _ in pelvis_point(src)], dtype=np.int64),
         pelvis_offset=pelvis_offset(tgt),
         rest_rel=np.linalg.inv(tgt.rest[tgt.anatomical_parents.clip(0)]) @ tgt.rest,
-        spread=tuple(r for r in _spread_runs(binding, slot_of_target_bone) if r[0] not in kept),
-        twists=tuple(_twist_entry(binding, b, ls, ds, share) for b, ls, ds, share in binding.twists),
+        spread=tuple(r for r in spread_runs(tgt, binding.target_canonical, binding.framed, slot_of_target_bone) if r[0] not in kept),
+        twists=tuple(twist_entry(tgt, binding.target_canonical, binding.target_canonical_rot, binding.framed, b, ls, ds, share)
+                     for b, ls, ds, share in binding.twists),
         slot_bones=slot_bones,
         carried=np.stack([binding.carried[s] for s in binding.framed]),
         target_inv=np.stack([binding.target_frames_inv[s] for s in binding.framed]),
@@ -523,134 +521,6 @@ def _tables(binding: Binding) -> _Tables:
         driven_owner=owner,
         walk=walk,
     )
-
-
-_SPREAD_SLOTS = ("spine", "chest", "upper_chest", "neck")
-
-
-#: Twist slots that share the twist of the joint at the far end of their limb.
-_DISTAL_TWISTS = (("forearm_twist", "forearm", "hand"), ("shin_twist", "shin", "foot"))
-
-
-def _twist_shares(
-    target: RigInput, tgt: RigAnatomy, canonical: CanonicalPose, framed: tuple[str, ...]
-) -> tuple[tuple[int, str, str, float], ...]:
-    """The target's forearm and shin twist bones (mapped by the target's mapping, whatever the
-    source has) and the share of the wrist's (ankle's) twist each takes: how far along the limb
-    its middle lies, so a twist bone next to the wrist turns almost with the hand and one at the
-    elbow hardly at all. A twist bone must hang from its limb bone."""
-    sk = target.skeleton
-    placed = canonical.placements
-    out = []
-    for side in SIDES:
-        for part, limb, distal in _DISTAL_TWISTS:
-            slot, limb_s, distal_s = sided(part, side), sided(limb, side), sided(distal, side)
-            name = target.slots.get(slot)
-            b = None if name is None else sk.find(name)
-            if b is None or limb_s not in framed or distal_s not in framed:
-                continue
-            limb_b, distal_b = tgt.slots[limb_s], tgt.slots[distal_s]
-            p = int(sk.parents[b])
-            while p >= 0 and p not in (limb_b, distal_b):
-                p = int(sk.parents[p])
-            if p != limb_b or int(tgt.owner[b]) != limb_b:
-                continue
-            start = placed[limb_b, :3, 3]
-            axis = evaluate_point(tgt.segment_end[limb_s], placed[None])[0] - start
-            length = float(np.linalg.norm(axis))
-            if length <= 0.0:
-                continue
-            tail = placed[b] @ np.linalg.inv(tgt.rest[b]) @ np.append(tgt.ends[b], 1.0)
-            middle = 0.5 * (placed[b, :3, 3] + tail[:3])
-            share = float(np.clip((middle - start) @ axis / (length * length), 0.0, 1.0))
-            out.append((b, limb_s, distal_s, share))
-    return tuple(out)
-
-
-def _twist(motion: FloatArray, twists: tuple[tuple[int, int, int, FloatArray, float, FloatArray], ...],
-           canonical_rot: FloatArray, w_r: FloatArray) -> None:
-    """Turn each twist bone about its limb's axis by its share of the distal joint's twist
-    relative to the limb, counted from their relation at rest (``motion`` ``(K, T, 3, 3)``,
-    ``w_r`` ``(Bt, T, 3, 3)``, bone-major)."""
-    for b, k, k2, axis, share, at_rest in twists:
-        limb = motion[k]
-        # The distal bone seen from the limb, less the turn their rest relation already holds.
-        q = quat_from_matrix(_times_each((np.swapaxes(limb, -1, -2) @ motion[k2])[None], at_rest[None])[0])
-        angle = 2.0 * np.arctan2(q[:, 1:] @ axis, q[:, 0])
-        angle = (angle + np.pi) % (2.0 * np.pi) - np.pi  # the short way round
-        turn = matrix_from_quat(quat_from_axis_angle(axis[None], share * angle))
-        w_r[b] = limb @ turn @ canonical_rot[b]
-
-
-def _twist_entry(
-    binding: Binding, b: int, limb: str, distal: str, share: float
-) -> tuple[int, int, int, FloatArray, float, FloatArray]:
-    tgt = binding.target
-    c = binding.target_canonical_rot
-    rest = orientations(tgt.rest)
-    lb, db = tgt.slots[limb], tgt.slots[distal]
-    at_rest = c[db] @ rest[db].T @ rest[lb] @ c[lb].T
-    axis = binding.target_canonical.frames[limb][:, 0]
-    return (b, binding.framed.index(limb), binding.framed.index(distal), axis, share, at_rest)
-
-
-def _spread_runs(
-    binding: Binding, slot_index: dict[int, int]
-) -> tuple[tuple[int, int, NDArray[np.int64], FloatArray, FloatArray], ...]:
-    """Axial slots whose target segment crosses in-between bones (a spine of five bones mapped
-    onto three slots): their bend is spread along the run instead of pivoting at its first joint."""
-    tgt = binding.target
-    sk = tgt.skeleton
-    placed = binding.target_canonical.placements
-    runs = []
-    for slot in _SPREAD_SLOTS:
-        if slot not in binding.framed:
-            continue
-        end = tgt.segment_end[slot]
-        if len(end) != 1 or end[0][1].any():
-            continue  # the segment ends on the bone's own tail: nothing in between
-        b, e = tgt.slots[slot], end[0][0]
-        path = [e]
-        while path[-1] != b and path[-1] >= 0:
-            path.append(int(sk.parents[path[-1]]))
-        if path[-1] != b or len(path) < 3:
-            continue  # not a plain chain, or no bone in between
-        chain = np.array(path[::-1][:-1], dtype=np.int64)  # slot bone and the bones in between
-        parent_owner = int(tgt.owner[int(tgt.anatomical_parents[b])])
-        if parent_owner < 0 or parent_owner not in slot_index:
-            continue
-        heads = placed[np.append(chain, e), :3, 3]
-        vectors = np.diff(heads, axis=0)
-        lengths = np.linalg.norm(vectors, axis=-1)
-        fractions = np.cumsum(lengths) / max(float(lengths.sum()), 1e-300)
-        runs.append((binding.framed.index(slot), slot_index[parent_owner], chain, fractions, vectors))
-    return tuple(runs)
-
-
-def _spread(motion: FloatArray, runs: tuple[tuple[int, int, NDArray[np.int64], FloatArray, FloatArray], ...],
-            canonical_rot: FloatArray, w_r: FloatArray) -> None:
-    """Give each bone of a run a growing share of the turn from the parent slot's frame to the
-    slot's own, then turn the whole run about its first joint so its end lands where the rigid
-    run would put it (the segment direction stays exact). Arrays are bone-major: ``motion`` is
-    ``(K, T, 3, 3)``, ``w_r`` ``(Bt, T, 3, 3)``."""
-    for k, kp, chain, fractions, vectors in runs:
-        parent, own = motion[kp], motion[k]
-        axis, angle = axis_angle_from_quat(quat_from_matrix(own @ np.swapaxes(parent, -1, -2)))
-        shares = matrix_from_quat(quat_from_axis_angle(axis[None], fractions[:, None] * angle[None]))
-        turns = shares @ parent[None]  # (J, T, 3, 3)
-        reached = (turns @ vectors[:, None, :, None])[..., 0].sum(axis=0)
-        wanted = own @ vectors.sum(axis=0)
-        fix = matrix_between_vectors(reached, wanted)
-        w_r[chain] = fix[None] @ turns @ canonical_rot[chain][:, None]
-
-
-def _times_each(x: FloatArray, c: FloatArray) -> FloatArray:
-    """``x[k, t] @ c[k]`` for ``x`` ``(K, T, 3, 3)`` and ``c`` ``(K, 3, 3)``: each block of ``T``
-    matrices times its one constant is a single ``(3T, 3) @ (3, 3)`` product (its rows are all the
-    rows of the block), several times faster than ``T`` separate 3x3 products."""
-    k, t = x.shape[:2]
-    out = np.matmul(np.ascontiguousarray(x).reshape(k, 3 * t, 3), c)
-    return np.asarray(out.reshape(x.shape), dtype=np.float64)
 
 
 def _source_pose(
@@ -736,7 +606,7 @@ def _slot_motions(
         seg = np.where(collapsed[..., None], x_axis, seg)
     aim = matrix_between_vectors(x_axis, seg)
     # The product goes into an array already made (the last use of q_slots).
-    carried_in_target = _times_each(q_slots, tables.carried_to_target)
+    carried_in_target = times_each(q_slots, tables.carried_to_target)
     own = carried_in_target[tables.own.own_slots]  # a copy: the next product overwrites its source
     if not folded:
         own = align @ own
@@ -783,8 +653,8 @@ def _target_locals(
     aimed = keep_own(motion, own[0], tables.own)
     for i, k in zip(driven, tables.driven_owner, strict=True):  # one (3t, 3) @ (3, 3) product each
         np.matmul(motion[k].reshape(3 * t, 3), canonical_rot[i], out=w_r[i].reshape(3 * t, 3))
-    _spread(motion, tables.spread, canonical_rot, w_r)
-    _twist(motion, tables.twists, canonical_rot, w_r)
+    spread(motion, tables.spread, canonical_rot, w_r)
+    twist(motion, tables.twists, canonical_rot, w_r)
     bend_runs(motion, aimed, tables.own, canonical_rot, w_r)
     bend_carried(own[1], tables.own, canonical_rot, w_r)
     rest_rel = tables.rest_rel
