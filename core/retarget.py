@@ -14,10 +14,14 @@ even when the source has extra bones in between -- carries it into the target's 
 through the alignment of the two bodies, and converts the result into target local rotations
 through each target parent's *current*, already retargeted placement.
 
-Bones between two mapped bones (extra spine segments, twist splits, helper joints, slots only the
-target has) move with the mapped bone above them, so each segment keeps its measured direction;
-toes follow the foot at bind; bones below the last mapped bone of a chain and bones above the hips
-are not driven (coverage 0) and stay free for other layers.
+Where the source segment runs through bones of its own, the mapped bone keeps its own rotation and
+the target's bones in between take the rest of the bend (:mod:`.own_motion`). Other bones between
+two mapped bones (extra spine segments, twist splits, helper joints, slots only the target has)
+move with the mapped bone above them (:mod:`.in_between`), so each segment keeps its measured
+direction; toes, eyes and jaw mapped on both rigs carry their turn relative to the bone they move
+with, toes only the target has follow the foot; bones below the last mapped bone of a chain and
+bones above the hips are not driven (coverage 0) and stay free for other layers. The hips' height
+and travel are measured and placed at the thigh roots (:mod:`.pelvis`).
 
 All computation is in each rig's skeleton space (Blender's armature space): object placement
 (a x100 parent, a -90 degree X rotation) never enters.
