@@ -17,7 +17,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .humanoid import SIDES, sided
-from .pelvis import pelvis_positions
+from .pelvis import hips_points
 from .retarget import Binding, SegmentTable, ground_points, heights_along, hips_path, orientations
 from .rotations import FloatArray, euler_from_matrix, matrix_between_vectors
 
@@ -84,8 +84,8 @@ def rotation_deltas(binding: Binding, source: FloatArray, target: FloatArray) ->
 
 
 def expected_hips(binding: Binding, source: FloatArray) -> FloatArray:
-    """Where the target's pelvis point (:mod:`.pelvis`) should be ``(T, 3)``: the source's
-    height above its ground and its travel, aligned and scaled (root motion kept on the hips)."""
+    """Where the target's hips point (:mod:`.pelvis`) should be ``(T, 3)``: the source's height
+    above its ground and its travel, aligned and scaled (root motion kept on the hips)."""
     travel, grounded = hips_path(
         binding.source, binding.target, source, binding.source_canonical.body[:, 2], binding.target_canonical.body[:, 2],
         binding.align, binding.horizontal_scale, binding.vertical_scale, binding.target_ground,
@@ -97,7 +97,7 @@ def root_displacement(binding: Binding, source: FloatArray, target: FloatArray) 
     """Hips error against the scaled source, split into height and travel, per frame, in units of
     the target hip height."""
     up_t = binding.target_canonical.body[:, 2]
-    d = pelvis_positions(binding.target, target) - expected_hips(binding, source)
+    d = hips_points(binding.target, target, up_t) - expected_hips(binding, source)
     h = binding.target_hip_height
     vertical = d @ up_t
     horizontal = np.linalg.norm(d - np.outer(vertical, up_t), axis=-1)

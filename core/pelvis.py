@@ -1,37 +1,36 @@
-"""The pelvis point: where the hips' height and travel are measured and placed (SPEC 4.6).
+"""The hips point: where the hips' height and travel are measured and placed (SPEC 4.6).
 
-The hips bone's head is a free choice of the rig's author: at the thigh roots, above them at the
-spine's base, or below them (a hips bone rising from under the pelvis). The point every rig agrees
-on is the middle of the thigh roots, where the hips' geometric frame starts (:mod:`core.frames`).
-Hip heights, the source's travel and the target's placement all use it, so a hips bone that starts
-elsewhere changes neither the scale of the travel nor where the legs and spine end up; only the
-hips bone's own head sits where its rest puts it relative to that point.
+It is the hips bone's head, unless that head lies below the thigh roots (a hips bone rising from
+under the pelvis): then it is the point straight above the head at the thigh roots' height. A head
+low in the pelvis would otherwise shrink the hip height the travel is scaled by (to 3 % of it for a
+head at the floor) and swing the pelvis about a point below it. The point is rigid with the hips
+bone (a fixed offset in its axes), so the same rule holds at rest and in motion, on both rigs.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .canonical_pose import Point, RigAnatomy, evaluate_point
+from .canonical_pose import RigAnatomy, evaluate_point
 from .rotations import FloatArray
 
 
-def pelvis_point(anatomy: RigAnatomy) -> Point:
-    """The middle of the thigh roots (the start of the hips' segment), or the hips bone's head on
-    a rig whose thighs are not both mapped."""
-    start = anatomy.segment_start.get("hips")
-    return start if start is not None else ((anatomy.slots["hips"], np.zeros(3)),)
-
-
-def pelvis_positions(anatomy: RigAnatomy, placements: FloatArray) -> FloatArray:
-    """The pelvis point for placements ``(..., B, 4, 4)``: ``(..., 3)``."""
-    return evaluate_point(pelvis_point(anatomy), placements)
-
-
-def pelvis_offset(anatomy: RigAnatomy) -> FloatArray:
-    """The pelvis point in the hips bone's own axes, from its head (rigid: the thigh roots move
-    with the hips): the hips' head is the pelvis point less its orientation times this."""
+def hips_offset(anatomy: RigAnatomy, up: FloatArray) -> FloatArray:
+    """The hips point in the hips bone's own axes, from its head: zero unless the head lies below
+    the middle of the thigh roots along ``up``."""
     b = anatomy.slots["hips"]
     rest = anatomy.rest[b]
+    head = rest[:3, 3]
+    start = anatomy.segment_start.get("hips")
+    if start is None:
+        return np.zeros(3)
+    lift = max(0.0, float((evaluate_point(start, anatomy.rest) - head) @ up))
     rot = rest[:3, :3] / np.linalg.norm(rest[:3, :3], axis=0, keepdims=True)
-    return np.asarray(rot.T @ (pelvis_positions(anatomy, anatomy.rest) - rest[:3, 3]), dtype=np.float64)
+    return np.asarray(rot.T @ (lift * np.asarray(up, dtype=np.float64)), dtype=np.float64)
+
+
+def hips_points(anatomy: RigAnatomy, placements: FloatArray, up: FloatArray) -> FloatArray:
+    """The hips point for placements ``(..., B, 4, 4)``: ``(..., 3)``."""
+    m = placements[..., anatomy.slots["hips"], :, :]
+    rot = m[..., :3, :3] / np.linalg.norm(m[..., :3, :3], axis=-2, keepdims=True)
+    return np.asarray(rot @ hips_offset(anatomy, up) + m[..., :3, 3], dtype=np.float64)

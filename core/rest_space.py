@@ -55,7 +55,7 @@ from .clip import Clip
 from .errors import MappingError
 from .facing import Facing
 from .humanoid import FINGER_SLOTS, MINIMUM_SLOTS, SLOT_PARENT, SLOTS
-from .pelvis import pelvis_offset
+from .pelvis import hips_offset
 from .retarget import RetargetOptions, RigInput, hips_path, orientations, rig_facings, travel_scales
 from .rotations import (
     FloatArray,
@@ -347,7 +347,7 @@ def retarget_rest_space(binding: RestSpaceBinding, clip: Clip) -> RestSpaceResul
     c1_t = np.zeros((n, 3)) if sk.child_frames is None else sk.child_frames[:, :3, 3]
     slot_of = {int(b): k for k, b in enumerate(binding.target_bones)}
     hips_bone = tgt.slots["hips"]
-    pelvis_at = pelvis_offset(tgt)
+    hips_at = hips_offset(tgt, body_t[:, 2])
     rest_rel = np.linalg.inv(tgt.rest[tgt.anatomical_parents.clip(0)]) @ tgt.rest
     w_r = np.empty((t, n, 3, 3))
     w_p = np.empty((t, n, 3))
@@ -367,7 +367,7 @@ def retarget_rest_space(binding: RestSpaceBinding, clip: Clip) -> RestSpaceResul
             continue
         q = q_target[:, k]
         if i == hips_bone and binding.translate:
-            pos = hips_pos - q @ pelvis_at  # the pelvis point where the path puts it
+            pos = hips_pos - q @ hips_at  # the hips point where the path puts it
         elif i in tgt.detached:
             a = int(tgt.anatomical_parents[i])
             pos = w_r[:, a] @ rest_rel[i, :3, 3] + w_p[:, a]

@@ -21,7 +21,7 @@ move with the mapped bone above them (:mod:`.in_between`), so each segment keeps
 direction; toes, eyes and jaw mapped on both rigs carry their turn relative to the bone they move
 with, toes only the target has follow the foot; bones below the last mapped bone of a chain and
 bones above the hips are not driven (coverage 0) and stay free for other layers. The hips' height
-and travel are measured and placed at the thigh roots (:mod:`.pelvis`).
+and travel are measured and placed at the hips point (:mod:`.pelvis`).
 
 All computation is in each rig's skeleton space (Blender's armature space): object placement
 (a x100 parent, a -90 degree X rotation) never enters.
@@ -44,7 +44,7 @@ from .frames import CANONICAL_AXES
 from .humanoid import MINIMUM_SLOTS, SIDES, sided
 from .in_between import spread, spread_runs, times_each, twist, twist_entry, twist_shares
 from .own_motion import OwnTables, bend_carried, bend_runs, carried_bends, carried_pairs, keep_own, own_tables
-from .pelvis import pelvis_offset, pelvis_point, pelvis_positions
+from .pelvis import hips_offset, hips_points
 from .rotation_kernels import quats_of_matrices
 from .rotations import (
     FloatArray,
@@ -189,11 +189,11 @@ def travel_scales(
     src: RigAnatomy, tgt: RigAnatomy, up_s: FloatArray, up_t: FloatArray, opts: RetargetOptions, warnings: list[str]
 ) -> TravelScales:
     """Hip heights measured from the ground (the lowest foot point at rest), never from the rest
-    origin (SPEC 4.6, 4.8), at the pelvis point (:mod:`.pelvis`); the scales default to their
+    origin (SPEC 4.6, 4.8), at the hips point (:mod:`.pelvis`); the scales default to their
     ratio, and an unusable scale is 1."""
-    src_h = float(pelvis_positions(src, src.rest) @ up_s - heights_along(ground_points(src), src.rest, up_s).min())
+    src_h = float(hips_points(src, src.rest, up_s) @ up_s - heights_along(ground_points(src), src.rest, up_s).min())
     tgt_ground = float(heights_along(ground_points(tgt), tgt.rest, up_t).min())
-    tgt_h = float(pelvis_positions(tgt, tgt.rest) @ up_t - tgt_ground)
+    tgt_h = float(hips_points(tgt, tgt.rest, up_t) @ up_t - tgt_ground)
     auto = tgt_h / src_h if src_h > 0 else float("nan")
 
     def pick(value: float | None) -> float:
@@ -218,13 +218,13 @@ def hips_path(
     vertical_scale: float,
     target_ground: float,
 ) -> tuple[FloatArray, FloatArray]:
-    """The target pelvis point's path (:mod:`.pelvis`) for source placements ``(T, Bs, 4, 4)``:
-    ``(travel, grounded)``, both ``(T, 3)`` in target skeleton space. ``grounded`` is the pelvis at
+    """The target hips point's path (:mod:`.pelvis`) for source placements ``(T, Bs, 4, 4)``:
+    ``(travel, grounded)``, both ``(T, 3)`` in target skeleton space. ``grounded`` is the hips at
     the source's height above its ground (a low percentile of the feet over the clip, so a jump
     stays a jump), scaled, over the target's rest spot; ``travel`` is the source's horizontal
-    travel from its rest, aligned and scaled. The pelvis plays ``grounded + travel`` when travel
-    stays on the hips."""
-    hips_s = pelvis_positions(src, source)
+    travel from its rest, aligned and scaled. The hips play ``grounded + travel`` when travel
+    stays on them."""
+    hips_s = hips_points(src, source, up_s)
     heights = heights_along(ground_points(src), source, up_s)
     return _hips_path(src, tgt, hips_s, heights, up_s, up_t, align, horizontal_scale, vertical_scale, target_ground)
 
@@ -241,12 +241,12 @@ def _hips_path(
     vertical_scale: float,
     target_ground: float,
 ) -> tuple[FloatArray, FloatArray]:
-    """:func:`hips_path` from the source pelvis point's positions ``(T, 3)`` and its ground
+    """:func:`hips_path` from the source hips point's positions ``(T, 3)`` and its ground
     points' heights ``(T, P)``, for callers that hold positions rather than 4x4 placements."""
     ground_s = float(np.percentile(heights.min(axis=-1), 5))
-    travel_s = hips_s - pelvis_positions(src, src.rest)
+    travel_s = hips_s - hips_points(src, src.rest, up_s)
     travel_s = travel_s - np.outer(travel_s @ up_s, up_s)
-    rest_t = pelvis_positions(tgt, tgt.rest)
+    rest_t = hips_points(tgt, tgt.rest, up_t)
     base = rest_t - (rest_t @ up_t) * up_t
     height = target_ground + vertical_scale * (hips_s @ up_s - ground_s)
     travel = np.asarray((travel_s @ align.T) * horizontal_scale, dtype=np.float64)
@@ -403,8 +403,9 @@ class _Tables:
     slot_rows: NDArray[np.int64]  # (K,) row of each framed slot's source bone
     source_row_segments: SegmentTable  # source_segments with bones given as rows
     ground_rows: tuple[tuple[int, FloatArray], ...]  # ground points as (row, bone-local offset)
-    pelvis_rows: NDArray[np.int64]  # rows of the source bones whose heads make the pelvis point
-    pelvis_offset: FloatArray  # (3,) the target's pelvis point in its hips bone's axes
+    hips_row: int
+    source_hips_offset: FloatArray  # (3,) the source's hips point in its hips bone's axes
+    target_hips_offset: FloatArray  # (3,) the target's, likewise (:mod:`.pelvis`)
     rest_rel: FloatArray  # (Bt, 4, 4) target rests relative to their anatomical parents
     #: Slots whose target bone keeps the source bone's own rotation, runs that take the bend, toes.
     own: OwnTables
@@ -508,8 +509,9 @@ def _tables(binding: Binding) -> _Tables:
         slot_rows=row[slot_bones],
         source_row_segments=replace(source_segments, bones=row[source_segments.bones]),
         ground_rows=tuple((int(row[b]), off) for b, off in ground),
-        pelvis_rows=np.array([row[b] for b, _ in pelvis_point(src)], dtype=np.int64),
-        pelvis_offset=pelvis_offset(tgt),
+        hips_row=int(row[src.slots["hips"]]),
+        source_hips_offset=hips_offset(src, binding.source_canonical.body[:, 2]),
+        target_hips_offset=hips_offset(tgt, binding.target_canonical.body[:, 2]),
         rest_rel=np.linalg.inv(tgt.rest[tgt.anatomical_parents.clip(0)]) @ tgt.rest,
         spread=tuple(r for r in spread_runs(tgt, binding.target_canonical, binding.framed, slot_of_target_bone) if r[0] not in kept),
         twists=tuple(twist_entry(tgt, binding.target_canonical, binding.target_canonical_rot, binding.framed, b, ls, ds, share)
@@ -622,7 +624,8 @@ def _slot_motions(
     up_s = back @ binding.source_canonical.body[:, 2]  # p . up = (align p) . (align up)
     heights = np.stack([(np.einsum("tij,j->ti", src_lin[r], off) + src_pos[r]) @ up_s
                         for r, off in tables.ground_rows], axis=-1)
-    return motion, src_pos[tables.pelvis_rows].mean(axis=0) @ back, heights, src_pos[tables.slot_rows[keep]] @ back, (own, bends)
+    hips_s = src_pos[tables.hips_row] + np.einsum("tij,j->ti", src_lin[tables.hips_row], tables.source_hips_offset)
+    return motion, hips_s @ back, heights, src_pos[tables.slot_rows[keep]] @ back, (own, bends)
 
 
 def _target_locals(
@@ -671,8 +674,8 @@ def _target_locals(
         a_p = np.broadcast_to(c0_t[i], (t, 3)) if p < 0 else w_r[p] @ c0_t[i] + w_p[p]
         if is_driven[i]:
             q = w_r[i]
-            if i == hips_t:  # the pelvis point where the path puts it
-                pos = hips_pos - w_r[i] @ tables.pelvis_offset
+            if i == hips_t:  # the hips point where the path puts it
+                pos = hips_pos - w_r[i] @ tables.target_hips_offset
             elif i in tgt.detached:
                 a = int(tgt.anatomical_parents[i])
                 pos = w_r[a] @ rest_rel[i, :3, 3] + w_p[a]
