@@ -184,3 +184,33 @@ def test_hips_starting_below_the_thigh_roots_change_nothing_but_that_head(drop):
     others = [i for i in range(len(plain.skeleton)) if i != hips]
     height = float(np.ptp(out[0][..., 2, 3]))
     assert np.abs(out[0][:, others, :3, 3] - out[1][:, others, :3, 3]).max() < 1e-6 * height
+
+
+@pytest.mark.parametrize("target_fingers", [False, True])
+def test_a_hand_without_fingers_keeps_its_wrist_twist_on_another_character(target_fingers):
+    """A clip without finger bones whose wrists twist and bend: onto a character of other
+    proportions, rest (A-pose) and rolls, with or without fingers, each hand turns relative to its
+    forearm as the source's does (rotation since the first frame, in each rig's own space; the
+    bodies face alike)."""
+    source = sample_humanoid(fingers=False)
+    walk = sample_walk(source, frames=40)
+    hands = [source.slots["hand.L"], source.slots["hand.R"]]
+    clip = every_joint_moving(walk, hands, degrees=35.0, seed=11)
+    target = sample_humanoid(arms_down_angle=0.6, proportions=1.15, fingers=target_fingers,
+                             rolls=np.random.default_rng(8).uniform(-3.0, 3.0, 51 if target_fingers else 21))
+    binding = bind(RigInput(source.skeleton, source.slots, source.tails), RigInput(target.skeleton, target.slots, target.tails))
+    result = retarget(binding, clip)
+    ws = source_placements(binding, clip)
+    wt = target.skeleton.forward_kinematics(result.clip.rotations, result.clip.translations)
+    for side in ("L", "R"):
+        turns = []
+        for rig, w in ((source, ws), (target, wt)):
+            sk = rig.skeleton
+            hand, forearm = sk.index(rig.slots[f"hand.{side}"]), sk.index(rig.slots[f"forearm.{side}"])
+            rel = np.swapaxes(w[:, forearm, :3, :3], -1, -2) @ w[:, hand, :3, :3]  # hand in forearm axes
+            # Rotation since the first frame, in the forearm's frame at that time (skeleton space).
+            turns.append(w[:, forearm, :3, :3] @ rel @ np.swapaxes(rel[:1], -1, -2) @ np.swapaxes(w[:, forearm, :3, :3], -1, -2))
+        src_turn = np.degrees(R.quat_angle_between(R.quat_from_matrix(turns[0]), np.array([1.0, 0.0, 0.0, 0.0])))
+        assert src_turn.max() > 30.0  # the wrist really turns against the forearm
+        err = np.degrees(R.quat_angle_between(R.quat_from_matrix(turns[0]), R.quat_from_matrix(turns[1])))
+        assert err.max() < 0.01, side
