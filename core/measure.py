@@ -135,6 +135,59 @@ def limb_plane_errors(binding: Binding, source: FloatArray, target: FloatArray, 
     return out
 
 
+#: Bone groups of :func:`rotation_since_first_frame`, by slot part (side suffix dropped).
+BONE_GROUPS: dict[str, tuple[str, ...]] = {
+    "trunk": ("hips", "spine", "chest", "upper_chest"),
+    "arms": ("shoulder", "upper_arm", "upper_arm_twist", "forearm", "forearm_twist"),
+    "hands": ("hand",),
+    "legs": ("thigh", "thigh_twist", "shin", "shin_twist"),
+    "feet/toes": ("foot", "toes"),
+    "head": ("neck", "head"),
+}
+
+
+def rotation_since_first_frame(binding: Binding, source: FloatArray, target: FloatArray) -> dict[str, dict[str, FloatArray]]:
+    """Each bone's rotation since the clip's first frame, source (aligned) against target.
+
+    For every slot mapped on both rigs and in :data:`BONE_GROUPS`, the rotation ``R(t) R(0)^T``
+    of the bone's orientation in its armature's space; the source's is carried into the target's
+    space by the binding's alignment. Bone rolls and rest poses drop out (a rotation since a
+    frame does not depend on the bone's own axes), so the figures compare the motion itself,
+    twist included. Returns per slot ``(T,)`` degrees: ``"source"`` and ``"target"`` (how far
+    each bone has turned) and ``"off"`` (the angle between the two rotations)."""
+    parts = {p for group in BONE_GROUPS.values() for p in group}
+    slots = [s for s in binding.source.slots if s in binding.target.slots and s.split(".")[0] in parts]
+    if not slots or source.shape[0] == 0:
+        return {}
+    rs = orientations(source[:, [binding.source.slots[s] for s in slots]])
+    rt = orientations(target[:, [binding.target.slots[s] for s in slots]])
+    ds = binding.align @ (rs @ np.swapaxes(rs[:1], -1, -2)) @ binding.align.T
+    dt = rt @ np.swapaxes(rt[:1], -1, -2)
+
+    def angle(r: FloatArray) -> FloatArray:
+        c = (np.trace(r, axis1=-2, axis2=-1) - 1.0) / 2.0
+        return np.asarray(np.degrees(np.arccos(np.clip(c, -1.0, 1.0))), dtype=np.float64)
+
+    off, turned_s, turned_t = angle(np.swapaxes(dt, -1, -2) @ ds), angle(ds), angle(dt)
+    return {s: {"source": turned_s[:, k], "target": turned_t[:, k], "off": off[:, k]} for k, s in enumerate(slots)}
+
+
+def rotation_since_first_frame_by_group(binding: Binding, source: FloatArray, target: FloatArray) -> dict[str, dict[str, float]]:
+    """:func:`rotation_since_first_frame` averaged over each group's bones and frames (degrees):
+    ``{"hands": {"source": ..., "target": ..., "off": ..., "off_max": ...}, ...}``; groups with
+    no bone mapped on both rigs are left out."""
+    per_slot = rotation_since_first_frame(binding, source, target)
+    out = {}
+    for group, parts in BONE_GROUPS.items():
+        members = [v for s, v in per_slot.items() if s.split(".")[0] in parts]
+        if not members:
+            continue
+        stack = {key: np.stack([m[key] for m in members]) for key in ("source", "target", "off")}
+        out[group] = {key: float(v.mean()) for key, v in stack.items()}
+        out[group]["off_max"] = float(stack["off"].max())
+    return out
+
+
 def segment_stretch(binding: Binding, source: FloatArray) -> float:
     """Largest relative change of a framed source segment's length against the rest over the clip:
     0 for a rigid clip; large when the clip keys translations that move joints off their offsets
@@ -355,6 +408,7 @@ def measure(binding: Binding, source: FloatArray, target: FloatArray) -> dict[st
         "palm_normal_error_deg": {
             k: float(np.nanmax(v)) for k, v in palm_normal_errors(binding, source, target).items() if np.isfinite(v).any()
         },
+        "rotation_since_first_frame_deg": rotation_since_first_frame_by_group(binding, source, target),
         "source_stretch": segment_stretch(binding, source),
         "foot_skating": foot_skating(binding, source, target),
         "silhouette_iou": sil,

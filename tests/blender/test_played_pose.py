@@ -1,0 +1,212 @@
+"""The summary judges what Blender plays, not the keys written (SPEC 6).
+
+A character saved in Rest Position plays nothing, whatever its action holds: the retarget
+switches it to Pose Position and says so. Whatever else hides or overrides the new keys (a
+constraint, a zero action influence, a solo NLA track) is named, and the figures, measured on the
+evaluated pose, show it instead of a perfect 0.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from conftest import shared_file
+
+pytestmark = pytest.mark.bpy
+
+CLIP = "bvh/cmu/02_02_daz.bvh"
+VRM = "blend/vrm_addon_apose_rest.blend"
+
+
+def _run(*args: str):
+    return subprocess.run([sys.executable, "-m", "marionette", *args], capture_output=True, text=True, timeout=300)
+
+
+def _turned(matrices, bones, first, later):
+    """Angle (deg) each bone has turned between two frames of ``(T, B, 4, 4)`` placements."""
+    r = matrices[:, bones, :3, :3] / np.linalg.norm(matrices[:, bones, :3, :3], axis=-2, keepdims=True)
+    d = r[later] @ np.swapaxes(r[first], -1, -2)
+    return np.degrees(np.arccos(np.clip((np.trace(d, axis1=-2, axis2=-1) - 1) / 2, -1, 1)))
+
+
+def _rest_position_copy(bpy, tmp_path):
+    """The shared VRM character saved with its armature in Rest Position."""
+    bpy.ops.wm.open_mainfile(filepath=str(shared_file(VRM)))
+    arm = next(o for o in bpy.data.objects if o.type == "ARMATURE")
+    arm.data.pose_position = "REST"
+    path = tmp_path / "vrm_rest.blend"
+    bpy.ops.wm.save_as_mainfile(filepath=str(path), copy=True)
+    return path
+
+
+def test_command_line_switches_a_rest_position_character_to_pose_position_and_it_plays(blender, tmp_path):
+    bpy = blender
+    from marionette.core.retarget import bind
+    from marionette.operators.armature_io import clip_from_action, evaluated_pose_matrices
+    from marionette.operators.file_import import load_file
+    from marionette.operators.jobs import rig_input
+
+    target = _rest_position_copy(bpy, tmp_path)
+    out, report = tmp_path / "out.blend", tmp_path / "r.json"
+    res = _run("retarget", str(shared_file(CLIP)), str(target), "-o", str(out), "--report", str(report))
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert "switched it to Pose Position" in res.stdout
+    data = json.loads(report.read_text())
+    assert data["switched_to_pose_position"] is True
+    assert any("Rest Position" in n for n in data["notes"])
+    assert not any("Rest Position" in w for w in data.get("warnings", []))
+    assert data["summary"]["mean_limb_direction_error"] < 3.0
+
+    # OUT.blend, reopened, plays the new action: from the first frame to a middle one each limb
+    # bone of the target turns as far as the source's (8-93 deg; a statue would not turn at all).
+    bpy.ops.wm.open_mainfile(filepath=str(out))
+    arm = next(o for o in bpy.data.objects if o.type == "ARMATURE")
+    assert arm.data.pose_position == "POSE"
+    action = arm.animation_data.action
+    first, last = (int(x) for x in action.frame_range)
+    mid = (first + last) // 2
+    played = evaluated_pose_matrices(arm, [first, mid])
+    loaded = load_file(shared_file(CLIP))
+    source = loaded.armatures[0]
+    binding = bind(rig_input(source)[0], rig_input(arm)[0])
+    clip = clip_from_action(source, loaded.actions[0]).resample(24.0)
+    src_world = binding.source.skeleton.forward_kinematics(clip.rotations, clip.translations)
+    slots = ["upper_arm.L", "upper_arm.R", "forearm.L", "forearm.R", "thigh.L", "thigh.R", "shin.L", "shin.R"]
+    t_bones = [binding.target.slots[s] for s in slots]
+    s_bones = [binding.source.slots[s] for s in slots]
+    k = mid - first
+    tgt_turn = _turned(played, t_bones, 0, 1)
+    src_turn = _turned(src_world[[0, k]], s_bones, 0, 1)
+    assert src_turn.mean() > 10.0  # the walk moves the limbs by then
+    assert np.abs(tgt_turn - src_turn).max() < 3.0, (tgt_turn, src_turn)
+
+    # measure judges the file as it plays: as saved, close to the source; saved again in Rest
+    # Position, far from it, with the reason named.
+    measured = _run("measure", str(shared_file(CLIP)), str(out))
+    assert measured.returncode == 0, measured.stderr[-2000:]
+    good = json.loads(measured.stdout)
+    assert good["summary"]["mean_limb_direction_error"] < 3.0 and not good.get("warnings")
+    arm.data.pose_position = "REST"
+    statue = tmp_path / "statue.blend"
+    bpy.ops.wm.save_as_mainfile(filepath=str(statue), copy=True)
+    measured = _run("measure", str(shared_file(CLIP)), str(statue))
+    assert measured.returncode == 0, measured.stderr[-2000:]
+    bad = json.loads(measured.stdout)
+    assert any("Rest Position" in w for w in bad["warnings"])
+    assert bad["summary"]["mean_limb_direction_error"] > 5.0
+
+
+@pytest.fixture
+def vrm_pair(blender):
+    """The CMU walk and the shared VRM character (in Pose Position) in one scene."""
+    bpy = blender
+    from marionette.operators.file_import import load_file
+
+    bpy.context.scene.render.fps = 24
+    target = load_file(shared_file(VRM)).armatures[0]
+    target.data.pose_position = "POSE"
+    loaded = load_file(shared_file(CLIP))
+    return bpy, loaded.armatures[0], loaded.actions[0], target
+
+
+def _retarget(source, action, target):
+    from marionette.core.retarget import RetargetOptions
+    from marionette.operators.jobs import format_summary, retarget_action
+
+    outcome = retarget_action(source, action, target, scene_fps=24.0, name="walk", options=RetargetOptions(plant_feet=False))
+    return outcome, format_summary(outcome.report)
+
+
+def test_a_constraint_on_a_mapped_bone_is_named_and_its_error_measured(vrm_pair):
+    bpy, source, action, target = vrm_pair
+    clean, _ = _retarget(source, action, target)
+    assert clean.report["summary"]["max_direction_error"] < 1.0
+    assert not clean.report.get("warnings")
+
+    bone = clean.binding.target.skeleton.names[clean.binding.target.slots["forearm.L"]]
+    holder = bpy.data.objects.new("Holder", None)
+    bpy.context.scene.collection.objects.link(holder)
+    c = target.pose.bones[bone].constraints.new("COPY_ROTATION")
+    c.target, c.influence = holder, 1.0
+    held, text = _retarget(source, action, target)
+    warnings = held.report["warnings"]
+    assert any(bone in w and "Copy Rotation" in w for w in warnings), warnings
+    assert f"warning: bone constraints override the keys of bones {bone!r}" in text
+    # The forearm held by the constraint is far from the clip; the keys alone would say 0.
+    err = held.report["direction_error_deg"]
+    assert err["forearm.L"]["mean"] > 10.0
+    assert err["forearm.R"]["mean"] < 1.0
+    assert held.report["summary"]["max_direction_error"] > 10.0
+
+
+@pytest.mark.parametrize("hide", ["zero influence", "solo NLA track"])
+def test_an_action_hidden_by_the_animation_settings_is_named_and_not_scored_zero(vrm_pair, hide):
+    bpy, source, action, target = vrm_pair
+    import dataclasses
+
+    from marionette.operators.armature_io import clip_from_action, write_action
+
+    # The character holds a still pose of its own in an NLA track (as imported glTF clips come).
+    walk = clip_from_action(target, _retarget(source, action, target)[0].action)
+    n = walk.frame_count
+    still = dataclasses.replace(walk, rotations=np.repeat(walk.rotations[:1], n, 0), translations=np.repeat(walk.translations[:1], n, 0))
+    pose = write_action(target, still, "still")
+    ad = target.animation_data
+    track = ad.nla_tracks.new()
+    track.name = "Still"
+    track.strips.new("still", 1, pose)
+    outcome, _ = _retarget(source, action, target)
+    assert not outcome.report.get("warnings")  # the new action replaces it on every bone it keys
+    assert outcome.report["summary"]["mean_limb_direction_error"] < 1.0
+    if hide == "zero influence":
+        ad.action_influence = 0.0
+    else:
+        track.is_solo = True
+    outcome, text = _retarget(source, action, target)
+    assert target.animation_data.action == outcome.action
+    expected = "influence 0" if hide == "zero influence" else "'Still' is solo"
+    assert any(expected in w for w in outcome.report["warnings"]), outcome.report["warnings"]
+    assert expected in text
+    assert outcome.report["summary"]["mean_limb_direction_error"] > 5.0
+
+
+def test_retarget_clip_switches_rest_position_in_its_one_undo_step(blender, capfd):
+    bpy = blender
+    import marionette
+    from marionette.core.samples import sample_humanoid, sample_walk
+    from marionette.operators.armature_io import create_armature, write_action
+
+    marionette.register()
+    try:
+        scene = bpy.context.scene
+        scene.render.fps = 24
+        sample = sample_humanoid()
+        source = create_armature(sample.skeleton, "Sample", tails=sample.tails)
+        write_action(source, sample_walk(sample, frames=36, fps=24.0, name="Walk"), "Walk")
+        bpy.ops.object.armature_basic_human_metarig_add()
+        target = bpy.context.active_object
+        target.data.pose_position = "REST"
+        s = scene.marionette
+        s.source, s.target = source, target
+        n_actions = len(bpy.data.actions)
+        bpy.ops.ed.undo_push(message="before retarget")
+        capfd.readouterr()
+        assert bpy.ops.marionette.retarget_clip() == {"FINISHED"}
+        bpy.ops.ed.undo_push(message="Retarget Clip")
+        said = capfd.readouterr()
+        assert "switched it to Pose Position" in said.out + said.err
+        assert target.data.pose_position == "POSE"
+        report = json.loads(s.last_report)
+        assert any("Pose Position" in n for n in report["notes"]) and not report["warnings"]
+        assert report["mean_direction_error"] < 1.0  # measured on what now plays
+        name, target_name = target.animation_data.action.name, target.name
+        assert bpy.ops.ed.undo() == {"FINISHED"}
+        restored = bpy.data.objects[target_name]
+        assert restored.data.pose_position == "REST"
+        assert name not in bpy.data.actions and len(bpy.data.actions) == n_actions
+    finally:
+        marionette.unregister()
