@@ -165,8 +165,10 @@ def rotation_since_first_frame(binding: Binding, source: FloatArray, target: Flo
     dt = rt @ np.swapaxes(rt[:1], -1, -2)
 
     def angle(r: FloatArray) -> FloatArray:
-        c = (np.trace(r, axis1=-2, axis2=-1) - 1.0) / 2.0
-        return np.asarray(np.degrees(np.arccos(np.clip(c, -1.0, 1.0))), dtype=np.float64)
+        # atan2 of the sine (from the skew part) and cosine (from the trace): exact near zero.
+        sin = np.linalg.norm(np.stack([r[..., 2, 1] - r[..., 1, 2], r[..., 0, 2] - r[..., 2, 0], r[..., 1, 0] - r[..., 0, 1]], -1), axis=-1)
+        cos = np.trace(r, axis1=-2, axis2=-1) - 1.0
+        return np.asarray(np.degrees(np.arctan2(sin, cos)), dtype=np.float64)
 
     off, turned_s, turned_t = angle(np.swapaxes(dt, -1, -2) @ ds), angle(ds), angle(dt)
     return {s: {"source": turned_s[:, k], "target": turned_t[:, k], "off": off[:, k]} for k, s in enumerate(slots)}
