@@ -21,7 +21,7 @@ from ..core.errors import RigError
 from ..core.retarget import Binding
 from ..core.rotations import FloatArray
 from . import compat
-from .armature_io import clip_from_action, evaluated_pose_matrices
+from .armature_io import clip_from_action, evaluated_pose_matrices, needs_evaluation
 
 _BONE_CHANNEL = re.compile(r'^pose\.bones\["((?:[^"\\]|\\.)*)"\]\.(location|rotation_quaternion|rotation_euler|rotation_axis_angle|scale)$')
 
@@ -152,16 +152,54 @@ def what_overrides(obj: Any, action: Any, bones: Iterable[str]) -> list[str]:
     return out
 
 
+#: Frames on which the pose read from the keys is checked against Blender's evaluation.
+SPOT_FRAMES = 8
+
+
+def _shaped_beyond_keys(obj: Any, action: Any) -> bool:
+    """Whether anything besides ``action``'s keys may shape the pose Blender plays on ``obj``."""
+    ad = obj.animation_data
+    return bool(
+        obj.data.pose_position != "POSE"
+        or ad is None
+        or ad.action != action
+        or ad.use_tweak_mode
+        or _nla_evaluates(ad)
+        or needs_evaluation(obj)
+    )
+
+
 def played_placements(obj: Any, action: Any, frames: Any, skeleton: Any, fps: float | None = None) -> tuple[FloatArray, list[str]]:
     """The pose Blender plays on ``obj`` at ``frames`` as skeleton-space placements
-    ``(T, B, 4, 4)`` in ``skeleton`` order, and warnings. An armature Blender does not evaluate
-    (not in the current view layer) is read from ``action``'s keys instead, and a warning says so."""
+    ``(T, B, 4, 4)`` in ``skeleton`` order, and warnings.
+
+    Where something besides the action may shape the pose (:func:`what_overrides`'s causes,
+    inheritance settings), every frame is evaluated by Blender (``scene.frame_set``). Otherwise
+    the action's keys are read in bulk and checked against Blender's evaluation on
+    :data:`SPOT_FRAMES` evenly spread frames: equal, they are what Blender plays; different
+    (something unnamed changes the pose), every frame is evaluated and a warning names the bone
+    that departs most. An armature Blender does not evaluate (not in the current view layer) is
+    read from the keys, and a warning says so."""
+    f = np.asarray(frames, dtype=np.float64).reshape(-1)
     try:
-        return evaluated_pose_matrices(obj, frames, skeleton), []
+        if _shaped_beyond_keys(obj, action):
+            return evaluated_pose_matrices(obj, f, skeleton), []
+        spots = np.unique(np.linspace(0, f.size - 1, min(SPOT_FRAMES, f.size)).astype(int))
+        seen = evaluated_pose_matrices(obj, f[spots], skeleton)
     except RigError as exc:
-        played = clip_from_action(obj, action, frames=frames, fps=fps)
-        placements = skeleton.forward_kinematics(played.rotations, played.translations, played.scales)
-        return placements, [f"{exc}: measured on the keys written"]
+        played = clip_from_action(obj, action, frames=f, fps=fps)
+        return skeleton.forward_kinematics(played.rotations, played.translations, played.scales), [f"{exc}: measured on the keys written"]
+    played = clip_from_action(obj, action, frames=f, fps=fps)
+    keyed = skeleton.forward_kinematics(played.rotations, played.translations, played.scales)
+    size = max(float(np.ptp(skeleton.rest_placements()[:, :3, 3], axis=0).max()), 1e-9)
+    rot = np.abs(seen[..., :3, :3] - keyed[spots][..., :3, :3]).max(axis=(0, 2, 3))
+    pos = np.abs(seen[..., :3, 3] - keyed[spots][..., :3, 3]).max(axis=(0, 2)) / size
+    if rot.max() < 1e-4 and pos.max() < 1e-4:
+        return keyed, []
+    worst = int(np.argmax(np.maximum(rot, pos)))
+    return evaluated_pose_matrices(obj, f, skeleton), [
+        f"Blender plays bone {skeleton.names[worst]!r} away from the keys written (something besides the action changes the pose)"
+    ]
 
 
 def panel_fields(report: dict[str, Any]) -> dict[str, Any]:

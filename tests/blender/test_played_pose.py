@@ -210,3 +210,41 @@ def test_retarget_clip_switches_rest_position_in_its_one_undo_step(blender, capf
         assert name not in bpy.data.actions and len(bpy.data.actions) == n_actions
     finally:
         marionette.unregister()
+
+
+def test_keys_stand_for_the_played_pose_only_where_blender_plays_them(blender):
+    """Where nothing but the action shapes the pose, the summary reads the keys in bulk and checks
+    them against Blender on a few frames: they equal Blender's evaluation at every frame. Where
+    something no setting names changes the pose (here the armature's Pose Position, keyed to Rest
+    Position from frame 24 on), the check sees it: every frame is evaluated, a warning says so and
+    the figures show the statue."""
+    bpy = blender
+    from marionette.core.retarget import RetargetOptions
+    from marionette.core.samples import sample_humanoid, sample_walk
+    from marionette.operators.armature_io import create_armature, evaluated_pose_matrices, write_action
+    from marionette.operators.jobs import retarget_action, rig_input
+    from marionette.operators.played_pose import played_placements
+
+    bpy.context.scene.render.fps = 24
+    sample = sample_humanoid()
+    source = create_armature(sample.skeleton, "Sample", tails=sample.tails)
+    walk = write_action(source, sample_walk(sample, frames=48, fps=24.0, name="Walk"), "Walk")
+    bpy.ops.object.armature_basic_human_metarig_add()
+    target = bpy.context.active_object
+    outcome = retarget_action(source, walk, target, scene_fps=24.0, options=RetargetOptions(plant_feet=False))
+    assert not outcome.report.get("warnings") and outcome.report["summary"]["max_direction_error"] < 0.1
+    skeleton = rig_input(target)[0].skeleton
+    frames = np.arange(1.0, 49.0)
+    placements, warnings = played_placements(target, outcome.action, frames, skeleton)
+    assert warnings == []
+    assert np.abs(placements - evaluated_pose_matrices(target, frames, skeleton)).max() < 1e-4
+
+    target.data.pose_position = "POSE"
+    target.data.keyframe_insert("pose_position", frame=1)
+    target.data.pose_position = "REST"
+    target.data.keyframe_insert("pose_position", frame=24)
+    bpy.context.scene.frame_set(1)
+    assert target.data.pose_position == "POSE"
+    statue = retarget_action(source, walk, target, scene_fps=24.0, options=RetargetOptions(plant_feet=False))
+    assert any("away from the keys written" in w for w in statue.report["warnings"]), statue.report.get("warnings")
+    assert statue.report["summary"]["max_direction_error"] > 10.0
