@@ -73,6 +73,14 @@ def _keyed_channels(action: Any, slot: Any, bones: set[str]) -> set[tuple[str, s
     return out
 
 
+def _live_controls(obj: Any) -> list[str]:
+    """Names of the Marionette controls that run live on ``obj`` (Live Preview on)."""
+    controls = getattr(obj, "marionette_controls", None)
+    if controls is None or not controls.live_preview:
+        return []
+    return [c.name for c in controls.controls if c.enabled]
+
+
 def _nla_evaluates(ad: Any) -> bool:
     """Whether Blender plays the object's animation through the NLA (a live track holding a
     strip): only then do the action's influence and blend mode apply (measured with 5.0.1)."""
@@ -139,6 +147,9 @@ def what_overrides(obj: Any, action: Any, bones: Iterable[str]) -> list[str]:
     if constrained:
         shown = ", ".join(constrained[:_NAMED]) + (f" and {len(constrained) - _NAMED} more" if len(constrained) > _NAMED else "")
         out.append(f"bone constraints override the keys of bones {shown}")
+    live = _live_controls(obj)
+    if live:
+        out.append(f"Marionette controls {_names(live)} run live on {obj.name!r} and change its pose after the keys (Live Preview)")
     if ad is not None:
         channels = [_bone_channel(d.data_path) for d in ad.drivers if not d.mute]
         driven = sorted({c[0] for c in channels if c is not None and c[0] in bones})
@@ -166,6 +177,7 @@ def _shaped_beyond_keys(obj: Any, action: Any) -> bool:
         or ad.use_tweak_mode
         or _nla_evaluates(ad)
         or needs_evaluation(obj)
+        or _live_controls(obj)
     )
 
 

@@ -248,3 +248,40 @@ def test_keys_stand_for_the_played_pose_only_where_blender_plays_them(blender):
     statue = retarget_action(source, walk, target, scene_fps=24.0, options=RetargetOptions(plant_feet=False))
     assert any("away from the keys written" in w for w in statue.report["warnings"]), statue.report.get("warnings")
     assert statue.report["summary"]["max_direction_error"] > 10.0
+
+
+def test_live_controls_on_the_target_are_named_and_measured(blender):
+    """A Two-Bone IK control running live on the target's left arm holds the hand on a still
+    empty: the warning names the control, and the arm's figures show it."""
+    bpy = blender
+    import marionette
+    from marionette.core.retarget import RetargetOptions
+    from marionette.core.samples import sample_humanoid, sample_walk
+    from marionette.operators.armature_io import create_armature, write_action
+    from marionette.operators.jobs import retarget_action
+
+    marionette.register()
+    try:
+        bpy.context.scene.render.fps = 24
+        sample = sample_humanoid()
+        source = create_armature(sample.skeleton, "Sample", tails=sample.tails)
+        walk = write_action(source, sample_walk(sample, frames=48, fps=24.0, name="Walk"), "Walk")
+        bpy.ops.object.armature_basic_human_metarig_add()
+        target = bpy.context.active_object
+        bpy.ops.object.empty_add(location=(0.6, -0.3, 1.0))
+        empty = bpy.context.active_object
+        bpy.context.view_layer.objects.active = target
+        assert bpy.ops.marionette.control_add(kind="TWO_BONE_IK", create_target=False) == {"FINISHED"}
+        row = target.marionette_controls.controls[-1]
+        row.target_object = empty
+        target.marionette_controls.live_preview = True
+        outcome = retarget_action(source, walk, target, scene_fps=24.0, options=RetargetOptions(plant_feet=False))
+        warnings = outcome.report["warnings"]
+        assert any("Marionette controls" in w and row.name in w for w in warnings), warnings
+        err = outcome.report["direction_error_deg"]
+        side = row.bone_start.rsplit(".", 1)[-1]
+        assert max(err[f"upper_arm.{side}"]["mean"], err[f"forearm.{side}"]["mean"]) > 5.0, err
+        other = "R" if side == "L" else "L"
+        assert err[f"forearm.{other}"]["mean"] < 0.5
+    finally:
+        marionette.unregister()
