@@ -103,7 +103,7 @@ def _nla_warnings(obj: Any, action: Any, bones: set[str]) -> list[str]:
             if strip.mute or strip.action is None or (strip.use_animated_influence and strip.influence <= 0.0):
                 continue
             theirs = _keyed_channels(strip.action, getattr(strip, "action_slot", None), bones)
-            over = sorted({b for b, _ in theirs if not replaces or (b, _) not in mine})
+            over = sorted({bone for bone, kind in theirs if not replaces or (bone, kind) not in mine})
             if over:
                 how = "mixes with the new action" if not replaces else "sets channels the new action does not key"
                 out.append(f"NLA track {track.name!r} (strip {strip.name!r}, action {strip.action.name!r}) {how} on bones {_names(over)}")
@@ -115,9 +115,17 @@ def _nla_warnings(obj: Any, action: Any, bones: set[str]) -> list[str]:
 def what_overrides(obj: Any, action: Any, bones: Iterable[str]) -> list[str]:
     """Warnings naming what hides or overrides ``action`` on ``obj``'s ``bones`` (the bones a
     retarget keys): Rest Position, another action playing, NLA tweak mode, an action influence
-    below one, NLA tracks that solo or mix in, bone constraints, drivers, muted curves. Empty
-    when Blender plays the action's keys as they are."""
+    below one, NLA tracks that solo or mix in, bone constraints and drivers (on those bones or
+    the bones they hang from), live Marionette controls, muted curves. Empty when Blender plays
+    the action's keys as they are."""
     bones = set(bones)
+    # A constraint or a driver on a bone above moves every bone below it.
+    watched = set(bones)
+    for name in bones:
+        bone = obj.data.bones.get(name)
+        while bone is not None and bone.parent is not None and bone.parent.name not in watched:
+            bone = bone.parent
+            watched.add(bone.name)
     out = []
     if obj.data.pose_position == "REST":
         out.append(f"armature {obj.name!r} is set to Rest Position: it plays no action (Armature properties > Pose Position)")
@@ -135,7 +143,7 @@ def what_overrides(obj: Any, action: Any, bones: Iterable[str]) -> list[str]:
         out.append(f"action {action.name!r} plays at influence {ad.action_influence:.2f}: it is mixed with the pose below it")
     out.extend(_nla_warnings(obj, action, bones))
     constrained = []
-    for name in sorted(bones):
+    for name in sorted(watched):
         pb = obj.pose.bones.get(name)
         if pb is None:
             continue
@@ -152,7 +160,7 @@ def what_overrides(obj: Any, action: Any, bones: Iterable[str]) -> list[str]:
         out.append(f"Marionette controls {_names(live)} run live on {obj.name!r} and change its pose after the keys (Live Preview)")
     if ad is not None:
         channels = [_bone_channel(d.data_path) for d in ad.drivers if not d.mute]
-        driven = sorted({c[0] for c in channels if c is not None and c[0] in bones})
+        driven = sorted({c[0] for c in channels if c is not None and c[0] in watched})
         if driven:
             out.append(f"drivers set the transforms of bones {_names(driven)}")
         if ad.action == action:

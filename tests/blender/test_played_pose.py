@@ -121,7 +121,7 @@ def _retarget(source, action, target):
     return outcome, format_summary(outcome.report)
 
 
-def test_a_constraint_on_a_mapped_bone_is_named_and_its_error_measured(vrm_pair):
+def test_a_constraint_or_a_driver_on_a_mapped_bone_is_named_and_its_error_measured(vrm_pair):
     bpy, source, action, target = vrm_pair
     clean, _ = _retarget(source, action, target)
     assert clean.report["summary"]["max_direction_error"] < 1.0
@@ -141,6 +141,18 @@ def test_a_constraint_on_a_mapped_bone_is_named_and_its_error_measured(vrm_pair)
     assert err["forearm.L"]["mean"] > 10.0
     assert err["forearm.R"]["mean"] < 1.0
     assert held.report["summary"]["max_direction_error"] > 10.0
+
+    # A driver (a plain expression) on the other forearm's rotation: named, and measured.
+    target.pose.bones[bone].constraints.remove(c)
+    other = clean.binding.target.skeleton.names[clean.binding.target.slots["forearm.R"]]
+    mode = target.pose.bones[other].rotation_mode
+    path = "rotation_quaternion" if mode == "QUATERNION" else "rotation_euler"
+    fc = target.pose.bones[other].driver_add(path, 1)
+    fc.driver.type, fc.driver.expression = "SCRIPTED", "0.9"
+    driven, text = _retarget(source, action, target)
+    assert f"warning: drivers set the transforms of bones {other!r}" in text, driven.report.get("warnings")
+    assert driven.report["direction_error_deg"]["forearm.R"]["mean"] > 10.0
+    assert driven.report["direction_error_deg"]["forearm.L"]["mean"] < 1.0
 
 
 @pytest.mark.parametrize("hide", ["zero influence", "solo NLA track"])
