@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ..core.binding_cache import BindingCache
+from ..core.binding_cache import BindingCache, native_refusal
 from ..core.errors import MappingError, MarionetteError, RigError
 from ..core.mapping import BoneMapping, check_humanoid_skeleton
 from ..core.measure import measure
@@ -108,7 +108,7 @@ def retarget_action(
     new_action = write_action(target, result.clip, name or action.name, frames=frames, replace=replace_existing, fps=rate)
     if opts.root_motion == "OBJECT":
         write_object_travel(target, new_action, result.root_motion, frames)
-    report = judge_action(binding, clip, tgt_in, target, new_action, frames, rate, measure_frames) if judge else {}
+    report = judge_action(binding, clip, tgt_in, target, new_action, frames, rate, measure_frames, run.native) if judge else {}
     report["clip"] = {
         "name": action.name,
         "source_fps": clip.fps,
@@ -127,7 +127,8 @@ def retarget_action(
 
 
 def judge_action(
-    binding: Binding, clip: Any, tgt_in: RigInput, target: Any, action: Any, frames: Any, rate: float, measure_frames: int
+    binding: Binding, clip: Any, tgt_in: RigInput, target: Any, action: Any, frames: Any, rate: float, measure_frames: int,
+    native: bool = False,
 ) -> dict[str, Any]:
     """The quality report of a retarget just written: what Blender will play (the keys of
     ``action`` read back, not the core's arrays) measured against the source ``clip``.
@@ -137,7 +138,7 @@ def judge_action(
     picks = np.unique(np.linspace(0, clip.frame_count - 1, min(clip.frame_count, measure_frames)).astype(int))
     played = clip_from_action(target, action, frames=np.asarray(frames)[picks], fps=rate)
     world_t = tgt_in.skeleton.forward_kinematics(played.rotations, played.translations, played.scales)
-    report = measure(binding, source_placements(binding, clip.take(picks)), world_t)
+    report = measure(binding, source_placements(binding, clip.take(picks)), world_t, native)
     report["measured_frames"] = int(picks.size)
     if report["source_stretch"] > 0.25:
         report.setdefault("warnings", []).append(
@@ -419,6 +420,8 @@ def measure_files(source_path: str, retargeted_path: str, *, clip: str | None = 
     played = clip_from_action(target, result_action, frames=src_clip.frame_numbers(rate), fps=rate)
     binding = bind(src_in, tgt_in)
     world_t = tgt_in.skeleton.forward_kinematics(played.rotations, played.translations, played.scales)
-    report = measure(binding, source_placements(binding, src_clip), world_t)
+    # A clip on its own rig's layout is retargeted natively (its keys kept, on its own floor).
+    native = native_refusal(src_clip, src_in.skeleton, tgt_in.skeleton) is None
+    report = measure(binding, source_placements(binding, src_clip), world_t, native)
     report["clip"] = {"source": source_action.name, "retargeted": result_action.name, "fps": rate, "frames": src_clip.frame_count}
     return report
