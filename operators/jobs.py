@@ -250,10 +250,14 @@ def save_blend(path: str | Path) -> None:
     import bpy
 
     p = Path(path).resolve()
-    p.parent.mkdir(parents=True, exist_ok=True)
     tmp = p.with_name(p.name + ".partial.blend")
-    bpy.ops.wm.save_as_mainfile(filepath=str(tmp), copy=True, compress=True)
-    tmp.replace(p)
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        bpy.ops.wm.save_as_mainfile(filepath=str(tmp), copy=True, compress=True)
+        tmp.replace(p)
+    except (OSError, RuntimeError) as exc:
+        tmp.unlink(missing_ok=True)
+        raise MarionetteError(f"{p}: cannot be written ({str(exc).strip().splitlines()[-1] if str(exc).strip() else exc!r})") from exc
 
 
 def demo(output: str | Path, frames: int = 96) -> RetargetOutcome:
