@@ -46,6 +46,7 @@ def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (w / "huge_time.bvh").write_text(bvh_text(12, frame_time="1e300"))
     (w / "not_a_blend.blend").write_text("this is text, not a Blender file\n")
     (w / "model.pmx").write_bytes(b"PMX \x00\x00\x00@")
+    (w / "broken.fbx").write_bytes(b"Kaydara FBX Binary  \x00\x1a\x00" + bytes(range(256)) * 4)  # the importer prints a traceback
     (w / "folder").mkdir()
     (w / "folder.blend").mkdir()
     (w / "read_only").mkdir()
@@ -111,6 +112,7 @@ CASES = [
     ("bake-pack pack char.bvh -o o.blend --mapping bad_utf8.json", 1, "bad_utf8.json: the bone mapping is not UTF-8"),
     ("bake-pack pack char.bvh -o o.blend --mapping confidence.json", 1, "confidence.json: the bone mapping has a wrong value"),
     ("bake-controls not_a_blend.blend --object Armature -o o.blend", 1, "not_a_blend.blend: is not a Blender file"),
+    ("retarget broken.fbx char.bvh -o o.blend", 1, "broken.fbx: the file could not be imported"),
     ("retarget huge_time.bvh char.bvh -o o.blend", 1, f"huge_time.bvh, line {FRAME_TIME_LINE}: the frame time must be between"),
     ("retarget clip.bvh huge_time.bvh -o o.blend", 1, f"huge_time.bvh, line {FRAME_TIME_LINE}: the frame time"),
 ]
