@@ -66,15 +66,18 @@ def _inside(path: str, folder: str) -> bool:
         return False
 
 
-def _volume_of(path: str, output: str) -> bool:
-    """Whether ``path`` is one of the numbered volumes (or parts) a pack written to ``output``
-    may write or remove."""
-    out = _real(output)
-    p = _real(path)
-    if p.startswith(out + ".parts" + os.sep):
+def _written_with(path: str, out: Output) -> bool:
+    """Whether writing ``out`` may also write or remove ``path``: the half-written file a .blend is
+    saved to first, and for a pack its numbered volumes and parts."""
+    o, p = _real(out.path), _real(path)
+    if o.endswith(".blend") and p == o + ".partial.blend":
         return True
-    stem = out[: -len(".blend")] if out.endswith(".blend") else out
-    return os.path.dirname(p) == os.path.dirname(out) and re.fullmatch(re.escape(stem) + r"\.\d{3}\.blend", p) is not None
+    if not out.volumes:
+        return False
+    if p.startswith(o + ".parts" + os.sep):
+        return True
+    stem = o[: -len(".blend")] if o.endswith(".blend") else o
+    return os.path.dirname(p) == os.path.dirname(o) and re.fullmatch(re.escape(stem) + r"\.\d{3}\.blend", p) is not None
 
 
 def _writable_place(option: str, path: str) -> None:
@@ -115,7 +118,7 @@ def check_outputs(
     given = [o for o in outputs if o.path]
     for k, out in enumerate(given):
         for role, path in inputs:
-            if path and (same_file(out.path, path) or (out.volumes and _volume_of(path, out.path))):
+            if path and (same_file(out.path, path) or _written_with(path, out)):
                 raise OutputRefused(
                     f"{out.option} {out.path}: that is the {role} ({path}); writing it would destroy an input, "
                     "choose another output name",

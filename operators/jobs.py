@@ -255,9 +255,10 @@ def save_blend(path: str | Path) -> None:
         p.parent.mkdir(parents=True, exist_ok=True)
         bpy.ops.wm.save_as_mainfile(filepath=str(tmp), copy=True, compress=True)
         tmp.replace(p)
-    except (OSError, RuntimeError) as exc:
+    except (OSError, RuntimeError) as exc:  # checked before the work; the disk may still fill up
         tmp.unlink(missing_ok=True)
-        raise MarionetteError(f"{p}: cannot be written ({str(exc).strip().splitlines()[-1] if str(exc).strip() else exc!r})") from exc
+        why = [line for line in str(exc).splitlines() if line.strip()]
+        raise MarionetteError(f"{p}: cannot be written ({why[-1].strip() if why else type(exc).__name__})") from exc
 
 
 def demo(output: str | Path, frames: int = 96) -> RetargetOutcome:

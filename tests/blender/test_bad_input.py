@@ -40,6 +40,7 @@ def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (w / "pack" / "c.blend").write_bytes(b"BLENDER-v500 stands for a clip file of the pack")
     (w / "link.bvh").symlink_to(w / "clip.bvh")
     os.link(w / "clip.bvh", w / "hard.bvh")
+    (w / "o.blend.partial.blend").write_text("a user's file that only looks like a half-written save")
     (w / "map.json").write_text('{"version": 1, "slots": {"hips": "Hips"}}')
     (w / "bad_utf8.json").write_bytes(b'{"version": 1, "slots": {"hips": "H\xff\xfeips"}}')
     (w / "confidence.json").write_text('{"version": 1, "slots": {"hips": {"bone": "Hips", "confidence": "high"}}}')
@@ -78,6 +79,7 @@ CASES = [
     ("retarget link.bvh char.bvh -o clip.bvh", 2, "that is the source (link.bvh)"),
     ("retarget clip.bvh char.bvh -o link.bvh", 2, "that is the source"),
     ("retarget clip.bvh char.bvh -o hard.bvh", 2, "that is the source"),
+    ("retarget o.blend.partial.blend char.bvh -o o.blend", 2, "that is the source"),
     ("retarget clip.bvh char.bvh -o out.glb", 2, ".blend files only, not .glb"),
     ("retarget clip.bvh char.bvh -o out.fbx", 2, ".blend files only, not .fbx"),
     ("retarget clip.bvh char.bvh -o out", 2, ".blend files only"),
@@ -147,3 +149,15 @@ def test_a_pack_file_with_an_absurd_frame_time_is_reported_failed_not_an_interna
     assert res.returncode == 1
     assert f"x.bvh, line {FRAME_TIME_LINE}: the frame time must be between" in res.stdout
     assert "internal error" not in res.stdout + res.stderr and "Traceback" not in res.stderr
+
+
+def test_a_save_that_fails_leaves_no_partial_file(blender, tmp_path: Path) -> None:
+    """Past the checks (a folder made meanwhile), a failed save is one refusal and leaves nothing."""
+    from marionette.core.errors import MarionetteError
+    from marionette.operators.jobs import save_blend
+
+    (tmp_path / "taken.blend").mkdir()
+    with pytest.raises(MarionetteError, match="taken.blend: cannot be written"):
+        save_blend(tmp_path / "taken.blend")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["taken.blend"]
+    assert not any((tmp_path / "taken.blend").iterdir())
