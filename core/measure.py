@@ -82,21 +82,27 @@ def rotation_deltas(binding: Binding, source: FloatArray, target: FloatArray) ->
     return {s: angles[:, k] for k, s in enumerate(binding.framed)}
 
 
-def expected_hips(binding: Binding, source: FloatArray) -> FloatArray:
+def expected_hips(binding: Binding, source: FloatArray, native: bool = False) -> FloatArray:
     """Where the target hips should be ``(T, 3)``: the source's height above its ground and its
-    travel, aligned and scaled (root motion kept on the hips)."""
+    travel, aligned and scaled (root motion kept on the hips), over the target's rest ground where
+    a retarget puts it. A ``native`` retarget keeps the clip's keys, so the target stands on the
+    clip's own floor (a BVH's lies a hip height above its rest feet; SPEC 4.8)."""
+    up_s = binding.source_canonical.body[:, 2]
+    ground = binding.target_ground
+    if native:
+        ground = float(np.percentile(heights_along(ground_points(binding.source), source, up_s).min(axis=-1), 5))
     travel, grounded = hips_path(
-        binding.source, binding.target, source, binding.source_canonical.body[:, 2], binding.target_canonical.body[:, 2],
-        binding.align, binding.horizontal_scale, binding.vertical_scale, binding.target_ground,
+        binding.source, binding.target, source, up_s, binding.target_canonical.body[:, 2],
+        binding.align, binding.horizontal_scale, binding.vertical_scale, ground,
     )
     return np.asarray(grounded + travel)
 
 
-def root_displacement(binding: Binding, source: FloatArray, target: FloatArray) -> dict[str, FloatArray]:
+def root_displacement(binding: Binding, source: FloatArray, target: FloatArray, native: bool = False) -> dict[str, FloatArray]:
     """Hips error against the scaled source, split into height and travel, per frame, in units of
-    the target hip height."""
+    the target hip height (``native``: see :func:`expected_hips`)."""
     up_t = binding.target_canonical.body[:, 2]
-    d = target[:, binding.target.slots["hips"], :3, 3] - expected_hips(binding, source)
+    d = target[:, binding.target.slots["hips"], :3, 3] - expected_hips(binding, source, native)
     h = binding.target_hip_height
     vertical = d @ up_t
     horizontal = np.linalg.norm(d - np.outer(vertical, up_t), axis=-1)
@@ -367,11 +373,12 @@ class Summary:
     silhouette_side: float
 
 
-def measure(binding: Binding, source: FloatArray, target: FloatArray) -> dict[str, object]:
-    """The full report as plain data (JSON-ready)."""
+def measure(binding: Binding, source: FloatArray, target: FloatArray, native: bool = False) -> dict[str, object]:
+    """The full report as plain data (JSON-ready); ``native``: the target played the clip's own
+    keys (a native binding), so it stands on the clip's floor."""
     dirs = bone_direction_errors(binding, source, target)
     deltas = rotation_deltas(binding, source, target)
-    root = root_displacement(binding, source, target)
+    root = root_displacement(binding, source, target, native)
     planes = limb_plane_errors(binding, source, target)
     limbs = [s for s in dirs if s.split(".")[0] in ("upper_arm", "forearm", "thigh", "shin")]
     all_dir = np.concatenate([v for v in dirs.values()]) if dirs else np.zeros(1)

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ..core.binding_cache import BindingCache
+from ..core.binding_cache import BindingCache, native_refusal
 from ..core.errors import MappingError, MarionetteError, RigError
 from ..core.mapping import BoneMapping, check_humanoid_skeleton
 from ..core.measure import measure
@@ -111,7 +111,7 @@ def retarget_action(
         write_object_travel(target, new_action, result.root_motion, frames)
     # An armature left in Rest Position would play nothing: show the new action (same undo step).
     switched = switch_to_pose_position(target)
-    report = judge_action(binding, clip, tgt_in, target, new_action, frames, rate, measure_frames) if judge else {}
+    report = judge_action(binding, clip, tgt_in, target, new_action, frames, rate, measure_frames, run.native) if judge else {}
     if switched:
         report["switched_to_pose_position"] = True
         report.setdefault("notes", []).append(switched)
@@ -133,7 +133,8 @@ def retarget_action(
 
 
 def judge_action(
-    binding: Binding, clip: Any, tgt_in: RigInput, target: Any, action: Any, frames: Any, rate: float, measure_frames: int
+    binding: Binding, clip: Any, tgt_in: RigInput, target: Any, action: Any, frames: Any, rate: float, measure_frames: int,
+    native: bool = False,
 ) -> dict[str, Any]:
     """The quality report of a retarget just written: what Blender plays (the pose it evaluates
     with ``action`` assigned: constraints, NLA, drivers, Rest Position included; not the core's
@@ -144,7 +145,7 @@ def judge_action(
     after a retarget costs little next to the retarget itself; the measure command reads all."""
     picks = np.unique(np.linspace(0, clip.frame_count - 1, min(clip.frame_count, measure_frames)).astype(int))
     world_t, notes = played_placements(target, action, np.asarray(frames)[picks], tgt_in.skeleton, fps=rate)
-    report = measure(binding, source_placements(binding, clip.take(picks)), world_t)
+    report = measure(binding, source_placements(binding, clip.take(picks)), world_t, native)
     report["measured_frames"] = int(picks.size)
     hidden = what_overrides(target, action, driven_bones(binding)) + notes
     if hidden:
@@ -263,10 +264,15 @@ def save_blend(path: str | Path) -> None:
     import bpy
 
     p = Path(path).resolve()
-    p.parent.mkdir(parents=True, exist_ok=True)
     tmp = p.with_name(p.name + ".partial.blend")
-    bpy.ops.wm.save_as_mainfile(filepath=str(tmp), copy=True, compress=True)
-    tmp.replace(p)
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        bpy.ops.wm.save_as_mainfile(filepath=str(tmp), copy=True, compress=True)
+        tmp.replace(p)
+    except (OSError, RuntimeError) as exc:  # checked before the work; the disk may still fill up
+        tmp.unlink(missing_ok=True)
+        why = [line for line in str(exc).splitlines() if line.strip()]
+        raise MarionetteError(f"{p}: cannot be written ({why[-1].strip() if why else type(exc).__name__})") from exc
 
 
 def demo(output: str | Path, frames: int = 96) -> RetargetOutcome:
@@ -436,7 +442,9 @@ def measure_files(source_path: str, retargeted_path: str, *, clip: str | None = 
     if ad is None or ad.action != result_action:
         compat.assign_action(target, result_action, compat.action_slot_for(result_action, target))
     world_t, notes = played_placements(target, result_action, src_clip.frame_numbers(rate), tgt_in.skeleton, fps=rate)
-    report = measure(binding, source_placements(binding, src_clip), world_t)
+    # A clip on its own rig's layout is retargeted natively (its keys kept, on its own floor).
+    native = native_refusal(src_clip, src_in.skeleton, tgt_in.skeleton) is None
+    report = measure(binding, source_placements(binding, src_clip), world_t, native)
     hidden = what_overrides(target, result_action, driven_bones(binding)) + notes
     if hidden:
         report["warnings"] = hidden
