@@ -1,4 +1,4 @@
-"""Every humanoid clip in ../shared/data onto every humanoid target there, measured on what
+"""Every humanoid clip in tests/data onto every humanoid target there, measured on what
 Blender plays after the keys are written (SPEC 4, 6).
 
 Besides the retarget's own figures (which share the binding's body frames), two checks stand on
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import SHARED_DATA, shared_file
+from conftest import shared_file
 
 pytestmark = [pytest.mark.bpy, pytest.mark.data]
 
@@ -39,8 +39,6 @@ WORLD_FORWARD["gltf/male_base_mesh_apose.glb"] = (1.0, 0.0, 0.0)
 
 @pytest.fixture(scope="module")
 def scene():
-    if not SHARED_DATA.exists():
-        pytest.skip(f"third-party test files are not available (looked in {SHARED_DATA})")
     import bpy  # noqa: I001  (addon_utils exists only once bpy is imported)
     import addon_utils
 
