@@ -1,4 +1,4 @@
-"""Every humanoid clip in ../shared/data onto every humanoid target there, measured on what
+"""Every humanoid clip in tests/data onto every humanoid target there, measured on what
 Blender plays after the keys are written: the evaluated pose, frame by frame (SPEC 4, 6). The VRM
 character is saved in Rest Position; the retarget switches it to Pose Position.
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import SHARED_DATA, shared_file
+from conftest import shared_file
 
 pytestmark = [pytest.mark.bpy, pytest.mark.data]
 
@@ -40,8 +40,6 @@ WORLD_FORWARD["gltf/male_base_mesh_apose.glb"] = (1.0, 0.0, 0.0)
 
 @pytest.fixture(scope="module")
 def scene():
-    if not SHARED_DATA.exists():
-        pytest.skip(f"third-party test files are not available (looked in {SHARED_DATA})")
     import bpy  # noqa: I001  (addon_utils exists only once bpy is imported)
     import addon_utils
 
