@@ -84,13 +84,12 @@ from .batch_worker import (
     Worker,
     WorkerPool,
     default_jobs,
-    openblas_threads,
     pack_jobs,
     parts_directory,
-    peak_memory_mb,
     start_pack,
 )
 from .file_import import load_file, scene_fps
+from .worker_process import openblas_threads, peak_memory_mb
 
 __all__ = ["BatchBake", "ModalDriver", "bake_pack", "bake_settings", "default_jobs", "parts_directory", "write_report"]
 

@@ -18,7 +18,7 @@ process writes one file while the next is computed. Messages go in batches: a BV
 ``clip`` go at once (when the main process may split the file, it answers the first ``clip``
 with the clips this worker is to bake; a lost worker's report names the clip it was on). The worker
 ignores Ctrl-C (the main process decides what an interrupt means) and exits when the main process
-goes away, even when stuck on a file (:mod:`.worker_lifeline`).
+goes away, even when stuck on a file (:mod:`.worker_process`).
 
 Start-up: :func:`start_pack` plans the pack and starts the workers *before* the main process
 imports Blender (nothing here imports ``bpy`` at module level): on Linux by forking the command
@@ -54,7 +54,7 @@ from ..core.batch import BakeSettings, Message, PackCache, PackPlan, bake_clip, 
 from ..core.bvh import BvhData, read_bvh
 from ..core.errors import MarionetteError
 from ..core.pack_limits import useful_jobs
-from .worker_lifeline import PARENT_ENVIRONMENT, die_with_parent
+from .worker_process import PARENT_ENVIRONMENT, die_with_parent, openblas_threads, peak_memory_mb
 
 KEY_ENVIRONMENT = "MARIONETTE_BATCH_KEY"
 ADDON_ROOT = str(Path(__file__).resolve().parent.parent)
@@ -189,49 +189,7 @@ def run_file(
     }
 
 
-def peak_memory_mb() -> float:
-    """This process's peak resident memory (0 where the platform does not say).
-
-    On Linux the kernel's high-water mark of this program (``VmHWM``): ``ru_maxrss`` would also
-    count the parent's memory at the fork that started this process."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    try:
-        import resource
-    except ImportError:  # Windows
-        return 0.0
-    kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return kb / (2**20 if sys.platform == "darwin" else 1024)  # bytes on macOS, KiB elsewhere
-
-
 # --- the worker's loop -------------------------------------------------------------------
-
-
-def openblas_threads() -> tuple[Any, Any] | None:
-    """The ``(get, set)`` thread-count functions of the OpenBLAS that numpy uses, when it is one
-    bundled with the numpy wheel (Blender's and pip's); ``None`` otherwise."""
-    import ctypes
-
-    import numpy as np
-
-    here = Path(np.__file__).resolve().parent
-    for path in (*here.parent.glob("numpy.libs/*openblas*"), *here.glob(".libs/*openblas*"), *here.glob(".dylibs/*openblas*")):
-        try:
-            lib = ctypes.CDLL(str(path))  # the library numpy already loaded: same handle
-        except OSError:
-            continue
-        for suffix in ("64_", "_64_", ""):
-            get = getattr(lib, "openblas_get_num_threads" + suffix, None)
-            put = getattr(lib, "openblas_set_num_threads" + suffix, None)
-            if get is not None and put is not None:
-                return get, put
-    return None
-
 
 
 class ReadAhead:

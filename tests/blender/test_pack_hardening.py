@@ -117,6 +117,39 @@ def test_a_fifo_and_a_device_in_the_pack_are_skipped_unopened_and_the_rest_bakes
     assert out.exists() and not Path(str(out) + ".parts").exists()
 
 
+@needs_fifo
+def test_planning_refuses_what_is_not_a_regular_file_named_directly_or_in_a_folder(tmp_path) -> None:
+    import socket
+
+    from marionette.core.batch import plan_pack
+
+    folder = tmp_path / "pack"
+    folder.mkdir()
+    (folder / "good.bvh").write_text("HIERARCHY\n")  # a regular file: planned, read later
+    os.mkfifo(folder / "pipe.bvh")
+    os.mkfifo(tmp_path / "named.bvh")
+    sock = socket.socket(socket.AF_UNIX)
+    try:
+        sock.bind(str(folder / "sock.fbx"))
+        os.symlink(folder / "gone.bvh", folder / "broken.bvh")
+        guard = threading.Timer(BOUND, lambda: [_release(f) for f in (folder / "pipe.bvh", tmp_path / "named.bvh")])
+        guard.start()  # should planning open a pipe, it is let go and the test fails below
+        try:
+            plan = plan_pack([folder, tmp_path / "named.bvh", tmp_path / "missing.bvh"])
+        finally:
+            guard.cancel()
+    finally:
+        sock.close()
+    assert [f.label for f in plan.files] == ["good"]
+    assert {os.path.basename(p): why for p, why in plan.refused} == {
+        "broken.bvh": "cannot be read (No such file or directory); skipped",
+        "pipe.bvh": "not a regular file (a named pipe (FIFO)); skipped without opening it",
+        "sock.fbx": "not a regular file (a socket); skipped without opening it",
+        "named.bvh": "not a regular file (a named pipe (FIFO)); skipped without opening it",
+        "missing.bvh": "no such file or folder",
+    }
+
+
 @pytest.mark.bpy
 @pytest.mark.data
 @needs_fifo
@@ -317,7 +350,7 @@ def test_a_refused_resume_keeps_the_interrupted_runs_parts(tmp_path) -> None:
 @pytest.mark.data
 @pytest.mark.parametrize("case", ["misspelled folder", "only a fifo"])
 def test_a_pack_with_nothing_to_bake_is_refused_and_writes_nothing(tmp_path, case) -> None:
-    pack = _pack(tmp_path)
+    _pack(tmp_path)  # the real pack, beside the name given
     if case == "misspelled folder":
         given = tmp_path / "pakc"
         line = f"{given}: no such file or folder (no clip files to bake)"

@@ -1,4 +1,8 @@
-"""A Batch Bake worker ends when the process that started it ends, however that one ended.
+"""What a Batch Bake worker process sets up about itself, and what it says about itself.
+
+:func:`die_with_parent`: a worker ends when the process that started it ends, however that one
+ended. :func:`openblas_threads` lets a process run numpy's OpenBLAS on one thread (one process per
+core already); :func:`peak_memory_mb` is what a worker reports of its memory.
 
 A worker waiting for work notices its parent's end on its own: the connection closes. A worker
 stuck on a file (an importer that hangs, a read that never returns) does not, and would be left
@@ -22,6 +26,8 @@ import signal
 import sys
 import threading
 import time
+from pathlib import Path
+from typing import Any
 
 #: Environment variable carrying the main process's id to a worker started as a new program.
 PARENT_ENVIRONMENT = "MARIONETTE_BATCH_PARENT"
@@ -56,3 +62,44 @@ def die_with_parent(parent: int | None = None, every: float = 0.5) -> None:
     if os.getppid() != parent:
         os._exit(1)  # the parent ended before the request above was made
     threading.Thread(target=_watch, args=(parent, every), name="parent-watch", daemon=True).start()
+
+
+def peak_memory_mb() -> float:
+    """This process's peak resident memory (0 where the platform does not say).
+
+    On Linux the kernel's high-water mark of this program (``VmHWM``): ``ru_maxrss`` would also
+    count the parent's memory at the fork that started this process."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    try:
+        import resource
+    except ImportError:  # Windows
+        return 0.0
+    kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return kb / (2**20 if sys.platform == "darwin" else 1024)  # bytes on macOS, KiB elsewhere
+
+
+def openblas_threads() -> tuple[Any, Any] | None:
+    """The ``(get, set)`` thread-count functions of the OpenBLAS that numpy uses, when it is one
+    bundled with the numpy wheel (Blender's and pip's); ``None`` otherwise."""
+    import ctypes
+
+    import numpy as np
+
+    here = Path(np.__file__).resolve().parent
+    for path in (*here.parent.glob("numpy.libs/*openblas*"), *here.glob(".libs/*openblas*"), *here.glob(".dylibs/*openblas*")):
+        try:
+            lib = ctypes.CDLL(str(path))  # the library numpy already loaded: same handle
+        except OSError:
+            continue
+        for suffix in ("64_", "_64_", ""):
+            get = getattr(lib, "openblas_get_num_threads" + suffix, None)
+            put = getattr(lib, "openblas_set_num_threads" + suffix, None)
+            if get is not None and put is not None:
+                return get, put
+    return None
