@@ -231,6 +231,9 @@ def test_kill_9_of_the_main_process_leaves_no_worker_stuck_on_a_file(tmp_path) -
         pids = json.loads(line)
         children = _children(driver.pid)  # recorded before the kill
         assert set(pids) <= children and len(pids) == 2
+        deadline = time.monotonic() + 30.0  # each is on its way to the pipe: wait until it sleeps there
+        while not all(_state(p) == "S" for p in pids) and time.monotonic() < deadline:
+            time.sleep(0.02)
         assert all(_state(p) == "S" for p in pids)  # asleep: waiting for a writer that never comes
         driver.send_signal(signal.SIGKILL)
         driver.wait()
