@@ -69,6 +69,8 @@ from .rotations import FloatArray
 from .skeleton import Skeleton
 
 CLIP_EXTENSIONS = (".bvh", ".fbx", ".glb", ".gltf", ".blend")
+#: Ends the reason of a pack entry refused from a stat alone.
+SKIPPED_UNOPENED = "; skipped without opening it"
 BVH_EXTENSION = ".bvh"
 
 #: Custom properties on every baked Action (what ``--resume`` and the report read back).
@@ -158,7 +160,7 @@ def plan_pack(inputs: Sequence[str | os.PathLike[str]], exclude: Iterable[str | 
                         continue
                     why = not_regular(full)
                     if why is not None:
-                        refused.append((full, why))
+                        refused.append((full, why + SKIPPED_UNOPENED))
                         continue
                     found.setdefault(full, PackFile(full, _label(os.path.relpath(full, path))))
         elif os.path.lexists(path):
@@ -167,7 +169,7 @@ def plan_pack(inputs: Sequence[str | os.PathLike[str]], exclude: Iterable[str | 
             if ext not in CLIP_EXTENSIONS:
                 refused.append((path, f"unsupported file type {ext or '(no extension)'!r}; clip files are " + ", ".join(CLIP_EXTENSIONS)))
             elif why is not None:
-                refused.append((path, why))
+                refused.append((path, why + SKIPPED_UNOPENED))
             elif not is_excluded(path):
                 found.setdefault(path, PackFile(path, _label(os.path.basename(path))))
         else:

@@ -30,11 +30,11 @@ def not_regular(path: str) -> str | None:
     try:
         mode = os.stat(path).st_mode
     except OSError as exc:  # a broken link, no permission to search a folder
-        return f"cannot be read ({exc.strerror or exc}); skipped"
+        return f"cannot be read ({exc.strerror or exc})"
     if stat.S_ISREG(mode):
         return None
     kind = next((name for test, name in _KINDS if test(mode)), "not a file")
-    return f"not a regular file ({kind}); skipped without opening it"
+    return f"not a regular file ({kind})"
 
 
 def useful_jobs(requested: int | None, cores: int, files: int, shared: int = 0) -> tuple[int, str | None]:

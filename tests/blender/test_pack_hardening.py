@@ -142,7 +142,7 @@ def test_planning_refuses_what_is_not_a_regular_file_named_directly_or_in_a_fold
         sock.close()
     assert [f.label for f in plan.files] == ["good"]
     assert {os.path.basename(p): why for p, why in plan.refused} == {
-        "broken.bvh": "cannot be read (No such file or directory); skipped",
+        "broken.bvh": "cannot be read (No such file or directory); skipped without opening it",
         "pipe.bvh": "not a regular file (a named pipe (FIFO)); skipped without opening it",
         "sock.fbx": "not a regular file (a socket); skipped without opening it",
         "named.bvh": "not a regular file (a named pipe (FIFO)); skipped without opening it",
@@ -368,4 +368,22 @@ def test_a_pack_with_nothing_to_bake_is_refused_and_writes_nothing(tmp_path, cas
     proc = _bake(str(given), str(shared_file(TARGET)), "-o", str(tmp_path / "out.blend"))
     assert proc.returncode == 1
     assert proc.stderr.splitlines() == [f"marionette: error: {line}"] and proc.stdout == ""
+    assert _tree(tmp_path) == before
+
+
+@pytest.mark.data
+@needs_fifo
+def test_a_named_pipe_given_as_the_mapping_is_refused_unopened(tmp_path) -> None:
+    pack = _pack(tmp_path)
+    fifo = tmp_path / "mapping.json"
+    os.mkfifo(fifo)
+    before = _tree(tmp_path)
+    guard = threading.Timer(BOUND - 10, _release, (fifo,))  # should it be opened, it is let go
+    guard.start()
+    try:
+        proc = _bake(str(pack), str(shared_file(TARGET)), "-o", str(tmp_path / "out.blend"), "--mapping", str(fifo))
+    finally:
+        guard.cancel()
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert proc.stderr.splitlines() == [f"marionette: error: cannot read bone mapping {fifo}: not a regular file (a named pipe (FIFO))"]
     assert _tree(tmp_path) == before
