@@ -207,7 +207,12 @@ def _bake_pack_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("pack", nargs="+", metavar="PACK_DIR_OR_FILES", help="clip files (.bvh, .fbx, .glb/.gltf, .blend) and folders searched for them")
     p.add_argument("target", help="character file holding the armature to bake onto")
     p.add_argument("-o", "--output", required=True, help="result .blend: the character with one new Action per clip")
-    p.add_argument("--jobs", type=int, default=None, help="worker processes (default: one per core; 1 reads BVH in this process)")
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=None,
+        help="worker processes (default: one per core; lowered to the cores and to what the pack can use, saying so)",
+    )
     p.add_argument("--report", help="write the JSON report here (per file: baked, failed with the reason, lost)")
     p.add_argument("--target-armature", help="name of the armature to bake onto when the target file holds several")
     p.add_argument("--mapping", metavar="FILE_OR_PRESET", help=_mapping_help())
@@ -231,7 +236,8 @@ def _bake_pack_arguments(p: argparse.ArgumentParser) -> None:
         type=float,
         default=600.0,
         metavar="SECONDS",
-        help="stop a worker that stays silent this long on one file (a hanging importer) and report the file failed (0: no limit)",
+        help="stop a worker that stays silent this long on one file (a hanging importer or read), with any --jobs, "
+        "and report the file failed (0: no limit)",
     )
     p.add_argument(
         "--max-file-mb",
@@ -283,6 +289,8 @@ def bake_pack(args: argparse.Namespace) -> int:
     with job_output(args.verbose) as terminal:  # progress, one line per file, goes to the terminal
         # Workers start (and read their first files) while this process loads Blender and the target.
         start = start_pack(args.pack, args.output, jobs=args.jobs, resume=args.resume)
+        if start.jobs_note:
+            print(f"marionette: {start.jobs_note}", file=terminal, flush=True)
         from .operators.batch_bake import bake_pack as run_bake_pack
 
         report = run_bake_pack(
