@@ -17,8 +17,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .humanoid import SIDES, sided
-from .pelvis import hips_points
-from .retarget import Binding, SegmentTable, ground_points, heights_along, hips_path, orientations
+from .pelvis import ground_points, heights_along, hips_points
+from .retarget import Binding, SegmentTable, hips_path, orientations
 from .rotations import FloatArray, euler_from_matrix, matrix_between_vectors
 
 

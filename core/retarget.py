@@ -35,7 +35,7 @@ from typing import Literal
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from .canonical_pose import CanonicalPose, RigAnatomy, build_anatomy, canonical_pose, evaluate_point, rest_facing
+from .canonical_pose import CanonicalPose, RigAnatomy, build_anatomy, canonical_pose, rest_facing
 from .clip import Clip
 from .errors import MappingError, RigError
 from .facing import Facing
@@ -44,7 +44,7 @@ from .frames import CANONICAL_AXES
 from .humanoid import MINIMUM_SLOTS, SIDES, sided
 from .in_between import spread, spread_runs, times_each, twist, twist_entry, twist_shares
 from .own_motion import OwnTables, bend_carried, bend_runs, carried_bends, carried_pairs, keep_own, own_tables
-from .pelvis import hips_offset, hips_points
+from .pelvis import ground_points, heights_along, hips_offset, hips_points
 from .rotation_kernels import quats_of_matrices
 from .rotations import (
     FloatArray,
@@ -153,25 +153,6 @@ def orientations(m: FloatArray) -> FloatArray:
     """Rotation part of placements that may carry scale (columns normalised)."""
     r = m[..., :3, :3]
     return np.asarray(r / np.linalg.norm(r, axis=-2, keepdims=True), dtype=np.float64)
-
-
-def ground_points(anatomy: RigAnatomy) -> list[tuple[int, FloatArray]]:
-    """Points on the feet used to find the ground: ankle and toe heads and their ends."""
-    pts: list[tuple[int, FloatArray]] = []
-    inv = np.linalg.inv(anatomy.rest)
-    for side in SIDES:
-        for part in ("foot", "toes"):
-            slot = sided(part, side)
-            if slot in anatomy.slots:
-                b = anatomy.slots[slot]
-                pts.append((b, np.zeros(3)))
-                pts.append((b, (inv[b] @ np.append(anatomy.ends[b], 1.0))[:3]))
-    return pts
-
-
-def heights_along(points: list[tuple[int, FloatArray]], placements: FloatArray, up: FloatArray) -> FloatArray:
-    """Height along ``up`` of each ground point, ``(..., P)``."""
-    return np.stack([evaluate_point(((b, off),), placements) @ up for b, off in points], axis=-1)
 
 
 @dataclass(frozen=True)

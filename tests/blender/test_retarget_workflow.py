@@ -127,10 +127,9 @@ def test_plant_feet_off_carries_every_direction_and_on_stops_the_slide(pair):
         report = json.loads(s.last_report)
         slides[plant] = report["foot_slide"]
     # The metarig's legs are longer for its hip height than the sample's: unplanted, its feet
-    # slide about three times as far as the source's (2.98 times since its hips bone, which
-    # starts just below the thigh roots, is measured at their height); planted, a fraction of that.
+    # slide several times as far as the source's; planted, a fraction of that.
     for foot in ("foot.L", "foot.R"):
-        assert slides[False][foot] > 2.5 * slides[False][f"{foot} source"]
+        assert slides[False][foot] > 3.0 * slides[False][f"{foot} source"]
         assert slides[True][foot] < 0.25 * slides[False][foot]
 
 
