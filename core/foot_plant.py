@@ -251,7 +251,7 @@ def plant_legs(
         dw = -drop[lowered, None] * up
         p = int(parents[pelvis])
         rel = dw if p < 0 else np.einsum("tji,tj->ti", lin[row[p], lowered], dw)
-        tr_out[lowered, pelvis] = translations[lowered, pelvis] + rel @ np.linalg.inv(skeleton.parent_frames[pelvis])[:3, :3].T
+        tr_out[lowered, pelvis] = translations[lowered, pelvis] + rel @ skeleton.inverse_parent_frames[pelvis, :3, :3].T
     held: dict[int, int] = {}
     unreachable: dict[int, int] = {}
     for leg, mask, part, leg_roots, shift, chain in zip(legs, planted, parts, roots, shifts, chains, strict=True):
@@ -326,7 +326,7 @@ class _Turn:
 def _local_from_relative(skeleton: Skeleton, j: int, rel_r: FloatArray, rel_p: FloatArray) -> tuple[FloatArray, FloatArray]:
     """Local rotation and translation of joint ``j`` from its placement relative to its parent
     (``inv(P) @ M``): ``T = inv(C0) @ rel @ C1``, by parts."""
-    c0 = np.linalg.inv(skeleton.parent_frames[j])
+    c0 = skeleton.inverse_parent_frames[j]
     c1 = np.eye(4) if skeleton.child_frames is None else skeleton.child_frames[j]
     t = rel_r.shape[0]
     # A constant on the right of a block of frames is one (3T, 3) @ (3, 3) product.
