@@ -7,8 +7,10 @@ anything, and never modifies the source armature or its Actions.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -36,9 +38,12 @@ class RetargetOutcome:
     report: dict[str, object]
     source_mapping: BoneMapping
     target_mapping: BoneMapping
+    #: Not judged yet (``judge=False``): the call that measures the result (what ``judge`` would
+    #: have put in the report), for a caller that shows it after the retarget returns.
+    judge_later: Any = None
 
 
-_AUTO_MAPPINGS: dict[tuple[str, bytes], BoneMapping] = {}
+_AUTO_MAPPINGS: dict[tuple[str, bytes, str | None], BoneMapping] = {}
 
 
 def rig_input(obj: Any, mapping: BoneMapping | None = None) -> tuple[RigInput, BoneMapping]:
@@ -46,20 +51,20 @@ def rig_input(obj: Any, mapping: BoneMapping | None = None) -> tuple[RigInput, B
     if obj is None or getattr(obj, "type", None) != "ARMATURE":
         raise RigError(f"{getattr(obj, 'name', obj)!r} is not an armature object")
     skeleton = skeleton_from_armature(obj)
-    _, tails = rest_heads_tails(obj)
+    heads, tails = rest_heads_tails(obj)
     try:
         # A given mapping (edited in the sidebar, loaded from a preset) is checked against the
-        # rig too: its bones must exist and the body it names must stand upright. An automatic
-        # one depends only on the rig, so it is kept per layout and bone ends.
-        if mapping is None:
-            key = (skeleton.signature(), np.round(np.asarray(tails, dtype=np.float64), 6).tobytes())
-            if key not in _AUTO_MAPPINGS:
-                if len(_AUTO_MAPPINGS) >= 32:
-                    _AUTO_MAPPINGS.pop(next(iter(_AUTO_MAPPINGS)))
-                _AUTO_MAPPINGS[key] = check_humanoid_skeleton(skeleton, tails, None)
-            mapping = _AUTO_MAPPINGS[key]
-        else:
-            mapping = check_humanoid_skeleton(skeleton, tails, mapping)
+        # rig too: its bones must exist and the body it names must stand upright. The outcome
+        # depends only on the rig and the mapping given, so it is kept per layout, bone ends and
+        # mapping (each Retarget Clip of the sidebar's rows checks the same one).
+        given = None if mapping is None else json.dumps(mapping.to_dict(), sort_keys=True)
+        ends = np.round(np.concatenate([heads, tails]).astype(np.float64), 6).tobytes()
+        key = (skeleton.signature(), ends, given)
+        if key not in _AUTO_MAPPINGS:
+            if len(_AUTO_MAPPINGS) >= 32:
+                _AUTO_MAPPINGS.pop(next(iter(_AUTO_MAPPINGS)))
+            _AUTO_MAPPINGS[key] = check_humanoid_skeleton(skeleton, tails, mapping)
+        mapping = _AUTO_MAPPINGS[key]
     except MappingError as exc:
         raise MappingError(f"armature {obj.name!r}: {exc}") from exc
     slots = {slot: mb.bone for slot, mb in mapping.slots.items()}
@@ -111,7 +116,8 @@ def retarget_action(
         write_object_travel(target, new_action, result.root_motion, frames)
     # An armature left in Rest Position would play nothing: show the new action (same undo step).
     switched = switch_to_pose_position(target)
-    report = judge_action(binding, clip, tgt_in, target, new_action, frames, rate, measure_frames, run.native) if judge else {}
+    judged = partial(judge_action, binding, clip, tgt_in, target, new_action, frames, rate, measure_frames, run.native)
+    report = judged() if judge else {}
     if switched:
         report["switched_to_pose_position"] = True
         report.setdefault("notes", []).append(switched)
@@ -129,7 +135,7 @@ def retarget_action(
     if result.planted:
         report["planted_feet"] = result.planted
         report["planted_hip_drop"] = {"max": result.hip_drop, "frames": result.lowered_frames}
-    return RetargetOutcome(new_action, binding, report, src_map, tgt_map)
+    return RetargetOutcome(new_action, binding, report, src_map, tgt_map, None if judge else judged)
 
 
 def judge_action(
