@@ -126,6 +126,9 @@ class VIEW3D_PT_marionette_quality(MarionettePanel, bpy.types.Panel):
         r = json.loads(context.scene.marionette.last_report)
         col = self.layout.column(align=True)
         col.label(text=f"Action: {r['action']}", icon="ACTION")
+        if r.get("pending"):
+            col.label(text="Measuring…", icon="TIME")
+            return
         col.label(text=f"Bone direction: mean {r['mean_direction_error']:.2f}°, max {r['max_direction_error']:.2f}°")
         col.label(text=f"Elbow/knee planes: max {r['max_limb_plane_error']:.2f}°")
         col.label(text=f"Hips height: max {100 * r['hips_height_error']:.1f}% of hip height")
