@@ -182,16 +182,18 @@ def finish_pending_summaries() -> None:
     pending = list(_PENDING.items())
     _PENDING.clear()
     for scene_name, (outcome, color_bones) in pending:
+        scene = bpy.data.scenes.get(scene_name)
+        settings = getattr(scene, "marionette", None)
+        if settings is None:
+            continue
         try:
-            scene = bpy.data.scenes.get(scene_name)
-            settings = getattr(scene, "marionette", None)
-            if settings is None or json.loads(settings.last_report or "{}") != {"action": outcome.action.name, "pending": True}:
-                continue
+            if json.loads(settings.last_report or "{}") != {"action": outcome.action.name, "pending": True}:
+                continue  # the panel shows another result now
             outcome.report.update(outcome.judge_later())
             outcome.judge_later = None
             _show_quality(settings, outcome, color_bones)
         except (ReferenceError, MarionetteError):  # the action or the target is gone (undo, deleted)
-            continue
+            settings.last_report = ""  # nothing to show rather than "Measuring…" for ever
     for window in getattr(bpy.context.window_manager, "windows", []):
         for area in window.screen.areas:
             if area.type == "VIEW_3D":
@@ -348,4 +350,15 @@ classes = (
     MARIONETTE_OT_mapping_load,
     MARIONETTE_OT_mapping_preset,
 )
-register, unregister = bpy.utils.register_classes_factory(classes)
+_register, _unregister = bpy.utils.register_classes_factory(classes)
+
+
+def register() -> None:
+    _register()
+
+
+def unregister() -> None:
+    if bpy.app.timers.is_registered(finish_pending_summaries):
+        bpy.app.timers.unregister(finish_pending_summaries)
+    _PENDING.clear()
+    _unregister()
