@@ -12,13 +12,15 @@ without a seam, see :mod:`long_clips`) onto the Quaternius character (FBX, skinn
 * The recipe: Copy Rotation (world space) on every mapped target bone plus Copy Location on the
   hips, then ``bpy.ops.nla.bake(visual_keying=True)`` over the same 1,100 frames.
 
-Each figure is the median of ``--runs`` runs (the machine may be shared: medians, not bests).
+Each round bakes the recipe once and clicks three times, so both sides see the same load on a
+shared machine; figures are medians (not bests), the speed-up the median over rounds.
 Goal: the click at least 20x faster than the recipe.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import tempfile
 import time
@@ -59,7 +61,7 @@ def _recipe_once(bpy, source, target, pairs: list[tuple[str, str, str]]) -> floa
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=7, help="runs of each side (medians are printed)")
+    parser.add_argument("--runs", type=int, default=7, help="rounds (one recipe bake and three clicks each)")
     args = parser.parse_args()
     if not QUATERNIUS.exists() or not CMU_WALK.exists():
         raise SystemExit(f"needs {QUATERNIUS} and {CMU_WALK} (../shared/data beside the repository)")
@@ -93,30 +95,44 @@ def main() -> None:
     # As in Blender with its window open: the summary is measured after the click returns.
     retarget_ops.DEFER_SUMMARY = True
 
-    clicks, summaries = [], []
-    for _ in range(args.runs):
-        before = set(bpy.data.actions)
-        t0 = time.perf_counter()
-        assert bpy.ops.marionette.retarget_clip() == {"FINISHED"}
-        clicks.append(time.perf_counter() - t0)
-        t0 = time.perf_counter()
-        retarget_ops.finish_pending_summaries()  # what the timer runs once the click has returned
-        summaries.append(time.perf_counter() - t0)
-        for a in set(bpy.data.actions) - before:
-            bpy.data.actions.remove(a)
-
     _, src_map = rig_input(source)
     _, tgt_map = rig_input(target)
     pairs = [(slot, mb.bone, src_map.slots[slot].bone) for slot, mb in tgt_map.slots.items() if slot in src_map.slots]
-    recipes = [_recipe_once(bpy, source, target, pairs) for _ in range(max(3, args.runs // 2))]
 
-    click, summary, recipe = (statistics.median(x) for x in (clicks, summaries, recipes))
+    def click() -> tuple[float, float]:
+        before = set(bpy.data.actions)
+        t0 = time.perf_counter()
+        assert bpy.ops.marionette.retarget_clip() == {"FINISHED"}
+        t1 = time.perf_counter()
+        retarget_ops.finish_pending_summaries()  # what the timer runs once the click has returned
+        t2 = time.perf_counter()
+        assert "mean_direction_error" in json.loads(s.last_report)
+        for a in set(bpy.data.actions) - before:
+            bpy.data.actions.remove(a)
+        return t1 - t0, t2 - t1
+
+    click()  # first use: caches (mapping check, binding) filled as after a user's first click
+    # Rounds of one recipe bake and three clicks, so both sides see the same load on a shared
+    # machine; the speed-up is the median over rounds of the recipe over the round's median click.
+    clicks, summaries, recipes, ratios, ratios_summary = [], [], [], [], []
+    for _ in range(args.runs):
+        recipes.append(_recipe_once(bpy, source, target, pairs))
+        runs = [click() for _ in range(3)]
+        clicks += [c for c, _ in runs]
+        summaries += [m for _, m in runs]
+        ratios.append(recipes[-1] / statistics.median(c for c, _ in runs))
+        ratios_summary.append(recipes[-1] / statistics.median(c + m for c, m in runs))
+
+    med = statistics.median
     print(f"{FRAMES} frames at {FPS} fps, CMU 12_03 ({len(source.data.bones)} bones) onto {QUATERNIUS.name} ({len(target.data.bones)} bones)")
-    print(f"medians of {args.runs} clicks and {len(recipes)} recipe bakes (machine shared: spread {min(clicks) * 1e3:.0f}-{max(clicks) * 1e3:.0f} ms)")
-    print(f"  Retarget Clip (Plant Feet on), the click:     {click * 1e3:8.1f} ms")
-    print(f"  quality summary, after the click returns:     {summary * 1e3:8.1f} ms")
-    print(f"  constraints + nla.bake(visual_keying):        {recipe * 1e3:8.1f} ms")
-    print(f"  speed-up: the click {recipe / click:5.1f} x (goal >= 20 x); with its summary {recipe / (click + summary):5.1f} x")
+    print(f"{args.runs} rounds of one recipe bake and three clicks (machine shared: clicks {min(clicks) * 1e3:.0f}-{max(clicks) * 1e3:.0f} ms)")
+    print(f"  Retarget Clip (Plant Feet on), the click:     {med(clicks) * 1e3:8.1f} ms (median)")
+    print(f"  quality summary, after the click returns:     {med(summaries) * 1e3:8.1f} ms")
+    print(f"  constraints + nla.bake(visual_keying):        {med(recipes) * 1e3:8.1f} ms")
+    print(
+        f"  speed-up, median of rounds: the click {med(ratios):5.1f} x (goal >= 20 x; rounds {min(ratios):.1f}-{max(ratios):.1f}); "
+        f"with its summary {med(ratios_summary):5.1f} x"
+    )
 
 
 if __name__ == "__main__":
