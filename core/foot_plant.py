@@ -257,9 +257,14 @@ def plant_legs(
     for leg, mask, part, leg_roots, shift, chain in zip(legs, planted, parts, roots, shifts, chains, strict=True):
         held[leg.foot] = int(mask.sum())
         unreachable[leg.foot] = 0
-        frames = np.flatnonzero(np.any(shift != 0.0, axis=1) | (drop > 0.0))
-        if frames.size == 0:
+        moving = np.flatnonzero(np.any(shift != 0.0, axis=1) | (drop > 0.0))
+        if moving.size == 0:
             continue
+        # Usually one run of frames (a walk bends the leg from its first contact to its last):
+        # then a slice, whose selections below are views rather than copies.
+        frames: slice | NDArray[np.int64] = (
+            slice(int(moving[0]), int(moving[-1]) + 1) if moving[-1] - moving[0] + 1 == moving.size else moving
+        )
         # The chain as the lowered pelvis carries it, rigidly (a foot parented elsewhere, as IK
         # rigs do, stays behind, but its ankle is where the shin ends).
         hip, knee, ankle = (c[frames] - drop[frames, None] * up for c in chain)
@@ -274,7 +279,7 @@ def plant_legs(
         turn = _Turn(hip, knee, pos[row[leg.foot], frames], new_knee, new_ankle, r1, r21)
 
         def moved(
-            j: int, turn: _Turn = turn, part: dict[int, str] = part, frames: NDArray[np.int64] = frames
+            j: int, turn: _Turn = turn, part: dict[int, str] = part, frames: slice | NDArray[np.int64] = frames
         ) -> tuple[FloatArray, FloatArray]:
             return turn.place(part.get(j), lin[row[j], frames], pos[row[j], frames])
 
