@@ -4,7 +4,7 @@ Run on demand: ``python bench/bench_long_take.py [--frames 20000] [--runs 3]`` (
 ``../shared/data``). The take is the CMU walk ``12_03`` (120 fps) played back and forth without a
 seam for ``--frames`` frames (200,000 is a 28-minute take); the target is the Quaternius
 character (FBX). Each command runs in its own process, as a user runs it; wall time and peak
-resident memory (the process's ``ru_maxrss``) are the medians of ``--runs`` runs, alternating the
+resident memory (the largest process of the run, workers included) are the medians of ``--runs`` runs, alternating the
 two commands so both see the same load (the machine may be shared).
 
 Goal: ``retarget`` at most 1.5 GB and within 2x the ``bake-pack`` time.
@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -28,20 +27,21 @@ REPO_PARENT = Path(__file__).resolve().parents[2]
 
 
 def _run(args: list[str]) -> tuple[float, float]:
-    """Wall seconds and peak resident memory (GB) of ``python -m marionette ARGS`` in a child process."""
-    code = (
-        "import resource, runpy, sys; sys.argv = ['marionette'] + sys.argv[1:]\n"
-        "try:\n    runpy.run_module('marionette', run_name='__main__')\n"
-        "finally:\n    print('MAXRSS', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)\n"
-    )
+    """Wall seconds and peak resident memory (GB) of ``python -m marionette ARGS`` in a child
+    process: the largest resident set of the process and of any worker it started (what
+    ``/usr/bin/time -v`` reports)."""
     t0 = time.perf_counter()
-    done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=REPO_PARENT)
+    child = subprocess.Popen(
+        [sys.executable, "-m", "marionette", *args], cwd=REPO_PARENT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    assert child.stderr is not None
+    err = child.stderr.read()
+    _, status, usage = os.wait4(child.pid, 0)
     elapsed = time.perf_counter() - t0
-    if done.returncode != 0:
-        raise SystemExit(f"marionette {' '.join(args)} failed:\n{done.stderr[-2000:]}")
-    rss = [ln for ln in done.stderr.splitlines() if ln.startswith("MAXRSS")]
-    peak = int(rss[-1].split()[1]) * 1024 if rss else resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
-    return elapsed, peak / 1e9
+    child.returncode = os.waitstatus_to_exitcode(status)
+    if child.returncode != 0:
+        raise SystemExit(f"marionette {' '.join(args)} failed:\n{err.decode(errors='replace')[-2000:]}")
+    return elapsed, usage.ru_maxrss * 1024 / 1e9
 
 
 def main() -> None:

@@ -256,10 +256,11 @@ def read_bvh(path: str | os.PathLike[str]) -> BvhData:
     path = os.fspath(path)
     try:
         with open(path, "rb") as f:
-            raw = f.read()
+            # Handed over without a name kept here: parse_bvh lets go of the bytes once decoded
+            # (a 28-minute take is 150 MB of text, held three ways at once otherwise).
+            return parse_bvh(f.read(), path)
     except OSError as exc:
         raise FileFormatError(f"{path}: cannot read the file ({exc.strerror or exc})") from exc
-    return parse_bvh(raw, path)
 
 
 def parse_bvh(content: bytes | str, path: str = "<bvh>") -> BvhData:
@@ -274,7 +275,9 @@ def parse_bvh(content: bytes | str, path: str = "<bvh>") -> BvhData:
             text = content.decode("latin-1")
     else:
         text = content
+    content = ""  # the bytes are not needed past here, nor the text past the split
     lines = text.splitlines()
+    del text
     parser = _HierarchyParser(lines, path)
     parser.parse()
     motion = _parse_motion(lines, parser.motion_line, parser.channel_total, parser.declared_frames, path)
