@@ -156,6 +156,12 @@ DEFER_SUMMARY: bool | None = None
 _PENDING: dict[str, tuple[jobs.RetargetOutcome, bool]] = {}
 
 
+def summary_pending(scene: Any) -> bool:
+    """Whether a retarget's summary is still to be measured for ``scene`` (the Quality panel then
+    says it is measuring)."""
+    return getattr(scene, "name", None) in _PENDING
+
+
 def _defer_summary() -> bool:
     return not bpy.app.background if DEFER_SUMMARY is None else DEFER_SUMMARY
 

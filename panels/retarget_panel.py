@@ -8,7 +8,7 @@ from typing import Any
 
 import bpy
 
-from ..operators.retarget_ops import clip_of
+from ..operators.retarget_ops import clip_of, summary_pending
 
 
 class MarionettePanel:
@@ -127,7 +127,10 @@ class VIEW3D_PT_marionette_quality(MarionettePanel, bpy.types.Panel):
         col = self.layout.column(align=True)
         col.label(text=f"Action: {r['action']}", icon="ACTION")
         if r.get("pending"):
-            col.label(text="Measuring…", icon="TIME")
+            if summary_pending(context.scene):
+                col.label(text="Measuring…", icon="TIME")
+            else:  # undone and redone before it was measured: nothing will fill it in
+                col.label(text="Not measured: retarget again to see the figures", icon="INFO")
             return
         col.label(text=f"Bone direction: mean {r['mean_direction_error']:.2f}°, max {r['max_direction_error']:.2f}°")
         col.label(text=f"Elbow/knee planes: max {r['max_limb_plane_error']:.2f}°")

@@ -67,7 +67,9 @@ def test_the_summary_measured_after_the_click_fills_the_quality_panel(pair, monk
     new = target.animation_data.action
     assert json.loads(s.last_report) == {"action": new.name, "pending": True}  # the panel says "Measuring…"
     assert bpy.app.timers.is_registered(retarget_ops.finish_pending_summaries)
+    assert retarget_ops.summary_pending(bpy.context.scene)
     retarget_ops.finish_pending_summaries()  # what the timer runs once the click has returned
+    assert not retarget_ops.summary_pending(bpy.context.scene)
     later = json.loads(s.last_report)
     # The same retarget measured later gives the figures measured at once, for the new action.
     assert later["action"] == new.name != at_once["action"]
