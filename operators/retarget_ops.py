@@ -154,6 +154,9 @@ DEFER_SUMMARY: bool | None = None
 
 #: Per scene, the last retarget whose summary is still to measure, and whether to colour bones.
 _PENDING: dict[str, tuple[jobs.RetargetOutcome, bool]] = {}
+#: The summaries measured after their click, by action name (the latest few): an undo back to a
+#: click's own step brings back its "measuring" state, and the panel shows these figures then.
+_MEASURED: dict[str, str] = {}
 
 
 def summary_pending(scene: Any) -> bool:
@@ -162,12 +165,19 @@ def summary_pending(scene: Any) -> bool:
     return getattr(scene, "name", None) in _PENDING
 
 
+def measured_summary(action_name: str) -> dict[str, Any] | None:
+    """The Quality panel's figures measured after the click that made ``action_name``, if any."""
+    text = _MEASURED.get(action_name)
+    return None if text is None else dict(json.loads(text))
+
+
 def _defer_summary() -> bool:
     return not bpy.app.background if DEFER_SUMMARY is None else DEFER_SUMMARY
 
 
-def _show_quality(settings: Any, outcome: jobs.RetargetOutcome, color_bones: bool) -> None:
-    """The measured summary into the Quality panel's data (and the bones' colours when asked)."""
+def _show_quality(settings: Any, outcome: jobs.RetargetOutcome, color_bones: bool, *, keep: bool = False) -> None:
+    """The measured summary into the Quality panel's data (and the bones' colours when asked);
+    ``keep`` also keeps it for :func:`measured_summary`."""
     settings.last_report = json.dumps(
         {
             "action": outcome.action.name,
@@ -177,6 +187,10 @@ def _show_quality(settings: Any, outcome: jobs.RetargetOutcome, color_bones: boo
             **played_pose.panel_fields(outcome.report),
         }
     )
+    if keep:
+        if len(_MEASURED) >= 16:
+            _MEASURED.pop(next(iter(_MEASURED)))
+        _MEASURED[outcome.action.name] = settings.last_report
     if color_bones:
         jobs.color_bones_by_error(settings.target, outcome.binding, outcome.report)
 
@@ -197,7 +211,7 @@ def finish_pending_summaries() -> None:
                 continue  # the panel shows another result now
             outcome.report.update(outcome.judge_later())
             outcome.judge_later = None
-            _show_quality(settings, outcome, color_bones)
+            _show_quality(settings, outcome, color_bones, keep=True)
         except (ReferenceError, MarionetteError):  # the action or the target is gone (undo, deleted)
             settings.last_report = ""  # nothing to show rather than "Measuring…" for ever
     for window in getattr(bpy.context.window_manager, "windows", []):
@@ -367,4 +381,5 @@ def unregister() -> None:
     if bpy.app.timers.is_registered(finish_pending_summaries):
         bpy.app.timers.unregister(finish_pending_summaries)
     _PENDING.clear()
+    _MEASURED.clear()
     _unregister()

@@ -129,3 +129,25 @@ def test_only_long_takes_skip_blenders_importer(tmp_path):
         assert is_long_bvh_take(str(p)) is long
     assert not is_long_bvh_take(str(tmp_path / "missing.bvh"))
     assert not is_long_bvh_take(str(shared_file(CMU)))
+
+
+def test_undo_back_to_the_click_shows_the_figures_measured_after_it(pair, monkeypatch):
+    bpy, _source, _target, _action = pair
+    from marionette.operators import retarget_ops
+
+    monkeypatch.setattr(retarget_ops, "DEFER_SUMMARY", True)
+    # Blender's UI pushes an undo step after each operator with the UNDO option; operators called
+    # from Python in the bpy module do not, so the test pushes as the UI would.
+    bpy.ops.ed.undo_push(message="before retarget")
+    assert bpy.ops.marionette.retarget_clip() == {"FINISHED"}
+    bpy.ops.ed.undo_push(message="Retarget Clip")  # its step holds the "measuring" state
+    retarget_ops.finish_pending_summaries()
+    shown = json.loads(bpy.context.scene.marionette.last_report)
+    assert "mean_direction_error" in shown
+    bpy.context.scene.frame_current += 1
+    bpy.ops.ed.undo_push(message="something else")
+    assert bpy.ops.ed.undo() == {"FINISHED"}
+    restored = json.loads(bpy.context.scene.marionette.last_report)
+    assert restored == {"action": shown["action"], "pending": True}
+    assert not retarget_ops.summary_pending(bpy.context.scene)
+    assert retarget_ops.measured_summary(restored["action"]) == shown  # what the panel draws then
