@@ -1,6 +1,6 @@
 """Retarget Clip as a user clicks it, against the constraints recipe, measured side by side in one run.
 
-Run on demand: ``python bench/bench_click.py [--runs N]`` (needs ``../shared/data``). The pair is
+Run on demand: ``python bench/bench_click.py [--runs N]`` (files from ``tests/data``). The pair is
 the one a user retargets most: a 1,100-frame 120 fps CMU walk (``12_03``, played back and forth
 without a seam, see :mod:`long_clips`) onto the Quaternius character (FBX, skinned), the scene at
 120 fps so both sides key 1,100 frames.
@@ -65,7 +65,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=7, help="rounds (one recipe bake and three clicks each)")
     args = parser.parse_args()
     if not QUATERNIUS.exists() or not CMU_WALK.exists():
-        raise SystemExit(f"needs {QUATERNIUS} and {CMU_WALK} (../shared/data beside the repository)")
+        raise SystemExit(f"needs {QUATERNIUS} and {CMU_WALK} (tests/data)")
 
     import bpy
 

@@ -1,7 +1,7 @@
 """A long mocap take: ``retarget`` against ``bake-pack`` of the same file, measured side by side in one run.
 
-Run on demand: ``python bench/bench_long_take.py [--frames 20000] [--runs 3]`` (needs
-``../shared/data``). The take is the CMU walk ``12_03`` (120 fps) played back and forth without a
+Run on demand: ``python bench/bench_long_take.py [--frames 20000] [--runs 3]`` (files
+from ``tests/data``). The take is the CMU walk ``12_03`` (120 fps) played back and forth without a
 seam for ``--frames`` frames (200,000 is a 28-minute take); the target is the Quaternius
 character (FBX). Each command runs in its own process, as a user runs it; wall time and peak
 resident memory (the largest process of the run, workers included) are the medians of ``--runs`` runs, alternating the
@@ -50,7 +50,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3, help="runs of each command (medians are printed)")
     args = parser.parse_args()
     if not QUATERNIUS.exists() or not CMU_WALK.exists():
-        raise SystemExit(f"needs {QUATERNIUS} and {CMU_WALK} (../shared/data beside the repository)")
+        raise SystemExit(f"needs {QUATERNIUS} and {CMU_WALK} (tests/data)")
     with tempfile.TemporaryDirectory() as tmp:
         pack = Path(tmp) / "pack"
         pack.mkdir()

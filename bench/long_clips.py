@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+_REPO = Path(__file__).resolve().parents[1]
+#: The repository's third-party files (``tests/data``), else ``../shared/data`` beside it.
+SHARED = _REPO / "tests" / "data" if (_REPO / "tests" / "data" / "bvh").is_dir() else _REPO.parent / "shared" / "data"
 CMU_WALK = SHARED / "bvh" / "cmu" / "12_03_motionbuilder.bvh"
 QUATERNIUS = SHARED / "fbx" / "quaternius_male_casual.fbx"
 
