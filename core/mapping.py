@@ -177,19 +177,25 @@ class BoneMapping:
     def require_humanoid(self) -> None:
         """Refuse (:class:`MappingError`) a rig that cannot be retargeted as a humanoid, naming
         what is missing (SPEC 3.4)."""
+        message = self.refusal_message()
+        if message is not None:
+            raise MappingError(message)
+
+    def refusal_message(self) -> str | None:
+        """Why the rig cannot be retargeted as a humanoid (``None`` when it can): the refusal, the
+        missing slots with the nearest bones passed over for each and why, and how to fix it."""
         missing = self.missing()
         if self.refusal is None and not missing:
-            return
+            return None
         parts = []
         if self.refusal is not None:
             parts.append(f"not a humanoid rig: {self.refusal}")
         if missing:
             found = ", ".join(s for s in MINIMUM_SLOTS if s in self.slots) or "none"
             parts.append(f"missing {', '.join(missing)} (found: {found})")
-            # The nearest bones passed over, with why, then how to fix it.
             parts += [c for c in self.conflicts if c.partition(" not found:")[0] in missing]
             parts.append(f"to fix it, {FIX_ADVICE}")
-        raise MappingError("; ".join(parts))
+        return "; ".join(parts)
 
     def __len__(self) -> int:
         return len(self.slots)

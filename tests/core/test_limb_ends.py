@@ -1,0 +1,98 @@
+"""Feet and hands found by shape wherever the hierarchy hangs them, and the refusal that helps
+when one cannot be found (core.limb_ends, core.mapping)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from marionette.core.errors import MappingError
+from marionette.core.mapping import FIX_ADVICE, auto_map, check_humanoid
+from marionette.core.samples import sample_humanoid
+
+
+def _arrays():
+    sample = sample_humanoid()
+    sk = sample.skeleton
+    heads = sk.rest_placements()[:, :3, 3].copy()
+    return list(sk.names), sk.parents.copy(), heads, sample.tails.copy()
+
+
+def _detach(names, parents, heads, tails, bone, new_parent, offset):
+    """``bone`` hung from ``new_parent`` and moved, with what hangs from it, by ``offset``."""
+    i = names.index(bone)
+    parents[i] = names.index(new_parent)
+    moved = [i]
+    for j in range(len(names)):
+        k = j
+        while k >= 0 and k != i:
+            k = int(parents[k])
+        if k == i and j != i:
+            moved.append(j)
+    heads[moved] += offset
+    tails[moved] += offset
+
+
+def _shin(names, heads):
+    knee, ankle = heads[names.index("Shin.L")], heads[names.index("Foot.L")]
+    return knee, ankle, float(np.linalg.norm(ankle - knee))
+
+
+@pytest.mark.parametrize("share", [0.0, 0.11, 0.52])
+def test_a_foot_under_the_root_is_found_where_the_shin_ends(share):
+    # The two refused glTF characters had their IK feet 11 % and 52 % of the shin's length away.
+    names, parents, heads, tails = _arrays()
+    _, _, shin = _shin(names, heads)
+    for side in "LR":
+        _detach(names, parents, heads, tails, f"Foot.{side}", "Hips", np.array([0.0, -share * shin, 0.0]))
+    m = auto_map(names, parents, heads, tails)
+    assert m.bone_for("foot.L") == "Foot.L" and m.bone_for("foot.R") == "Foot.R"
+    assert m.bone_for("toes.L") == "Toes.L" and m.bone_for("toes.R") == "Toes.R"
+    assert "parented elsewhere" in m.slots["foot.L"].reason
+
+
+def test_a_hand_under_the_root_with_a_pole_beside_the_elbow_is_found():
+    names, parents, heads, tails = _arrays()
+    for side in "LR":
+        _detach(names, parents, heads, tails, f"Hand.{side}", "Hips", np.zeros(3))
+    elbow = heads[names.index("Forearm.L")]
+    names.append("Bone.pole")
+    parents = np.append(parents, names.index("Hips"))
+    heads = np.vstack([heads, elbow + [0.0, 0.4, 0.0]])
+    tails = np.vstack([tails, elbow + [0.0, 0.5, 0.0]])
+    m = auto_map(names, parents, heads, tails)
+    assert m.bone_for("hand.L") == "Hand.L" and m.bone_for("hand.R") == "Hand.R"
+    assert m.bone_for("forearm.L") == "Forearm.L"
+    assert m.bone_for("index_1.L") == "Index1.L"
+
+
+def test_near_zero_bone_lengths_map_as_the_joints_say():
+    names, parents, heads, tails = _arrays()
+    plain = auto_map(names, parents, heads, tails)
+    direction = tails - heads
+    direction /= np.linalg.norm(direction, axis=1)[:, None]
+    tiny = auto_map(names, parents, heads, heads + 1e-4 * direction)
+    assert tiny.bones() == plain.bones()
+
+
+def _unrecognisable_foot():
+    """The left foot hung from the hips with its head a fifth of the way down the shin."""
+    names, parents, heads, tails = _arrays()
+    knee, ankle, _ = _shin(names, heads)
+    _detach(names, parents, heads, tails, "Foot.L", "Hips", 0.2 * (ankle - knee) - (ankle - knee))
+    return names, parents, heads, tails
+
+
+def test_a_refusal_names_the_missing_slot_the_nearest_bones_why_and_the_fix():
+    names, parents, heads, tails = _unrecognisable_foot()
+    m = auto_map(names, parents, heads, tails)
+    assert m.missing() == ["foot.L"]
+    with pytest.raises(MappingError) as info:
+        m.require_humanoid()
+    text = str(info.value)
+    assert "missing foot.L" in text
+    assert "foot.L not found: nearest 'Foot.L' (its head is not past the knee)" in text
+    assert FIX_ADVICE in text and "Bone Mapping list" in text and "--mapping FILE" in text
+    # Picking the bone by hand, as the message says, makes the rig retargetable.
+    fixed = check_humanoid(names, parents, heads, tails, m.with_bone("foot.L", "Foot.L"))
+    assert fixed.bone_for("foot.L") == "Foot.L"
