@@ -26,9 +26,9 @@ from .rotations import FloatArray
 
 # Below this fraction of the body size two points coincide (as in core.mapping).
 COINCIDENT = 1e-4
-# Bone lengths mean nothing (glTF joints exported as tiny bones) when the bones that have children
-# are typically shorter than this fraction of the distance to their children.
-_MEANINGLESS_TAILS = 0.1
+# A bone's length means nothing (a glTF joint exported as a tiny bone) below this fraction of the
+# distance to its children.
+_SHORT_TAIL = 0.25
 
 
 class _HintLike(Protocol):
@@ -81,17 +81,23 @@ def unit(v: FloatArray) -> FloatArray:
 # --- bone ends -------------------------------------------------------------------------------
 
 
-def tails_are_meaningful(heads: FloatArray, tails: FloatArray, kids: Sequence[Sequence[int]]) -> bool:
-    """Whether the rig's tails say where its bones go: false when the bones that have children
-    are, typically, far shorter than the distance to their children (near-zero lengths)."""
-    ratios = []
-    for i, ks in enumerate(kids):
-        if not ks:
+def degenerate_tails(
+    heads: FloatArray, tails: FloatArray, parents: NDArray[np.int64], kids: Sequence[Sequence[int]], size: float
+) -> NDArray[np.bool_]:
+    """Bones whose tail says nothing about where they go (glTF joints exported as near-zero
+    bones): shorter than a quarter of the distance to their farthest child (a leaf: to its parent)
+    and than 2 % of the body."""
+    out = np.zeros(len(heads), dtype=bool)
+    for i in range(len(heads)):
+        own = float(np.linalg.norm(tails[i] - heads[i]))
+        if kids[i]:
+            ref = max(float(np.linalg.norm(heads[k] - heads[i])) for k in kids[i])
+        elif parents[i] >= 0:
+            ref = float(np.linalg.norm(heads[i] - heads[int(parents[i])]))
+        else:
             continue
-        reach = max(float(np.linalg.norm(heads[k] - heads[i])) for k in ks)
-        if reach > 1e-12:
-            ratios.append(float(np.linalg.norm(tails[i] - heads[i])) / reach)
-    return not ratios or float(np.median(ratios)) >= _MEANINGLESS_TAILS
+        out[i] = own < _SHORT_TAIL * ref and own < 0.02 * size
+    return out
 
 
 def joint_ends(
@@ -161,10 +167,10 @@ class LimbEnd:
     rejected: tuple[Candidate, ...]
 
 
-def limb_end_point(rig: RigLike, root: FloatArray, joint: FloatArray, end: FloatArray, has_tails: bool) -> FloatArray:
-    """Where the limb's second segment (shin, forearm) ends: its own end when the rig's tails
-    mean something, else one upper segment's length on from the middle joint along the limb."""
-    if has_tails and float(np.linalg.norm(end - joint)) > COINCIDENT * rig.size:
+def limb_end_point(rig: RigLike, root: FloatArray, joint: FloatArray, end: FloatArray, tail_ok: bool) -> FloatArray:
+    """Where the limb's second segment (shin, forearm) ends: its own end when its tail means
+    something, else one upper segment's length on from the middle joint along the limb."""
+    if tail_ok and float(np.linalg.norm(end - joint)) > COINCIDENT * rig.size:
         return end
     upper = float(np.linalg.norm(joint - root))
     own = unit(end - joint)

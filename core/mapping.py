@@ -61,12 +61,12 @@ from .humanoid import (
     sided,
 )
 from .limb_ends import (
+    degenerate_tails,
     describe_rejected,
     end_markers,
     find_limb_end,
     joint_ends,
     limb_end_point,
-    tails_are_meaningful,
     toes_child,
 )
 from .rotations import FloatArray
@@ -1324,16 +1324,19 @@ class _Rig:
             # Same convention as the retarget's default ends: children's heads, else the parent's line.
             ends = joint_ends(h, par, self.kids)
             self.has_tails = False
+            self.tail_ok = np.zeros(n, dtype=bool)
         else:
             ends = np.asarray(tails, dtype=np.float64)
             if ends.shape != (n, 3):
                 raise MappingError(f"tails must have shape ({n}, 3), got {ends.shape}")
             if not np.all(np.isfinite(ends)):
                 raise MappingError("bone tails must be finite")
-            self.has_tails = tails_are_meaningful(h, ends, self.kids)
-            if not self.has_tails:
-                # Near-zero bone lengths (glTF joints): where bones go is read from the joints.
-                ends = joint_ends(h, par, self.kids, ends)
+            self.has_tails = True
+            # Near-zero bone lengths (glTF joints): where those bones go is read from the joints.
+            pts = np.concatenate([h, ends])
+            short = degenerate_tails(h, ends, par, self.kids, float(np.linalg.norm(pts.max(axis=0) - pts.min(axis=0))))
+            ends = np.where(short[:, None], joint_ends(h, par, self.kids, ends), ends)
+            self.tail_ok = ~short
         self.ends = ends
         pts = np.concatenate([h, ends])
         self.size = float(np.linalg.norm(pts.max(axis=0) - pts.min(axis=0))) or 1.0
@@ -2110,7 +2113,7 @@ def _detached_end(
     none fits, the nearest bones passed over are kept in ``unfound`` for the refusal."""
     top, mid = ("thigh", "shin") if kind == "foot" else ("upper_arm", "forearm")
     root, joint = cut.points[cut.parts[top]], cut.points[cut.parts[mid]]
-    end = limb_end_point(rig, root, joint, cut.points[-1], rig.has_tails)
+    end = limb_end_point(rig, root, joint, cut.points[-1], bool(rig.tail_ok[cut.path[-1]]))
     above = {i for i in range(rig.n) if rig.is_ancestor(i, cut.path[cut.parts[mid]])}
     # Not a bone of the other limbs, the spine or the head (an arm hanging down ends by a thigh).
     others = set(rig.path_between(body.hips, body.chest)) | {body.hips}

@@ -44,6 +44,7 @@ VARIANTS = (
     "x100 rotated parent",
     "near-zero lengths",
     "helper bones",
+    "glTF IK: all three",
     "faces +X",
     "faces +Y",
     "faces -Y",
@@ -155,6 +156,8 @@ def _variants(spec, slots, forward):
         "x100 rotated parent": rv.scaled_under_rotated_parent(spec),
         "near-zero lengths": rv.near_zero_lengths(spec),
         "helper bones": rv.helper_bones(spec, slots),
+        # The refused glTF characters: IK feet and hands, near-zero bones, x100 under a turned parent.
+        "glTF IK: all three": rv.scaled_under_rotated_parent(rv.near_zero_lengths(rv.ik_limbs(spec, slots))),
     }
     for label, wanted in (("faces +X", (1.0, 0.0)), ("faces +Y", (0.0, 1.0)), ("faces -Y", (0.0, -1.0))):
         deg = rv.facing_turn(forward, np.array(wanted))
