@@ -96,3 +96,42 @@ def test_a_refusal_names_the_missing_slot_the_nearest_bones_why_and_the_fix():
     # Picking the bone by hand, as the message says, makes the rig retargetable.
     fixed = check_humanoid(names, parents, heads, tails, m.with_bone("foot.L", "Foot.L"))
     assert fixed.bone_for("foot.L") == "Foot.L"
+
+
+def _anonymous(names):
+    return ["Bone" if k == 0 else f"Bone.{k:03d}" for k in range(len(names))]
+
+
+def test_a_sword_that_is_the_hands_only_child_is_neither_arm_nor_finger():
+    sample = sample_humanoid(fingers=False)
+    sk = sample.skeleton
+    names, parents = list(sk.names), sk.parents.copy()
+    heads, tails = sk.rest_placements()[:, :3, 3].copy(), sample.tails.copy()
+    plain = auto_map(_anonymous(names), parents, heads, tails)
+    hand = names.index("Hand.R")
+    grip = heads[hand]
+    names.append("Sword")
+    parents = np.append(parents, hand)
+    heads = np.vstack([heads, grip])
+    tails = np.vstack([tails, grip + [0.0, -1.1, 0.0]])  # a blade longer than the arm, held forward
+    armed = auto_map(_anonymous(names), parents, heads, tails)
+    assert armed.bones() == plain.bones()
+    assert plain.bone_for("hand.R") == _anonymous(names)[hand]
+
+
+def test_a_pelvis_bone_starting_below_the_hip_joints_is_not_the_spine():
+    names, parents, heads, tails = _arrays()
+    plain = auto_map(_anonymous(names), parents, heads, tails)
+    hips, spine = names.index("Hips"), names.index("Spine")
+    # A bone from under the pelvis up to the spine's start, between the hips and the spine.
+    low = heads[hips] - [0.0, 0.0, 0.15]
+    names.append("Pelvis")
+    parents = np.append(parents, hips)
+    heads = np.vstack([heads, low])
+    tails = np.vstack([tails, heads[spine]])
+    parents[spine] = len(names) - 1
+    assert heads[-1][2] < heads[names.index("Thigh.L")][2]
+    got = auto_map(_anonymous(names), parents, heads, tails)
+    anon = _anonymous(names)
+    assert got.bone_for("spine") == plain.bone_for("spine") == anon[spine]
+    assert got.slot_for(anon[-1]) is None
