@@ -28,6 +28,9 @@ RIGS = {
     "rigged_figure_glb": "gltf/khronos_rigged_figure.glb",
     "cesium_man_glb": "gltf/khronos_cesium_man.glb",
     "vrm_blend": "blend/vrm_addon_apose_rest.blend",
+    # Blender's own: Rigify's basic metarig and its human metarig with a face rig.
+    "rigify_basic": "rigify:armature_basic_human_metarig_add",
+    "rigify_face": "rigify:armature_human_metarig_add",
 }
 CLIP = "bvh/cmu/12_03_motionbuilder.bvh"
 #: On the clip's own rig the reference would be bound natively (keys copied) and the variants by
@@ -53,6 +56,11 @@ VARIANTS = (
 NOT_YET: dict[tuple[str, str], str] = {
     ("cmu_motionbuilder", "names: Bone.NNN"): "the one finger beside the thumb is the index by its name, "
     "the middle finger by structure: only a name says which finger a lone one is",
+    **{
+        ("rigify_face", v): "a face rig has brows, lids and cheeks in mirrored pairs beside the eyes: "
+        "only names say which pair is the eyes and which bone the jaw"
+        for v in ("names: Bone.NNN", "names: unreal", "names: biped")
+    },
     ("quaternius_fbx", "names: Bone.NNN"): "the right hand hangs its thumb from the first finger bone (the left "
     "from the palm), so without names that bone reads as a palm bone",
 }
@@ -174,6 +182,9 @@ def _original(bpy, rig):
 
         sample = sample_humanoid()
         return create_armature(sample.skeleton, "Sample", tails=sample.tails)
+    if RIGS[rig].startswith("rigify:"):
+        getattr(bpy.ops.object, RIGS[rig].partition(":")[2])()
+        return bpy.context.active_object
     loaded = load_file(shared_file(RIGS[rig]))
     return max(loaded.armatures, key=lambda a: len(a.data.bones))
 
