@@ -194,12 +194,15 @@ def find_limb_end(
     shin (forearm) ends. ``lateral`` is (a point on the body's mirror plane, its unit normal).
 
     Every kept bone outside ``exclude`` and not above the limb is weighed: its distance from the
-    limb's end in units of the segment's length, whether it lies below the knee (past the elbow),
+    limb's end (or from the limb continued straight) in units of the segment's length, whether it lies below the knee (past the elbow),
     on the limb's side, and reaches on as a foot (toward the ground and forward, not up) or a hand
     (on past the wrist) does. The best acceptable one wins."""
     seg = float(np.linalg.norm(end - joint))
     length = max(seg, float(np.linalg.norm(joint - root)), COINCIDENT * rig.size)
     along = unit(end - joint) if seg > COINCIDENT * rig.size else unit(joint - root)
+    # The limb continued straight from the hip (shoulder): where the ankle (wrist) is when the
+    # segment's own end is an importer's guess pointing elsewhere.
+    straight = joint + float(np.linalg.norm(joint - root)) * unit(joint - root)
     origin, normal = lateral
     side = float((joint - origin) @ normal)
     word = {"foot": "shin", "hand": "forearm"}[kind]
@@ -208,7 +211,7 @@ def find_limb_end(
         if not rig.keep[i] or i in exclude:
             continue
         head = rig.heads[i]
-        d = float(np.linalg.norm(head - end)) / length
+        d = min(float(np.linalg.norm(head - end)), float(np.linalg.norm(head - straight))) / length
         if d > 1.5:
             continue
         reason: str | None = None

@@ -135,3 +135,16 @@ def test_a_pelvis_bone_starting_below_the_hip_joints_is_not_the_spine():
     anon = _anonymous(names)
     assert got.bone_for("spine") == plain.bone_for("spine") == anon[spine]
     assert got.slot_for(anon[-1]) is None
+
+
+def test_a_foot_under_the_root_is_found_when_the_shins_tail_points_elsewhere():
+    # An importer's guess at a leaf's tail: the shin, its foot hung elsewhere, ends up pointing
+    # forward from the knee instead of down to the ankle.
+    names, parents, heads, tails = _arrays()
+    for side in "LR":
+        _detach(names, parents, heads, tails, f"Foot.{side}", "Hips", np.zeros(3))
+        shin = names.index(f"Shin.{side}")
+        length = float(np.linalg.norm(tails[shin] - heads[shin]))
+        tails[shin] = heads[shin] + length * np.array([0.0, -0.8, -0.6])
+    m = auto_map(names, parents, heads, tails)
+    assert m.bone_for("foot.L") == "Foot.L" and m.bone_for("foot.R") == "Foot.R"
