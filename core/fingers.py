@@ -19,14 +19,38 @@ def finger_chains(rig: RigLike, hand: int) -> list[list[int]]:
     stack = list(rig.akids[hand])
     while stack:
         chain = [stack.pop()]
-        while len(rig.akids[chain[-1]]) == 1:
-            chain.append(rig.akids[chain[-1]][0])
+        while True:
+            while len(rig.akids[chain[-1]]) == 1:
+                chain.append(rig.akids[chain[-1]][0])
+            stray = _stray_child(rig, hand, chain[-1])
+            if stray is None:
+                break
+            stack.append(stray)  # a thumb hung from a finger's first bone starts its own chain
+            chain.append(next(k for k in rig.akids[chain[-1]] if k != stray))
         kids = rig.akids[chain[-1]]
         if kids:
             stack.extend(kids)  # a palm bone: its fingers start below it
             continue
         chains.append(chain)
     return chains
+
+
+def _stray_child(rig: RigLike, hand: int, bone: int) -> int | None:
+    """Of a bone with two children, one continuing its line and one starting nearer the wrist
+    than the bone itself, the second: the bone is a finger's, not a palm bone carrying both."""
+    kids = rig.akids[bone]
+    if len(kids) != 2:
+        return None
+    wrist = rig.heads[hand]
+    own = rig.ends[bone] - rig.heads[bone]
+    reach = float(np.linalg.norm(rig.heads[bone] - wrist))
+    for a, b in (kids, kids[::-1]):
+        along = (
+            angle_deg(rig.heads[a] - rig.heads[bone], own) < 25.0 and angle_deg(rig.ends[a] - rig.heads[a], own) < 25.0
+        )
+        if along and float(np.linalg.norm(rig.heads[b] - wrist)) < reach:
+            return int(b)
+    return None
 
 
 def finger_slots(rig: RigLike, hand: int, side: str, elbow: FloatArray) -> list[tuple[str, int, str, float]]:

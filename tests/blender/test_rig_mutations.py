@@ -61,8 +61,6 @@ NOT_YET: dict[tuple[str, str], str] = {
         "only names say which pair is the eyes and which bone the jaw"
         for v in ("names: Bone.NNN", "names: unreal", "names: biped")
     },
-    ("quaternius_fbx", "names: Bone.NNN"): "the right hand hangs its thumb from the first finger bone (the left "
-    "from the palm), so without names that bone reads as a palm bone",
 }
 TOLERANCE_DEG = 0.01
 
