@@ -148,3 +148,12 @@ def test_a_foot_under_the_root_is_found_when_the_shins_tail_points_elsewhere():
         tails[shin] = heads[shin] + length * np.array([0.0, -0.8, -0.6])
     m = auto_map(names, parents, heads, tails)
     assert m.bone_for("foot.L") == "Foot.L" and m.bone_for("foot.R") == "Foot.R"
+
+
+def test_a_thumb_hung_from_a_fingers_first_bone_leaves_the_fingers_as_they_were():
+    names, parents, heads, tails = _arrays()
+    plain = auto_map(_anonymous(names), parents, heads, tails)
+    parents[names.index("Thumb1.R")] = names.index("Index1.R")
+    moved = auto_map(_anonymous(names), parents, heads, tails)
+    assert moved.bones() == plain.bones()
+    assert plain.bone_for("index_1.R") == _anonymous(names)[names.index("Index1.R")]
