@@ -157,6 +157,7 @@ class Candidate:
     bone: int
     score: float  # lower is better
     reason: str | None  # why it was not taken (None: acceptable)
+    distance: float = 0.0  # from where the limb ends, in the segment's lengths
 
 
 @dataclass(frozen=True)
@@ -238,10 +239,18 @@ def find_limb_end(
             score -= 0.3 * h.weight
         elif h.parts and h.weight >= 0.6:
             score += 0.3 * h.weight
-        cands.append(Candidate(i, score, reason))
+        cands.append(Candidate(i, score, reason, d))
     cands.sort(key=lambda c: c.score)
     ok = [c for c in cands if c.reason is None]
     best = ok[0].bone if ok else -1
+    if ok:
+        # The foot carries its toes, the hand its palm bones: of candidates about as near, the one
+        # the others hang from.
+        near = ok[0].distance + 0.15
+        above = [c.bone for c in ok if c.distance <= near and c.bone != best and rig.is_ancestor(c.bone, best)]
+        while above:
+            best = min(above, key=lambda b: int(rig.depth[b]))
+            above = [c.bone for c in ok if c.distance <= near and c.bone != best and rig.is_ancestor(c.bone, best)]
     rejected = tuple(c for c in cands if c.reason is not None)[:3]
     return LimbEnd(best, rejected)
 

@@ -40,6 +40,7 @@ VARIANTS = (
     "leaves stripped",
     "leaves added",
     "IK feet+hands",
+    "IK, no names",
     "names: Bone.NNN",
     "names: mixamo",
     "names: unreal",
@@ -54,12 +55,15 @@ VARIANTS = (
 )
 #: (rig, variant) pairs not asserted, each with the reason; printed in the table.
 NOT_YET: dict[tuple[str, str], str] = {
-    ("cmu_motionbuilder", "names: Bone.NNN"): "the one finger beside the thumb is the index by its name, "
-    "the middle finger by structure: only a name says which finger a lone one is",
+    **{
+        ("cmu_motionbuilder", v): "the one finger beside the thumb is the index by its name, "
+        "the middle finger by structure: only a name says which finger a lone one is"
+        for v in ("names: Bone.NNN", "IK, no names")
+    },
     **{
         ("rigify_face", v): "a face rig has brows, lids and cheeks in mirrored pairs beside the eyes: "
         "only names say which pair is the eyes and which bone the jaw"
-        for v in ("names: Bone.NNN", "names: unreal", "names: biped")
+        for v in ("names: Bone.NNN", "IK, no names", "names: unreal", "names: biped")
     },
 }
 TOLERANCE_DEG = 0.01
@@ -155,6 +159,8 @@ def _variants(spec, slots, forward):
         "leaves stripped": rv.leaves_stripped(spec),
         "leaves added": rv.leaves_added(spec),
         "IK feet+hands": rv.ik_limbs(spec, slots),
+        # IK targets and poles that no name gives away, the targets exactly on the feet and hands.
+        "IK, no names": rv.anonymous(rv.ik_limbs(spec, slots)),
         "names: Bone.NNN": rv.anonymous(spec),
         "names: mixamo": rv.convention(spec, slots, preset("mixamo")),
         "names: unreal": rv.convention(spec, slots, preset("unreal_mannequin")),
