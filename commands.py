@@ -4,10 +4,82 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import sys
 from pathlib import Path
 from typing import Any
 
-from .cli import command, job_output_to_stderr
+from .cli import command, job_output
+from .core.errors import FileFormatError, MappingError, MarionetteError
+from .core.paths import BLEND, Output, check_outputs
+
+#: The first bytes of a .blend file: plain, gzip- or zstd-compressed.
+_BLEND_MAGIC = (b"BLENDER", b"\x1f\x8b", b"\x28\xb5\x2f\xfd")
+
+
+def _report_outputs(args: argparse.Namespace) -> list[Output]:
+    """The report files the command was asked to write (checked with the output, before the work)."""
+    out = [Output("--report", getattr(args, "report", None) or "")]
+    png = getattr(args, "report_png", None)
+    if png:
+        import importlib.util
+
+        if importlib.util.find_spec("matplotlib") is None:
+            raise MarionetteError(f"--report-png {png}: drawing the report needs matplotlib (pip install matplotlib)")
+        out.append(Output("--report-png", png, (".png",)))
+    return out
+
+
+PRESETS = Path(__file__).with_name("presets")
+
+ROOT_MOTION_HELP = (
+    "where the clip's horizontal travel goes: HIPS (default) on the hips bone; ROOT_BONE on the unmapped bone above "
+    "the hips (a game engine's root; without one it stays on the hips, with a warning); OBJECT on the armature "
+    "object's location keys; IN_PLACE nowhere (walks on the spot). The hips keep their height in every mode"
+)
+
+
+def _mapping_help() -> str:
+    names = ", ".join(sorted(q.stem for q in PRESETS.glob("*.json")))
+    return (
+        "bone mapping for the target (default: auto-mapping): a JSON file as the sidebar's Save Mapping writes it "
+        '({"format": "marionette.bone_mapping", "version": 1, "slots": {"hips": {"bone": "mixamorig:Hips"}, ...}}; '
+        f'a slot may give just the bone name), or the name of a shipped preset: {names}'
+    )
+
+
+def _mapping_file(value: str | None) -> str | None:
+    """``--mapping``: a file, or the name of a shipped preset (when no such file exists)."""
+    if not value or os.path.exists(value) or os.sep in value or "/" in value:
+        return value
+    shipped = PRESETS / f"{value}.json"
+    return str(shipped) if shipped.is_file() else value
+
+
+def _check_mapping(path: str | None) -> None:
+    """Refuse a bone mapping file that cannot be read, before any work (one line naming it)."""
+    if not path:
+        return
+    from .core.mapping import BoneMapping
+
+    name = Path(path).name
+    try:
+        BoneMapping.load(path)
+    except UnicodeDecodeError as exc:
+        raise MappingError(f"{name}: the bone mapping is not UTF-8 text (byte {exc.start} is {exc.object[exc.start]:#04x})") from None
+    except (ValueError, TypeError, AttributeError) as exc:
+        raise MappingError(f"{name}: the bone mapping has a wrong value ({exc})") from None
+
+
+def _check_blend(path: str) -> None:
+    """Refuse, before Blender opens it, a file that is not a .blend."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(7)
+    except OSError as exc:
+        raise FileFormatError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    if not head.startswith(_BLEND_MAGIC):
+        raise FileFormatError(f"{path}: is not a Blender file (.blend)")
 
 
 def _write_report(report: dict[str, Any], path: str | None) -> None:
@@ -24,10 +96,11 @@ def _demo_arguments(p: argparse.ArgumentParser) -> None:
 
 @command("demo", "retarget the built-in sample walk onto Blender's Rigify metarig and print its quality", _demo_arguments)
 def demo(args: argparse.Namespace) -> int:
+    check_outputs([Output("-o", args.output, BLEND), *_report_outputs(args)], [])
     from .operators.jobs import demo as run_demo
     from .operators.jobs import format_summary
 
-    with job_output_to_stderr():
+    with job_output(args.verbose):
         outcome = run_demo(args.output)
     print(f"wrote {Path(args.output).resolve()} (action {outcome.action.name!r} on armature 'Metarig')")
     print("quality of the retarget (measured against the source clip):")
@@ -52,9 +125,9 @@ def _retarget_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-o", "--output", required=True, help="result .blend (target armature, its meshes, the new Action)")
     p.add_argument("--clip", help="name of the clip to use when the source file holds several")
     p.add_argument("--target-armature", help="name of the armature to retarget onto when the target file holds several")
-    p.add_argument("--mapping", help="JSON bone mapping for the target (default: auto-mapping)")
+    p.add_argument("--mapping", metavar="FILE_OR_PRESET", help=_mapping_help())
     p.add_argument("--keep-frames", action="store_true", help="keep the source's frame numbers instead of its timing")
-    p.add_argument("--root-motion", choices=["HIPS", "ROOT_BONE", "OBJECT", "IN_PLACE"], default="HIPS")
+    p.add_argument("--root-motion", choices=["HIPS", "ROOT_BONE", "OBJECT", "IN_PLACE"], default="HIPS", help=ROOT_MOTION_HELP)
     p.add_argument(
         "--method",
         default="geometric",
@@ -68,17 +141,22 @@ def _retarget_arguments(p: argparse.ArgumentParser) -> None:
     )
     _plant_feet_argument(p)
     p.add_argument("--report", help="write the JSON report here (measurements, mapping, facing cues)")
-    p.add_argument("--report-png", help="write a picture of the report here (per-bone error over time, key frames)")
+    p.add_argument("--report-png", metavar="R.png", help="write a picture of the report here (per-bone error over time, key frames); needs matplotlib (pip install '.[blender]' or pip install matplotlib)")
 
 
 @command("retarget", "retarget one clip from SOURCE onto the armature in TARGET and save OUT.blend", _retarget_arguments)
 def retarget(args: argparse.Namespace) -> int:
     from .core.retarget import RetargetOptions
     from .core.retarget_methods import parse_method_table
-    from .operators.jobs import format_summary, retarget_files
 
     methods = parse_method_table(args.method)  # a bad table is refused before any file is read
-    with job_output_to_stderr():
+    args.mapping = _mapping_file(args.mapping)
+    inputs = [("source", args.source), ("target", args.target), ("mapping", args.mapping or "")]
+    check_outputs([Output("-o", args.output, BLEND), *_report_outputs(args)], inputs)
+    _check_mapping(args.mapping)
+    from .operators.jobs import format_summary, retarget_files  # loads Blender
+
+    with job_output(args.verbose):
         outcome = retarget_files(
             args.source,
             args.target,
@@ -107,14 +185,15 @@ def _measure_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--clip", help="source clip name when the source file holds several")
     p.add_argument("--action", help="retargeted action name (default: the armature's active action)")
     p.add_argument("--target-armature", help="armature to measure when the .blend holds several")
-    p.add_argument("--report-png", help="also draw the report as a picture here")
+    p.add_argument("--report-png", metavar="R.png", help="also draw the report as a picture here (a .png); needs matplotlib (pip install matplotlib)")
 
 
 @command("measure", "measure a retarget saved in a .blend against its source clip; prints a JSON report", _measure_arguments)
 def measure(args: argparse.Namespace) -> int:
+    check_outputs(_report_outputs(args), [("source", args.source), ("retargeted file", args.retargeted)])
     from .operators.jobs import measure_files
 
-    with job_output_to_stderr():
+    with job_output(args.verbose):
         report = measure_files(args.source, args.retargeted, clip=args.clip, action=args.action, target_armature=args.target_armature)
     print(json.dumps(report, indent=1))
     if args.report_png:
@@ -128,13 +207,18 @@ def _bake_pack_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("pack", nargs="+", metavar="PACK_DIR_OR_FILES", help="clip files (.bvh, .fbx, .glb/.gltf, .blend) and folders searched for them")
     p.add_argument("target", help="character file holding the armature to bake onto")
     p.add_argument("-o", "--output", required=True, help="result .blend: the character with one new Action per clip")
-    p.add_argument("--jobs", type=int, default=None, help="worker processes (default: one per core; 1 reads BVH in this process)")
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=None,
+        help="worker processes (default: one per core; lowered to the cores and to what the pack can use, saying so)",
+    )
     p.add_argument("--report", help="write the JSON report here (per file: baked, failed with the reason, lost)")
     p.add_argument("--target-armature", help="name of the armature to bake onto when the target file holds several")
-    p.add_argument("--mapping", help="JSON bone mapping for the target (default: auto-mapping)")
+    p.add_argument("--mapping", metavar="FILE_OR_PRESET", help=_mapping_help())
     p.add_argument("--resume", action="store_true", help="keep the clips already in OUT.blend (or left by an interrupted run) and bake the rest")
     p.add_argument("--keep-frames", action="store_true", help="keep each clip's frame numbers instead of its timing")
-    p.add_argument("--root-motion", choices=["HIPS", "ROOT_BONE", "OBJECT", "IN_PLACE"], default="HIPS")
+    p.add_argument("--root-motion", choices=["HIPS", "ROOT_BONE", "OBJECT", "IN_PLACE"], default="HIPS", help=ROOT_MOTION_HELP)
     p.add_argument(
         "--method",
         default="geometric",
@@ -152,7 +236,8 @@ def _bake_pack_arguments(p: argparse.ArgumentParser) -> None:
         type=float,
         default=600.0,
         metavar="SECONDS",
-        help="stop a worker that stays silent this long on one file (a hanging importer) and report the file failed (0: no limit)",
+        help="stop a worker that stays silent this long on one file (a hanging importer or read), with any --jobs, "
+        "and report the file failed (0: no limit)",
     )
     p.add_argument(
         "--max-file-mb",
@@ -172,8 +257,6 @@ def _bake_pack_arguments(p: argparse.ArgumentParser) -> None:
     _bake_pack_arguments,
 )
 def bake_pack(args: argparse.Namespace) -> int:
-    import sys
-
     from .core.retarget import RetargetOptions
     from .core.retarget_methods import parse_method_table
     from .operators.batch_worker import start_pack
@@ -189,11 +272,27 @@ def bake_pack(args: argparse.Namespace) -> int:
             print(f"marionette: error: {name} must be at least {least}", file=sys.stderr)
             return 2
     methods = parse_method_table(args.method)  # a bad table is refused before any file is read
-    # Workers start (and read their first files) while this process loads Blender and the target.
-    start = start_pack(args.pack, args.output, jobs=args.jobs, resume=args.resume)
-    from .operators.batch_bake import bake_pack as run_bake_pack
+    from .core.batch import CLIP_EXTENSIONS
 
-    with job_output_to_stderr():  # progress, one line per file, goes there too
+    args.mapping = _mapping_file(args.mapping)
+
+    inputs = [("target", args.target), ("mapping", args.mapping or "")]
+    inputs += [("pack file", p) for p in args.pack if not os.path.isdir(p)]
+    check_outputs(
+        [Output("-o", args.output, BLEND, volumes=True), *_report_outputs(args)],
+        inputs,
+        pack_folders=[p for p in args.pack if os.path.isdir(p)],
+        pack_extensions=CLIP_EXTENSIONS,
+        resume=args.resume,
+    )
+    _check_mapping(args.mapping)
+    with job_output(args.verbose) as terminal:  # progress, one line per file, goes to the terminal
+        # Workers start (and read their first files) while this process loads Blender and the target.
+        start = start_pack(args.pack, args.output, jobs=args.jobs, resume=args.resume)
+        if start.jobs_note:
+            print(f"marionette: {start.jobs_note}", file=terminal, flush=True)
+        from .operators.batch_bake import bake_pack as run_bake_pack
+
         report = run_bake_pack(
             args.pack,
             args.target,
@@ -210,7 +309,7 @@ def bake_pack(args: argparse.Namespace) -> int:
             max_clips_per_file=args.max_clips_per_file or None,
             max_file_mb=args.max_file_mb or None,
             timeout=args.timeout or None,
-            progress=lambda line: print(line, flush=True),
+            progress=lambda line: print(line, file=terminal, flush=True),
             start=start,
         )
     lines = report.summary_lines()
@@ -237,12 +336,15 @@ def _bake_controls_arguments(p: argparse.ArgumentParser) -> None:
     _bake_controls_arguments,
 )
 def bake_controls(args: argparse.Namespace) -> int:
-    from .operators.control_bridge import bake_file
+    if args.frames is not None and args.frames[1] < args.frames[0]:
+        print("marionette: error: --frames A B needs A <= B", file=sys.stderr)
+        return 2
+    check_outputs([Output("-o", args.output, BLEND), *_report_outputs(args)], [("input file", args.file)])
+    _check_blend(args.file)
+    from .operators.control_bridge import bake_file  # loads Blender
     from .operators.controls_register import registered
 
-    if args.frames is not None and args.frames[1] < args.frames[0]:
-        raise SystemExit("marionette: error: --frames A B needs A <= B")
-    with job_output_to_stderr(), registered():
+    with job_output(args.verbose), registered():
         report = bake_file(args.file, args.object, args.output, args.frames, args.action_name)
     print(json.dumps(report, indent=1))
     _write_report(report, args.report)
@@ -263,9 +365,10 @@ def _import_pmx_arguments(p: argparse.ArgumentParser) -> None:
     _import_pmx_arguments,
 )
 def import_pmx(args: argparse.Namespace) -> int:
+    check_outputs([Output("-o", args.output, BLEND), *_report_outputs(args)], [("PMX model", args.pmx)])
     from .operators.pmx_import import import_pmx_file
 
-    with job_output_to_stderr():
+    with job_output(args.verbose):
         report = import_pmx_file(args.pmx, args.output, scale=args.scale, names=args.names)
     print(json.dumps(report, indent=1))
     _write_report(report, args.report)

@@ -62,12 +62,15 @@ from .clip import Clip
 from .errors import MarionetteError
 from .humanoid import SLOTS
 from .mapping import BoneMapping, auto_map_skeleton
+from .pack_limits import not_regular
 from .retarget import Binding, RetargetOptions, RigInput, retarget
 from .retarget_methods import GEOMETRIC, METHODS, check_method_table, retarget_with_methods
 from .rotations import FloatArray
 from .skeleton import Skeleton
 
 CLIP_EXTENSIONS = (".bvh", ".fbx", ".glb", ".gltf", ".blend")
+#: Ends the reason of a pack entry refused from a stat alone.
+SKIPPED_UNOPENED = "; skipped without opening it"
 BVH_EXTENSION = ".bvh"
 
 #: Custom properties on every baked Action (what ``--resume`` and the report read back).
@@ -129,7 +132,8 @@ def plan_pack(inputs: Sequence[str | os.PathLike[str]], exclude: Iterable[str | 
     """The pack's files in a stable order (sorted absolute paths, each file once).
 
     Folders are searched recursively; their entries that are not clip files are ignored (and
-    listed). A file named directly that is missing or of another type is refused. Paths in
+    listed). A file named directly that is missing or of another type is refused, and so is a
+    clip-named entry that is not a regular file (a FIFO, a socket, a device: never opened). Paths in
     ``exclude`` (the output file, its parts folder) are never part of the pack, so an output
     written inside the pack folder is not read back as a clip file.
     """
@@ -154,11 +158,18 @@ def plan_pack(inputs: Sequence[str | os.PathLike[str]], exclude: Iterable[str | 
                     if ext not in CLIP_EXTENSIONS:
                         ignored.append((full, f"not a clip file ({ext or 'no extension'})"))
                         continue
+                    why = not_regular(full)
+                    if why is not None:
+                        refused.append((full, why + SKIPPED_UNOPENED))
+                        continue
                     found.setdefault(full, PackFile(full, _label(os.path.relpath(full, path))))
-        elif os.path.isfile(path):
+        elif os.path.lexists(path):
             ext = os.path.splitext(path)[1].lower()
+            why = not_regular(path)
             if ext not in CLIP_EXTENSIONS:
                 refused.append((path, f"unsupported file type {ext or '(no extension)'!r}; clip files are " + ", ".join(CLIP_EXTENSIONS)))
+            elif why is not None:
+                refused.append((path, why + SKIPPED_UNOPENED))
             elif not is_excluded(path):
                 found.setdefault(path, PackFile(path, _label(os.path.basename(path))))
         else:

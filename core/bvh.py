@@ -39,6 +39,10 @@ from .skeleton import Skeleton
 
 IntArray = NDArray[np.int64]
 
+#: Frame times accepted (seconds): 100,000 frames per second to one frame every 10 s. Beyond them a
+#: clip resampled to a scene's rate has no frames or countless ones.
+MIN_FRAME_TIME, MAX_FRAME_TIME = 1e-5, 10.0
+
 CHANNEL_NAMES = ("Xposition", "Yposition", "Zposition", "Xrotation", "Yrotation", "Zrotation")
 _CHANNEL_LOOKUP = {c.lower(): c for c in CHANNEL_NAMES}
 
@@ -419,6 +423,10 @@ class _HierarchyParser:
             raise self.fail(ln, f"the frame time must be a number, found {parts[2][:40]!r}") from None
         if not np.isfinite(ft) or ft <= 0.0:
             raise self.fail(ln, f"the frame time must be a positive number of seconds, found {parts[2][:40]!r}")
+        if not MIN_FRAME_TIME <= ft <= MAX_FRAME_TIME:  # a clip played at a scene's rate would have no or countless frames
+            raise self.fail(
+                ln, f"the frame time must be between {MIN_FRAME_TIME:g} and {MAX_FRAME_TIME:g} seconds, found {parts[2][:40]!r}"
+            )
         self.frame_time = ft
         self.motion_line = i
 

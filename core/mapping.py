@@ -69,6 +69,7 @@ from .limb_ends import (
     limb_end_point,
     toes_child,
 )
+from .pack_limits import not_regular
 from .rotations import FloatArray
 from .skeleton import Skeleton
 
@@ -304,6 +305,9 @@ class BoneMapping:
     @classmethod
     def load(cls, path: str | Path) -> BoneMapping:
         p = Path(path)
+        why = not_regular(str(p)) if p.exists() else None
+        if why is not None:  # a named pipe would keep the read waiting for a writer forever
+            raise MappingError(f"cannot read bone mapping {p}: {why}")
         try:
             text = p.read_text(encoding="utf-8")
         except OSError as exc:

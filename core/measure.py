@@ -82,21 +82,27 @@ def rotation_deltas(binding: Binding, source: FloatArray, target: FloatArray) ->
     return {s: angles[:, k] for k, s in enumerate(binding.framed)}
 
 
-def expected_hips(binding: Binding, source: FloatArray) -> FloatArray:
+def expected_hips(binding: Binding, source: FloatArray, native: bool = False) -> FloatArray:
     """Where the target hips should be ``(T, 3)``: the source's height above its ground and its
-    travel, aligned and scaled (root motion kept on the hips)."""
+    travel, aligned and scaled (root motion kept on the hips), over the target's rest ground where
+    a retarget puts it. A ``native`` retarget keeps the clip's keys, so the target stands on the
+    clip's own floor (a BVH's lies a hip height above its rest feet; SPEC 4.8)."""
+    up_s = binding.source_canonical.body[:, 2]
+    ground = binding.target_ground
+    if native:
+        ground = float(np.percentile(heights_along(ground_points(binding.source), source, up_s).min(axis=-1), 5))
     travel, grounded = hips_path(
-        binding.source, binding.target, source, binding.source_canonical.body[:, 2], binding.target_canonical.body[:, 2],
-        binding.align, binding.horizontal_scale, binding.vertical_scale, binding.target_ground,
+        binding.source, binding.target, source, up_s, binding.target_canonical.body[:, 2],
+        binding.align, binding.horizontal_scale, binding.vertical_scale, ground,
     )
     return np.asarray(grounded + travel)
 
 
-def root_displacement(binding: Binding, source: FloatArray, target: FloatArray) -> dict[str, FloatArray]:
+def root_displacement(binding: Binding, source: FloatArray, target: FloatArray, native: bool = False) -> dict[str, FloatArray]:
     """Hips error against the scaled source, split into height and travel, per frame, in units of
-    the target hip height."""
+    the target hip height (``native``: see :func:`expected_hips`)."""
     up_t = binding.target_canonical.body[:, 2]
-    d = target[:, binding.target.slots["hips"], :3, 3] - expected_hips(binding, source)
+    d = target[:, binding.target.slots["hips"], :3, 3] - expected_hips(binding, source, native)
     h = binding.target_hip_height
     vertical = d @ up_t
     horizontal = np.linalg.norm(d - np.outer(vertical, up_t), axis=-1)
@@ -132,6 +138,61 @@ def limb_plane_errors(binding: Binding, source: FloatArray, target: FloatArray, 
             np.linalg.norm(pc - pb, axis=-1) >= 0.05 * np.linalg.norm(rc - rb)
         )
         out[limb] = np.where((bend >= min_bend) & whole, err, np.nan)
+    return out
+
+
+#: Bone groups of :func:`rotation_since_first_frame`, by slot part (side suffix dropped).
+BONE_GROUPS: dict[str, tuple[str, ...]] = {
+    "trunk": ("hips", "spine", "chest", "upper_chest"),
+    "arms": ("shoulder", "upper_arm", "upper_arm_twist", "forearm", "forearm_twist"),
+    "hands": ("hand",),
+    "legs": ("thigh", "thigh_twist", "shin", "shin_twist"),
+    "feet/toes": ("foot", "toes"),
+    "head": ("neck", "head"),
+}
+
+
+def rotation_since_first_frame(binding: Binding, source: FloatArray, target: FloatArray) -> dict[str, dict[str, FloatArray]]:
+    """Each bone's rotation since the clip's first frame, source (aligned) against target.
+
+    For every slot mapped on both rigs and in :data:`BONE_GROUPS`, the rotation ``R(t) R(0)^T``
+    of the bone's orientation in its armature's space; the source's is carried into the target's
+    space by the binding's alignment. Bone rolls and rest poses drop out (a rotation since a
+    frame does not depend on the bone's own axes), so the figures compare the motion itself,
+    twist included. Returns per slot ``(T,)`` degrees: ``"source"`` and ``"target"`` (how far
+    each bone has turned) and ``"off"`` (the angle between the two rotations)."""
+    parts = {p for group in BONE_GROUPS.values() for p in group}
+    slots = [s for s in binding.source.slots if s in binding.target.slots and s.split(".")[0] in parts]
+    if not slots or source.shape[0] == 0:
+        return {}
+    rs = orientations(source[:, [binding.source.slots[s] for s in slots]])
+    rt = orientations(target[:, [binding.target.slots[s] for s in slots]])
+    ds = binding.align @ (rs @ np.swapaxes(rs[:1], -1, -2)) @ binding.align.T
+    dt = rt @ np.swapaxes(rt[:1], -1, -2)
+
+    def angle(r: FloatArray) -> FloatArray:
+        # atan2 of the sine (from the skew part) and cosine (from the trace): exact near zero.
+        sin = np.linalg.norm(np.stack([r[..., 2, 1] - r[..., 1, 2], r[..., 0, 2] - r[..., 2, 0], r[..., 1, 0] - r[..., 0, 1]], -1), axis=-1)
+        cos = np.trace(r, axis1=-2, axis2=-1) - 1.0
+        return np.asarray(np.degrees(np.arctan2(sin, cos)), dtype=np.float64)
+
+    off, turned_s, turned_t = angle(np.swapaxes(dt, -1, -2) @ ds), angle(ds), angle(dt)
+    return {s: {"source": turned_s[:, k], "target": turned_t[:, k], "off": off[:, k]} for k, s in enumerate(slots)}
+
+
+def rotation_since_first_frame_by_group(binding: Binding, source: FloatArray, target: FloatArray) -> dict[str, dict[str, float]]:
+    """:func:`rotation_since_first_frame` averaged over each group's bones and frames (degrees):
+    ``{"hands": {"source": ..., "target": ..., "off": ..., "off_max": ...}, ...}``; groups with
+    no bone mapped on both rigs are left out."""
+    per_slot = rotation_since_first_frame(binding, source, target)
+    out = {}
+    for group, parts in BONE_GROUPS.items():
+        members = [v for s, v in per_slot.items() if s.split(".")[0] in parts]
+        if not members:
+            continue
+        stack = {key: np.stack([m[key] for m in members]) for key in ("source", "target", "off")}
+        out[group] = {key: float(v.mean()) for key, v in stack.items()}
+        out[group]["off_max"] = float(stack["off"].max())
     return out
 
 
@@ -312,11 +373,12 @@ class Summary:
     silhouette_side: float
 
 
-def measure(binding: Binding, source: FloatArray, target: FloatArray) -> dict[str, object]:
-    """The full report as plain data (JSON-ready)."""
+def measure(binding: Binding, source: FloatArray, target: FloatArray, native: bool = False) -> dict[str, object]:
+    """The full report as plain data (JSON-ready); ``native``: the target played the clip's own
+    keys (a native binding), so it stands on the clip's floor."""
     dirs = bone_direction_errors(binding, source, target)
     deltas = rotation_deltas(binding, source, target)
-    root = root_displacement(binding, source, target)
+    root = root_displacement(binding, source, target, native)
     planes = limb_plane_errors(binding, source, target)
     limbs = [s for s in dirs if s.split(".")[0] in ("upper_arm", "forearm", "thigh", "shin")]
     all_dir = np.concatenate([v for v in dirs.values()]) if dirs else np.zeros(1)
@@ -355,6 +417,7 @@ def measure(binding: Binding, source: FloatArray, target: FloatArray) -> dict[st
         "palm_normal_error_deg": {
             k: float(np.nanmax(v)) for k, v in palm_normal_errors(binding, source, target).items() if np.isfinite(v).any()
         },
+        "rotation_since_first_frame_deg": rotation_since_first_frame_by_group(binding, source, target),
         "source_stretch": segment_stretch(binding, source),
         "foot_skating": foot_skating(binding, source, target),
         "silhouette_iou": sil,

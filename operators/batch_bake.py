@@ -13,10 +13,12 @@ How the work is split, and why:
   than a clip's own work). Workers keep a mapping and binding cache (:class:`core.batch.PackCache`),
   so a pack from one capture shoot maps and binds once per worker. The command line starts the
   workers before it loads Blender, and each reads its first BVH files while this process loads
-  Blender and the target. With ``--jobs 1`` BVH files are read in this process (a single core
-  gains nothing from a second process); files that need an importer still go to one worker, so
-  that they are imported into an empty file whatever this file holds and the Action names they
-  bring are the same as with more jobs.
+  Blender and the target. ``--jobs`` is lowered to what can be used: one worker per core, and
+  no more than the pack has work for (:func:`core.pack_limits.useful_jobs`). With ``--jobs 1``
+  the files go to one worker as well, one at a time (a step of the run is one BVH file, as
+  if it were read here): a file that hangs its reader is stopped by ``--timeout`` like with
+  more jobs, imported files are imported into an empty file whatever this file holds, and the
+  keys are those of any other ``--jobs``.
 * Results travel as plain messages (:mod:`core.batch`) over a local socket authenticated with a
   random key. Each worker is handed two jobs ahead, so it never waits for this process to write.
   A file with several long clips is split between two workers when that ends it sooner than one
@@ -71,7 +73,7 @@ from bpy.props import CollectionProperty, FloatProperty, IntProperty, StringProp
 from bpy_extras.io_utils import ImportHelper
 
 from ..core import batch as cb
-from ..core.batch import BakeSettings, BatchReport, ClipOutcome, Message, PackCache, PackPlan, mapping_key, plan_pack
+from ..core.batch import BakeSettings, BatchReport, ClipOutcome, Message, PackPlan, mapping_key, plan_pack
 from ..core.errors import MarionetteError, RigError
 from ..core.mapping import BoneMapping
 from ..core.retarget import RetargetOptions
@@ -82,13 +84,12 @@ from .batch_worker import (
     Worker,
     WorkerPool,
     default_jobs,
-    openblas_threads,
+    pack_jobs,
     parts_directory,
-    peak_memory_mb,
-    run_file,
     start_pack,
 )
 from .file_import import load_file, scene_fps
+from .worker_process import openblas_threads, peak_memory_mb
 
 __all__ = ["BatchBake", "ModalDriver", "bake_pack", "bake_settings", "default_jobs", "parts_directory", "write_report"]
 
@@ -313,7 +314,9 @@ class BatchBake:
         self.target = target
         self.settings = settings
         self.plan = plan
-        self.jobs = max(1, int(jobs or default_jobs()))
+        #: Workers used, and why fewer than ``jobs`` (``None``: as asked).
+        self.jobs, self.jobs_note = pack_jobs(jobs, plan)
+        self.jobs_requested = jobs
         self.parts_dir = parts_dir
         self.report = BatchReport(plan)
         self.on_file = on_file
@@ -328,7 +331,6 @@ class BatchBake:
         self._log_dir = log_dir or parts_dir
         self._scratch: str | None = None  # a log folder of our own, removed unless a worker was lost
         self._pool: WorkerPool | None = pool
-        self._local: PackCache | None = None
         self._pending: deque[_Job] = deque()
         self._prefer_left: dict[int, int] = {}
         self._open_jobs: dict[int, int] = {}
@@ -466,7 +468,7 @@ class BatchBake:
         self.report.add_time("start", time.perf_counter() - t0)
         self._started = True
         shareable = any(self.plan.files[j.file].needs_blender for j in self._pending)  # clips a second worker can share
-        want = (self.jobs if shareable else min(self.jobs, len(self._pending))) if self.jobs > 1 else 0
+        want = self.jobs if shareable else min(self.jobs, len(self._pending))
         launched = self._pool.launching if self._pool is not None else 0
         if want or launched:
             self._spawn(max(0, want - launched), self.plan.needs_blender)
@@ -597,26 +599,25 @@ class BatchBake:
                 self._worker_died(w, timed_out=True)
 
     def _step_single(self, timeout: float) -> None:
-        """``--jobs 1``: BVH files here; files that need an importer to one helper worker."""
+        """``--jobs 1``: one file at a time to one worker (started again after a loss). A BVH
+        file is finished within the step, as if it were read here, unless ``--timeout`` stops it;
+        an imported file is received step by step."""
         if self._busy():
             self._receive(timeout)
             return
         if not self._pending:
             return
-        job = self._pending[0]
-        pf = self.plan.files[job.file]
-        if pf.needs_blender:
-            if self._pool is None or not self._pool.workers:
-                self._spawn(1, True)
-            assert self._pool is not None
-            self._send_job(next(iter(self._pool.workers.values())), self._pending.popleft())
-            self._receive(timeout)
+        if self._pool is None or not self._pool.workers:
+            self._spawn(1, self.plan.needs_blender)
+        assert self._pool is not None
+        w = next(iter(self._pool.workers.values()))
+        job = self._pending.popleft()
+        self._send_job(w, job)
+        if not w.jobs or self.plan.files[job.file].needs_blender:
+            self._receive(timeout)  # a worker that could not take it has died: noticed here
             return
-        self._pending.popleft()
-        if self._local is None:
-            self._local = PackCache(self.settings)
-        for msg in run_file(self._job_message(job), self._local, self.parts_dir):
-            self._handle(msg, None, job)
+        while w.jobs and w.wid in self._pool.workers and not self._interrupt:
+            self._receive(0.05)
 
     # --- messages ---
 
@@ -837,7 +838,12 @@ class BatchBake:
             return
         if timed_out:
             assert self.timeout is not None
-            doing = "reading the file" if rest is None else f"baking clip {rest[0]!r}"
+            if rest is None:
+                doing = "reading the file"
+            elif f.clip_ids is None:  # a BVH file: the worker answers once it is read and retargeted
+                doing = "reading and retargeting the file"
+            else:
+                doing = f"baking clip {rest[0]!r}"
             why = f"timed out after {self.timeout:g} s (no answer from the worker while {doing}; it was stopped)"
             f.reason = f.reason or why
             for c in rest or []:
@@ -1015,6 +1021,9 @@ class BatchBake:
                 "max_file_mb": None if self._max_bytes is None else round(self._max_bytes / 2**20, 1),
             }
         self.report.info["timeout"] = self.timeout
+        if self.jobs_note is not None:
+            self.report.info["jobs_requested"] = self.jobs_requested
+            self.report.info["jobs_note"] = self.jobs_note
         self.report.info["actions_held_max"] = self._held_max
         self.report.info["main_peak_mb"] = round(peak_memory_mb(), 1)
         self.report.info["worker_peak_mb"] = round(self._worker_peak, 1)
@@ -1188,12 +1197,13 @@ def bake_pack(
     planned and its workers started already (:func:`.batch_worker.start_pack`)."""
     from ..core.retarget_methods import check_method_table
 
-    methods = check_method_table(methods)
     t0 = time.perf_counter()
     if start is None:
+        methods = check_method_table(methods)
         start = start_pack(inputs, output, jobs=jobs, resume=resume)
     out = start.output
     try:
+        methods = check_method_table(methods)
         volumes = _continued_volumes(out, resume, start.earlier_start)
         target_map = BoneMapping.load(mapping) if mapping else None
 
@@ -1210,7 +1220,7 @@ def bake_pack(
             earlier = _scan_volumes(volumes[:-1], settings.record())
             target, settings = open_and_settle()
     except BaseException:
-        start.close()
+        start.refused()  # nothing of a refused run is left behind (no parts folder, no workers)
         raise
     opened = time.perf_counter() - t0
 
@@ -1225,7 +1235,7 @@ def bake_pack(
         target,
         settings,
         start.plan,
-        jobs=start.jobs,
+        jobs=start.requested,
         parts_dir=start.parts,
         resume=resume,
         on_file=on_file,
@@ -1340,8 +1350,9 @@ class MARIONETTE_OT_batch_bake(bpy.types.Operator, ImportHelper):
         except MarionetteError as exc:
             self.report({"ERROR"}, str(exc))
             return {"CANCELLED"}
-        if not plan.files and not plan.refused:
-            self.report({"ERROR"}, "No clip files (BVH, FBX, glTF/GLB, .blend) in the selection")
+        if not plan.files:
+            said = "; ".join(f"{os.path.basename(p)}: {why}" for p, why in plan.refused[:3])
+            self.report({"ERROR"}, f"No clip files to bake ({said})" if said else "No clip files (BVH, FBX, glTF/GLB, .blend) in the selection")
             return {"CANCELLED"}
         self._runner = BatchBake(target, settings, plan, jobs=self.jobs or None, timeout=self.timeout or None)
         try:

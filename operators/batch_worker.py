@@ -18,7 +18,7 @@ process writes one file while the next is computed. Messages go in batches: a BV
 ``clip`` go at once (when the main process may split the file, it answers the first ``clip``
 with the clips this worker is to bake; a lost worker's report names the clip it was on). The worker
 ignores Ctrl-C (the main process decides what an interrupt means) and exits when the main process
-goes away.
+goes away, even when stuck on a file (:mod:`.worker_process`).
 
 Start-up: :func:`start_pack` plans the pack and starts the workers *before* the main process
 imports Blender (nothing here imports ``bpy`` at module level): on Linux by forking the command
@@ -53,6 +53,8 @@ from ..core import batch as cb
 from ..core.batch import BakeSettings, Message, PackCache, PackPlan, bake_clip, bvh_file_events, plan_pack, write_part
 from ..core.bvh import BvhData, read_bvh
 from ..core.errors import MarionetteError
+from ..core.pack_limits import useful_jobs
+from .worker_process import PARENT_ENVIRONMENT, die_with_parent, openblas_threads, peak_memory_mb
 
 KEY_ENVIRONMENT = "MARIONETTE_BATCH_KEY"
 ADDON_ROOT = str(Path(__file__).resolve().parent.parent)
@@ -187,49 +189,7 @@ def run_file(
     }
 
 
-def peak_memory_mb() -> float:
-    """This process's peak resident memory (0 where the platform does not say).
-
-    On Linux the kernel's high-water mark of this program (``VmHWM``): ``ru_maxrss`` would also
-    count the parent's memory at the fork that started this process."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    try:
-        import resource
-    except ImportError:  # Windows
-        return 0.0
-    kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return kb / (2**20 if sys.platform == "darwin" else 1024)  # bytes on macOS, KiB elsewhere
-
-
 # --- the worker's loop -------------------------------------------------------------------
-
-
-def openblas_threads() -> tuple[Any, Any] | None:
-    """The ``(get, set)`` thread-count functions of the OpenBLAS that numpy uses, when it is one
-    bundled with the numpy wheel (Blender's and pip's); ``None`` otherwise."""
-    import ctypes
-
-    import numpy as np
-
-    here = Path(np.__file__).resolve().parent
-    for path in (*here.parent.glob("numpy.libs/*openblas*"), *here.glob(".libs/*openblas*"), *here.glob(".dylibs/*openblas*")):
-        try:
-            lib = ctypes.CDLL(str(path))  # the library numpy already loaded: same handle
-        except OSError:
-            continue
-        for suffix in ("64_", "_64_", ""):
-            get = getattr(lib, "openblas_get_num_threads" + suffix, None)
-            put = getattr(lib, "openblas_set_num_threads" + suffix, None)
-            if get is not None and put is not None:
-                return get, put
-    return None
-
 
 
 class ReadAhead:
@@ -300,6 +260,7 @@ def serve(argv: list[str]) -> int:
     key is in the environment."""
     from multiprocessing.connection import Client
 
+    die_with_parent()  # a worker stuck on a file must not outlive the main process
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     host, port, wid = argv[0], int(argv[1]), int(argv[2])
     ahead: ReadAhead | None = None
@@ -400,6 +361,7 @@ name, so the worker needs neither an installed package nor a change to its searc
 def worker_environment(key: bytes) -> dict[str, Any]:
     env = dict(os.environ)
     env[KEY_ENVIRONMENT] = key.hex()
+    env[PARENT_ENVIRONMENT] = str(os.getpid())
     # One process per core already; threaded BLAS inside each would only fight over the cores.
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         env[var] = "1"
@@ -507,6 +469,7 @@ def _fork_worker(argv: list[str], log: str, key: bytes) -> ForkedWorker:
     """Fork a worker running :func:`serve` with ``argv``, its output to ``log``."""
     sys.stdout.flush()
     sys.stderr.flush()
+    parent = os.getpid()
     pid = os.fork()
     if pid:
         return ForkedWorker(pid)
@@ -521,6 +484,7 @@ def _fork_worker(argv: list[str], log: str, key: bytes) -> ForkedWorker:
         if blas is not None:
             blas[1](1)
         os.environ[KEY_ENVIRONMENT] = key.hex()
+        os.environ[PARENT_ENVIRONMENT] = str(parent)
         code = serve(argv)
     except BaseException:
         traceback.print_exc()
@@ -746,17 +710,37 @@ class PackStart:
     output: str
     parts: str
     plan: PackPlan
+    #: Workers the run uses (``--jobs`` lowered to what the machine and the pack can use).
     jobs: int
     resume: bool
     #: When an interrupted run that started afresh began (``None``: no such run): volumes saved
     #: before then are an earlier bake's, not that run's.
     earlier_start: float | None
     pool: WorkerPool | None
+    #: ``--jobs`` as given (``None``: one per core), and why fewer workers run (``None``: as asked).
+    requested: int | None = None
+    jobs_note: str | None = None
+    #: Whether this run made the parts folder (a refused run removes it again).
+    made_parts: bool = False
 
     def close(self) -> None:
         if self.pool is not None:
             self.pool.close(graceful=False)
             self.pool = None
+
+    def refused(self) -> None:
+        """The run was refused after its start (bad target, bad mapping...): stop the workers and
+        remove what the start wrote, so that nothing is left behind."""
+        self.close()
+        if self.made_parts:
+            shutil.rmtree(self.parts, ignore_errors=True)
+
+
+def pack_jobs(requested: int | None, plan: PackPlan) -> tuple[int, str | None]:
+    """The workers a run of ``plan`` uses when ``requested`` were asked for, and why fewer (see
+    :func:`core.pack_limits.useful_jobs`)."""
+    shared = sum(1 for f in plan.files if f.needs_blender)
+    return useful_jobs(requested, default_jobs(), len(plan.files), shared)
 
 
 def _note_run(parts: str, resume: bool) -> float | None:
@@ -780,25 +764,31 @@ def _note_run(parts: str, resume: bool) -> float | None:
 
 def start_pack(inputs: Sequence[str], output: str, *, jobs: int | None = None, resume: bool = False, read_ahead: bool = True) -> PackStart:
     """Plan the pack and start its workers (with files to read ahead on a fresh run) without
-    importing Blender; refuses a pack without clip files before anything is written."""
+    importing Blender; refuses a pack without clip files (an empty or missing folder, only
+    entries that cannot be read) before anything is written."""
     out = str(Path(output).resolve())
     parts = parts_directory(out)
-    if not resume and os.path.isdir(parts):
-        shutil.rmtree(parts)  # leftovers of an earlier run that nobody resumed
     own = [out, parts, out + ".partial.blend", *cb.existing_volumes(out), *cb.stray_volumes(out, 0)]
     plan = plan_pack(inputs, exclude=own)
-    if not plan.files and not plan.refused:
-        raise MarionetteError("no clip files (.bvh, .fbx, .glb/.gltf, .blend) in " + ", ".join(map(str, inputs)))
+    if not plan.files:
+        said = "; ".join(f"{p}: {why}" for p, why in plan.refused[:3])
+        raise MarionetteError((said + " (no clip files to bake)") if said else "no clip files (.bvh, .fbx, .glb/.gltf, .blend) in " + ", ".join(map(str, inputs)))
+    if not resume and os.path.isdir(parts):
+        shutil.rmtree(parts)  # leftovers of an earlier run that nobody resumed
+    made = not os.path.isdir(parts)
     earlier = _note_run(parts, resume)
-    n_jobs = max(1, jobs or default_jobs())
-    pool: WorkerPool | None = None
-    if n_jobs > 1 and plan.files:
-        # A file that needs an importer may hold many clips, which a second worker can share.
-        count = n_jobs if plan.needs_blender else min(n_jobs, len(plan.files))
-        pool = WorkerPool(parts)
+    count, note = pack_jobs(jobs, plan)
+    pool = WorkerPool(parts)
+    try:
         ahead: list[list[str]] = []
         if read_ahead and not resume:  # a resumed run does not know yet which files are done
             bvh = [f.path for f in plan.files if f.is_bvh]
             ahead = [bvh[k::count][:READ_AHEAD_FILES] for k in range(count)]
+        # Even one worker: a file that hangs its reader is then stopped by --timeout.
         pool.launch(count, plan.needs_blender, ahead, fork=True)
-    return PackStart(out, parts, plan, n_jobs, resume, earlier, pool)
+    except BaseException:
+        pool.close(graceful=False)
+        if made:
+            shutil.rmtree(parts, ignore_errors=True)
+        raise
+    return PackStart(out, parts, plan, count, resume, earlier, pool, requested=jobs, jobs_note=note, made_parts=made)

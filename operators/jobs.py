@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ..core.binding_cache import BindingCache
+from ..core.binding_cache import BindingCache, native_refusal
 from ..core.errors import MappingError, MarionetteError, RigError
 from ..core.mapping import BoneMapping, check_humanoid_skeleton
 from ..core.measure import measure
@@ -22,6 +22,7 @@ from ..core.retarget import Binding, RetargetOptions, RigInput, bind, source_pla
 from ..core.retarget_methods import retarget_with_methods
 from . import compat
 from .armature_io import clip_from_action, linked_problem, rest_heads_tails, skeleton_from_armature, write_action
+from .played_pose import driven_bones, played_placements, switch_to_pose_position, what_overrides
 
 #: Bindings of the rig pairs retargeted in this session: the clips of a pack bind their pair once;
 #: an edited mapping or rest gets a new binding (the key holds both).
@@ -108,7 +109,12 @@ def retarget_action(
     new_action = write_action(target, result.clip, name or action.name, frames=frames, replace=replace_existing, fps=rate)
     if opts.root_motion == "OBJECT":
         write_object_travel(target, new_action, result.root_motion, frames)
-    report = judge_action(binding, clip, tgt_in, target, new_action, frames, rate, measure_frames) if judge else {}
+    # An armature left in Rest Position would play nothing: show the new action (same undo step).
+    switched = switch_to_pose_position(target)
+    report = judge_action(binding, clip, tgt_in, target, new_action, frames, rate, measure_frames, run.native) if judge else {}
+    if switched:
+        report["switched_to_pose_position"] = True
+        report.setdefault("notes", []).append(switched)
     report["clip"] = {
         "name": action.name,
         "source_fps": clip.fps,
@@ -127,18 +133,23 @@ def retarget_action(
 
 
 def judge_action(
-    binding: Binding, clip: Any, tgt_in: RigInput, target: Any, action: Any, frames: Any, rate: float, measure_frames: int
+    binding: Binding, clip: Any, tgt_in: RigInput, target: Any, action: Any, frames: Any, rate: float, measure_frames: int,
+    native: bool = False,
 ) -> dict[str, Any]:
-    """The quality report of a retarget just written: what Blender will play (the keys of
-    ``action`` read back, not the core's arrays) measured against the source ``clip``.
+    """The quality report of a retarget just written: what Blender plays (the pose it evaluates
+    with ``action`` assigned: constraints, NLA, drivers, Rest Position included; not the core's
+    arrays) measured against the source ``clip``, with a warning naming whatever hides or
+    overrides the action's keys.
 
     A long clip is judged on evenly spread frames (at most ``measure_frames``), so the summary
     after a retarget costs little next to the retarget itself; the measure command reads all."""
     picks = np.unique(np.linspace(0, clip.frame_count - 1, min(clip.frame_count, measure_frames)).astype(int))
-    played = clip_from_action(target, action, frames=np.asarray(frames)[picks], fps=rate)
-    world_t = tgt_in.skeleton.forward_kinematics(played.rotations, played.translations, played.scales)
-    report = measure(binding, source_placements(binding, clip.take(picks)), world_t)
+    world_t, notes = played_placements(target, action, np.asarray(frames)[picks], tgt_in.skeleton, fps=rate)
+    report = measure(binding, source_placements(binding, clip.take(picks)), world_t, native)
     report["measured_frames"] = int(picks.size)
+    hidden = what_overrides(target, action, driven_bones(binding)) + notes
+    if hidden:
+        report.setdefault("warnings", []).extend(hidden)
     if report["source_stretch"] > 0.25:
         report.setdefault("warnings", []).append(
             f"the clip moves joints off their rest offsets (segments stretch by up to {100 * report['source_stretch']:.0f} %); "
@@ -185,13 +196,17 @@ def foot_slide(report: dict[str, Any]) -> dict[str, float]:
 def format_summary(report: dict[str, Any]) -> str:
     """The quality figures a person reads after a retarget."""
     s = report["summary"]
-    lines = [
+    lines = [f"  note: {note}" for note in report.get("notes", [])] + [
         f"  bone direction error   mean {s['mean_direction_error']:.3f} deg, max {s['max_direction_error']:.3f} deg",
         f"  limb direction error   mean {s['mean_limb_direction_error']:.3f} deg",
         f"  elbow/knee plane error max {s['max_limb_plane_error']:.3f} deg",
         f"  hips height error      max {100 * s['hips_height_error']:.2f} % of target hip height",
         f"  silhouette overlap     front {s['silhouette_front']:.2f}, side {s['silhouette_side']:.2f} (IoU; proportions differ)",
     ]
+    turned = report.get("rotation_since_first_frame_deg", {})
+    if turned:
+        figures = ", ".join(f"{group} {g['off']:.2f}" for group, g in turned.items())
+        lines.append(f"  rotation since first frame, off by (mean deg): {figures}")
     skate = report.get("foot_skating", {})
     for side in ("L", "R"):
         if f"foot.{side} slide" in skate and skate[f"foot.{side} contact frames"]:
@@ -216,7 +231,7 @@ def format_summary(report: dict[str, Any]) -> str:
             )
         lines.append("  (thighs and shins bend away from the clip's directions to hold the feet)")
     if "measured_frames" in report:
-        lines.append(f"  (measured on {report['measured_frames']} evenly spread frames of the keys written)")
+        lines.append(f"  (measured on {report['measured_frames']} evenly spread frames of the pose Blender plays)")
     for warning in report.get("warnings", []):
         lines.append(f"  warning: {warning}")
     return "\n".join(lines)
@@ -249,10 +264,15 @@ def save_blend(path: str | Path) -> None:
     import bpy
 
     p = Path(path).resolve()
-    p.parent.mkdir(parents=True, exist_ok=True)
     tmp = p.with_name(p.name + ".partial.blend")
-    bpy.ops.wm.save_as_mainfile(filepath=str(tmp), copy=True, compress=True)
-    tmp.replace(p)
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        bpy.ops.wm.save_as_mainfile(filepath=str(tmp), copy=True, compress=True)
+        tmp.replace(p)
+    except (OSError, RuntimeError) as exc:  # checked before the work; the disk may still fill up
+        tmp.unlink(missing_ok=True)
+        why = [line for line in str(exc).splitlines() if line.strip()]
+        raise MarionetteError(f"{p}: cannot be written ({why[-1].strip() if why else type(exc).__name__})") from exc
 
 
 def demo(output: str | Path, frames: int = 96) -> RetargetOutcome:
@@ -428,9 +448,17 @@ def measure_files(source_path: str, retargeted_path: str, *, clip: str | None = 
     tgt_in, _ = rig_input(target)
     rate = action_fps(result_action)
     src_clip = clip_from_action(source, source_action).resample(rate)
-    played = clip_from_action(target, result_action, frames=src_clip.frame_numbers(rate), fps=rate)
     binding = bind(src_in, tgt_in)
-    world_t = tgt_in.skeleton.forward_kinematics(played.rotations, played.translations, played.scales)
-    report = measure(binding, source_placements(binding, src_clip), world_t)
+    # What the file plays (an action asked for by name is played in the active one's place).
+    ad = target.animation_data
+    if ad is None or ad.action != result_action:
+        compat.assign_action(target, result_action, compat.action_slot_for(result_action, target))
+    world_t, notes = played_placements(target, result_action, src_clip.frame_numbers(rate), tgt_in.skeleton, fps=rate)
+    # A clip on its own rig's layout is retargeted natively (its keys kept, on its own floor).
+    native = native_refusal(src_clip, src_in.skeleton, tgt_in.skeleton) is None
+    report = measure(binding, source_placements(binding, src_clip), world_t, native)
+    hidden = what_overrides(target, result_action, driven_bones(binding)) + notes
+    if hidden:
+        report["warnings"] = hidden
     report["clip"] = {"source": source_action.name, "retargeted": result_action.name, "fps": rate, "frames": src_clip.frame_count}
     return report

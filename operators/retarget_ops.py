@@ -15,7 +15,7 @@ from bpy_extras.io_utils import ExportHelper, ImportHelper
 from ..core.errors import MarionetteError
 from ..core.mapping import BoneMapping, auto_map_skeleton, preset_mapping, preset_names
 from ..core.retarget import RetargetOptions
-from . import jobs
+from . import jobs, played_pose
 from .armature_io import linked_problem, rest_heads_tails, skeleton_from_armature
 from .file_import import scene_fps
 from .properties import fill_rows, mapping_from_rows, mappings_from_rows, methods_from_rows, pair_key
@@ -134,6 +134,7 @@ class MARIONETTE_OT_retarget_clip(bpy.types.Operator):
                 **outcome.report["summary"],
                 "foot_slide": jobs.foot_slide(outcome.report),
                 "hip_drop": outcome.report.get("planted_hip_drop", {}),
+                **played_pose.panel_fields(outcome.report),
             }
         )
         if s.color_bones:
@@ -144,6 +145,8 @@ class MARIONETTE_OT_retarget_clip(bpy.types.Operator):
             f"Retargeted onto {s.target.name!r} as {outcome.action.name!r}: "
             f"bone direction error mean {summary['mean_direction_error']:.2f} deg",
         )
+        for level, line in played_pose.operator_lines(outcome.report):
+            self.report({level}, line)
         return {"FINISHED"}
 
 

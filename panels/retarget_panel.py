@@ -146,6 +146,16 @@ class VIEW3D_PT_marionette_quality(MarionettePanel, bpy.types.Panel):
         drop = r.get("hip_drop") or {}
         if drop.get("frames"):
             col.label(text=f"Hips lowered to reach held feet: up to {100 * drop['max']:.1f}% on {drop['frames']} frames")
+        turned = r.get("rotation_since_first_frame") or {}
+        if turned:
+            col.label(text="Rotation since first frame, off by (mean):")
+            col.label(text="  " + ", ".join(f"{group} {deg:.1f}°" for group, deg in turned.items()))
+        for note in r.get("notes", []):
+            col.label(text=note[:1].upper() + note[1:], icon="INFO")
+        for warning in r.get("warnings", []):
+            row = col.row()
+            row.alert = True
+            row.label(text=warning[:1].upper() + warning[1:], icon="ERROR")
 
 
 classes = (

@@ -1,4 +1,4 @@
-"""Batch Bake on real Blender: a pack built from ../shared/data plus broken files, baked through the
+"""Batch Bake on real Blender: a pack built from tests/data plus broken files, baked through the
 command line (real worker processes, real signals, real exit statuses) and through the operator.
 
 Every test measures: clips counted in the saved file, keys compared byte for byte, bad files named
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import shared_file
+from conftest import SHARED_DATA, shared_file
 
 pytestmark = [pytest.mark.bpy, pytest.mark.data]
 
@@ -135,9 +135,9 @@ EXPECTED_CLIPS = {  # label -> clips baked
 
 @pytest.fixture(scope="module")
 def shared_pack(tmp_path_factory) -> Path:
-    """../shared/data as it is, plus a truncated BVH and a BVH without frames."""
+    """tests/data as it is (as the pack's folder ``shared``), plus a truncated BVH and a BVH without frames."""
     root = tmp_path_factory.mktemp("pack")
-    shutil.copytree(shared_file("README.md").parent, root / "shared")
+    shutil.copytree(SHARED_DATA, root / "shared")
     (root / "extra").mkdir()
     raw = shared_file(CMU).read_bytes()
     (root / "extra" / "truncated.bvh").write_bytes(raw[:60000])
@@ -176,7 +176,19 @@ def test_pack_bakes_every_good_clip_and_names_every_bad_file(blender, baked_pack
     assert {k: len(by_label[k]["clips"]) for k in EXPECTED_CLIPS} == EXPECTED_CLIPS
     assert report["clips_by_status"] == {"baked": 17, "failed": 1}  # the BVH without frames
     ignored = sorted(os.path.basename(i["path"]) for i in report["ignored"])
-    assert ignored == ["CMU_README.txt", "README.md", "bone_flag_test.pmx", "bone_hierarchy_test.pmx", "constraint_test.pmx"]
+    assert ignored == [  # tests/data's notes and licence texts, its PMX models and VMD motions
+        "BSD-3-Clause-assimp.txt",
+        "CMU_README.txt",
+        "MIT-VRM-Addon-for-Blender.txt",
+        "MIT-babylon-mmd.txt",
+        "README.md",
+        "babylon_mmd_physics_toggle_test_v2_yyb10th.vmd",
+        "babylon_mmd_physics_toggle_test_v3_yyb10th.vmd",
+        "babylon_mmd_physics_toggle_test_yyb10th.vmd",
+        "bone_flag_test.pmx",
+        "bone_hierarchy_test.pmx",
+        "constraint_test.pmx",
+    ]
     # Every clip is in the saved file, under the name the report gives, with its frames.
     assert not Path(str(blend) + ".parts").exists()
     saved = _read_output(blender, blend)
@@ -533,10 +545,12 @@ def scene_with_target(blender):
     from marionette.operators.file_import import load_file
 
     marionette.register()
-    target = load_file(shared_file(TARGET)).armatures[0]
-    blender.context.scene.marionette.target = target
-    yield blender, target
-    marionette.unregister()
+    try:
+        target = load_file(shared_file(TARGET)).armatures[0]
+        blender.context.scene.marionette.target = target
+        yield blender, target
+    finally:
+        marionette.unregister()
 
 
 def test_operator_bakes_a_folder_and_saves_its_report(scene_with_target, tmp_path) -> None:

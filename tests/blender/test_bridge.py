@@ -1,6 +1,6 @@
 """The Blender bridge on real Blender and real files: loading, bulk read, bulk write, evaluation.
 
-Every animated armature in ../shared/data is imported once (module fixture), read into a core
+Every animated armature in tests/data is imported once (module fixture), read into a core
 clip, written back onto a copy of the object and compared with Blender's own evaluation of the
 original: world positions of every bone's head and tail at every frame, within 1e-4 of the rig's
 height. The same data checks core forward kinematics and the frame_set fallback.
@@ -13,7 +13,7 @@ import os
 
 import numpy as np
 import pytest
-from conftest import SHARED_DATA, shared_file
+from conftest import shared_file
 
 from marionette.core.bvh import read_bvh
 from marionette.core.clip import Clip
@@ -117,7 +117,7 @@ def _action_for(loaded, clip_suffix: str | None):
     return action
 
 
-# --- the round trip of every animated armature in ../shared/data -----------------------------
+# --- the round trip of every animated armature in tests/data --------------------------------
 
 
 @pytest.fixture(scope="module")
@@ -133,9 +133,7 @@ def round_trips():
     for k, (f, c) in enumerate(CASES):
         by_file.setdefault(f, []).append((k, c))
     for relative, cases in by_file.items():
-        path = SHARED_DATA / relative
-        if not path.exists():
-            continue
+        path = shared_file(relative)
         _fresh(bpy)
         loaded = file_import.load_file(path)
         (obj,) = loaded.armatures
@@ -182,8 +180,6 @@ def round_trips():
 
 @pytest.mark.parametrize("case", CASE_IDS)
 def test_round_trip_matches_blender(round_trips, case: str) -> None:
-    if case not in round_trips:
-        pytest.skip(f"{case}: third-party file not available")
     r = round_trips[case]
     assert r["frames"] >= 1 and r["bones"] >= 2
     assert r["round_trip"] <= TOL, r
@@ -193,16 +189,12 @@ def test_round_trip_matches_blender(round_trips, case: str) -> None:
 
 @pytest.mark.parametrize("case", CASE_IDS)
 def test_core_forward_kinematics_matches_blender(round_trips, case: str) -> None:
-    if case not in round_trips:
-        pytest.skip(f"{case}: third-party file not available")
     r = round_trips[case]
     assert r["core_fk"] <= TOL, r
 
 
 @pytest.mark.parametrize("case", CASE_IDS)
 def test_bulk_read_agrees_with_frame_set_read(round_trips, case: str) -> None:
-    if case not in round_trips:
-        pytest.skip(f"{case}: third-party file not available")
     r = round_trips[case]
     assert r["bulk_vs_frame_set"] <= TOL, r
     assert r["bulk_vs_frame_set_deg"] <= 0.01, r
@@ -210,8 +202,6 @@ def test_bulk_read_agrees_with_frame_set_read(round_trips, case: str) -> None:
 
 def test_every_animated_file_was_covered(round_trips) -> None:
     missing = [c for c in CASE_IDS if c not in round_trips]
-    if len(missing) == len(CASE_IDS):
-        pytest.skip(f"../shared/data is not available (looked in {SHARED_DATA})")
     assert missing == []
     fps = {c: round_trips[c]["fps"] for c in CASE_IDS}
     assert fps["12_03_motionbuilder.bvh"] == fps["02_02_daz.bvh"] == 120.0

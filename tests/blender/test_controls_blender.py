@@ -33,17 +33,16 @@ def addon(blender):
     from marionette.operators import controls_register
     from marionette.panels import controls_panel
 
-    marionette.register()
-    own = not hasattr(bpy.types.Object, "marionette_controls")
-    if own:
-        controls_register.register()
-        controls_panel.register()
-    bpy.context.scene.render.fps = 24
-    yield bpy
-    if own:
-        controls_panel.unregister()
-        controls_register.unregister()
-    marionette.unregister()
+    with contextlib.ExitStack() as registered:  # unregisters in reverse order, whatever happens
+        marionette.register()
+        registered.callback(marionette.unregister)
+        if not hasattr(bpy.types.Object, "marionette_controls"):
+            controls_register.register()
+            registered.callback(controls_register.unregister)
+            controls_panel.register()
+            registered.callback(controls_panel.unregister)
+        bpy.context.scene.render.fps = 24
+        yield bpy
 
 
 def _assign(obj, action):
@@ -1350,8 +1349,12 @@ def test_unregister_leaves_nothing_behind(blender):
     assert ours() == []
     for _ in range(2):
         controls_register.register()
-        controls_panel.register()
-        assert len(ours()) >= 9
-        controls_panel.unregister()
-        controls_register.unregister()
+        try:
+            controls_panel.register()
+            try:
+                assert len(ours()) >= 9
+            finally:
+                controls_panel.unregister()
+        finally:
+            controls_register.unregister()
         assert ours() == []

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import SHARED_DATA, shared_file
+from conftest import shared_file
 
 pytestmark = pytest.mark.bpy
 
@@ -138,8 +138,6 @@ def test_facing_is_inferred_from_the_body_on_every_shared_humanoid(blender, rela
 def test_a_z_up_file_read_without_axis_conversion_lies_down_yet_retargets_upright(blender):
     """MakeHuman's walk imported as if it were Y-up lies on its back; up still comes from the body."""
     bpy = blender
-    if not SHARED_DATA.exists():
-        pytest.skip(f"third-party test files are not available (looked in {SHARED_DATA})")
     from marionette.core.canonical_pose import build_anatomy, rest_facing
     from marionette.operators.jobs import retarget_action, rig_input
 

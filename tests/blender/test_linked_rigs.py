@@ -278,6 +278,8 @@ def test_the_load_handler_goes_with_unregister(blender):
 
     assert control_overrides._on_load not in bpy.app.handlers.load_post
     controls_register.register()
-    assert control_overrides._on_load in bpy.app.handlers.load_post
-    controls_register.unregister()
+    try:
+        assert control_overrides._on_load in bpy.app.handlers.load_post
+    finally:
+        controls_register.unregister()
     assert control_overrides._on_load not in bpy.app.handlers.load_post

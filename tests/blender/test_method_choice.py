@@ -29,16 +29,18 @@ def pair(blender):
     from marionette.operators.armature_io import create_armature, write_action
 
     marionette.register()
-    bpy.context.scene.render.fps = 24
-    sample = sample_humanoid()
-    source = create_armature(sample.skeleton, "Sample", tails=sample.tails)
-    action = write_action(source, sample_walk(sample, frames=24, fps=24.0, name="Walk"), "Walk")
-    bpy.ops.object.armature_basic_human_metarig_add()
-    target = bpy.context.active_object
-    s = bpy.context.scene.marionette
-    s.source, s.target = source, target
-    yield bpy, source, target, action
-    marionette.unregister()
+    try:
+        bpy.context.scene.render.fps = 24
+        sample = sample_humanoid()
+        source = create_armature(sample.skeleton, "Sample", tails=sample.tails)
+        action = write_action(source, sample_walk(sample, frames=24, fps=24.0, name="Walk"), "Walk")
+        bpy.ops.object.armature_basic_human_metarig_add()
+        target = bpy.context.active_object
+        s = bpy.context.scene.marionette
+        s.source, s.target = source, target
+        yield bpy, source, target, action
+    finally:
+        marionette.unregister()
 
 
 def test_method_column_drives_the_retarget_and_survives_auto_map(pair):

@@ -7,6 +7,7 @@ Controls (``pose_bone.matrix``), not the core's output.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import sys
@@ -32,20 +33,17 @@ def addon(blender):
     import marionette
     from marionette.operators import controls_register, pmx_import
 
-    marionette.register()
-    own_controls = not hasattr(bpy.types.Object, "marionette_controls")
-    if own_controls:
-        controls_register.register()
-    own_importer = not hasattr(bpy.types, "MARIONETTE_OT_import_pmx_rig")
-    if own_importer:
-        pmx_import.register()
-    bpy.context.scene.render.fps = 24
-    yield bpy
-    if own_importer:
-        pmx_import.unregister()
-    if own_controls:
-        controls_register.unregister()
-    marionette.unregister()
+    with contextlib.ExitStack() as registered:  # unregisters in reverse order, whatever happens
+        marionette.register()
+        registered.callback(marionette.unregister)
+        if not hasattr(bpy.types.Object, "marionette_controls"):
+            controls_register.register()
+            registered.callback(controls_register.unregister)
+        if not hasattr(bpy.types, "MARIONETTE_OT_import_pmx_rig"):
+            pmx_import.register()
+            registered.callback(pmx_import.unregister)
+        bpy.context.scene.render.fps = 24
+        yield bpy
 
 
 @pytest.fixture

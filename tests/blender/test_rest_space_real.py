@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import SHARED_DATA, shared_file
+from conftest import shared_file
 
 from marionette.core import rotations as R
 from marionette.core.binding_cache import BindingCache, native_binding, native_refusal
@@ -36,8 +36,6 @@ TURNS = {"own": np.eye(3), "rolled": TURN}
 
 @pytest.fixture(scope="module")
 def rigs():
-    if not SHARED_DATA.exists():
-        pytest.skip(f"third-party test files are not available (looked in {SHARED_DATA})")
     import bpy
 
     from marionette.operators.armature_io import clip_from_action, create_armature, rest_heads_tails

@@ -37,18 +37,20 @@ def pair(blender):
     from marionette.operators.armature_io import create_armature, write_action
 
     marionette.register()
-    scene = bpy.context.scene
-    scene.render.fps = 24
-    sample = sample_humanoid()
-    source = create_armature(sample.skeleton, "Sample", tails=sample.tails)
-    action = write_action(source, sample_walk(sample, frames=36, fps=24.0, name="Walk"), "Walk")
-    bpy.ops.object.armature_basic_human_metarig_add()
-    target = bpy.context.active_object
-    target.location.x = 2.0
-    s = scene.marionette
-    s.source, s.target = source, target
-    yield bpy, source, target, action
-    marionette.unregister()
+    try:
+        scene = bpy.context.scene
+        scene.render.fps = 24
+        sample = sample_humanoid()
+        source = create_armature(sample.skeleton, "Sample", tails=sample.tails)
+        action = write_action(source, sample_walk(sample, frames=36, fps=24.0, name="Walk"), "Walk")
+        bpy.ops.object.armature_basic_human_metarig_add()
+        target = bpy.context.active_object
+        target.location.x = 2.0
+        s = scene.marionette
+        s.source, s.target = source, target
+        yield bpy, source, target, action
+    finally:
+        marionette.unregister()
 
 
 def test_auto_map_fills_rows_with_confidence_and_reason(pair):

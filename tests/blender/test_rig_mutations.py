@@ -1,4 +1,4 @@
-"""The rig mutation suite: every humanoid in ``../shared/data`` and the built-in sample, changed in
+"""The rig mutation suite: every humanoid in ``tests/data`` and the built-in sample, changed in
 what a mapper must not depend on (``tests/rig_variants.py``), maps slot for slot as the original
 does and plays the same retarget of the CMU walk.
 

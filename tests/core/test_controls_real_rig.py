@@ -1,8 +1,8 @@
 """IK and look-at on a real rig and clip: the CMU 12_03 BVH (31 joints, 566 frames, 120 fps),
 read without Blender. Legs and arms are solved over the whole clip in one vectorised call.
 
-Needs ``../shared/data`` (skips, naming the file, when it is absent); synthetic rigs cover the
-same properties in the other control tests.
+The clip is in ``tests/data``; synthetic rigs cover the same properties in the other control
+tests.
 """
 
 from __future__ import annotations
