@@ -29,6 +29,7 @@ class RigSpec:
     scale: float = 1.0  # armature-space scale applied to the rest
     placement: np.ndarray = field(default_factory=lambda: np.eye(4))  # object's matrix_world
     parent_placement: np.ndarray | None = None  # an Empty the object hangs from, if any
+    rest_position: bool = False  # the armature shows its Rest Position, as a file saved so opens
 
     def index(self, name: str) -> int:
         return self.names.index(name)
@@ -263,6 +264,11 @@ def turned(spec: RigSpec, degrees: float) -> RigSpec:
     rests[:, :3, :3] = r @ rests[:, :3, :3]
     rests[:, :3, 3] = spec.heads @ r.T
     return _with(spec, rests=rests, tails=spec.tails @ r.T, turn=r @ spec.turn)
+
+
+def in_rest_position(spec: RigSpec) -> RigSpec:
+    """The armature left showing its Rest Position (``pose_position = "REST"``)."""
+    return _with(spec, rest_position=True)
 
 
 def facing_turn(forward: np.ndarray, wanted: np.ndarray) -> float:

@@ -49,6 +49,7 @@ VARIANTS = (
     "near-zero lengths",
     "helper bones",
     "glTF IK: all three",
+    "in Rest Position",
     "faces +X",
     "faces +Y",
     "faces -Y",
@@ -115,6 +116,8 @@ def _build(bpy, spec: rv.RigSpec, name: str):
         obj.parent = empty
         obj.matrix_parent_inverse.identity()
     obj.matrix_basis = _m(spec.placement)
+    if spec.rest_position:
+        obj.data.pose_position = "REST"
     bpy.context.view_layer.update()
     return obj
 
@@ -170,6 +173,7 @@ def _variants(spec, slots, forward):
         "helper bones": rv.helper_bones(spec, slots),
         # The refused glTF characters: IK feet and hands, near-zero bones, x100 under a turned parent.
         "glTF IK: all three": rv.scaled_under_rotated_parent(rv.near_zero_lengths(rv.ik_limbs(spec, slots))),
+        "in Rest Position": rv.in_rest_position(spec),
     }
     for label, wanted in (("faces +X", (1.0, 0.0)), ("faces +Y", (0.0, 1.0)), ("faces -Y", (0.0, -1.0))):
         deg = rv.facing_turn(forward, np.array(wanted))
