@@ -863,6 +863,7 @@ class BatchReport:
         lines = [head + (f" ({', '.join(extra)})" if extra else "")]
         if self.interrupted:
             lines.append(f"interrupted: {self.interrupted}")
+        lines.extend(f"note: {note}" for note in self.info.get("notes", []))
         for f in self.files:
             if f.status != FILE_BAKED:
                 name, reason = os.path.basename(f.path), f.summary_reason() or ""

@@ -32,9 +32,9 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import NDArray
 
-from .clip import Clip
+from .clip import Clip, interpolate_frames, resample_grid
 from .errors import FileFormatError
-from .rotations import FloatArray, quat_from_euler
+from .rotations import FloatArray, make_quat_continuous, quat_from_euler
 from .skeleton import Skeleton
 
 IntArray = NDArray[np.int64]
@@ -45,6 +45,8 @@ MIN_FRAME_TIME, MAX_FRAME_TIME = 1e-5, 10.0
 
 CHANNEL_NAMES = ("Xposition", "Yposition", "Zposition", "Xrotation", "Yrotation", "Zrotation")
 _CHANNEL_LOOKUP = {c.lower(): c for c in CHANNEL_NAMES}
+#: File frames :meth:`BvhData.clip_at_rate` converts at once (a 28-minute take at 120 fps is 200,000).
+CHUNK_FRAMES = 20_000
 
 
 @dataclass(frozen=True, eq=False)
@@ -121,13 +123,14 @@ class BvhData:
 
     # --- values ------------------------------------------------------------------------------
 
-    def euler_angles(self) -> FloatArray:
-        """``(F, J, 3)`` rotation angles in radians, indexed by axis X, Y, Z (0 where absent)."""
-        return np.radians(self._gather(3))
+    def euler_angles(self, rows: slice = slice(None)) -> FloatArray:
+        """``(F, J, 3)`` rotation angles in radians, indexed by axis X, Y, Z (0 where absent), of
+        the frames ``rows`` (default all)."""
+        return np.radians(self._gather(3, rows))
 
-    def local_rotations(self) -> FloatArray:
-        """``(F, J, 4)`` quaternions of each joint relative to its parent."""
-        angles = self.euler_angles()
+    def local_rotations(self, rows: slice = slice(None)) -> FloatArray:
+        """``(F, J, 4)`` quaternions of each joint relative to its parent (frames ``rows``)."""
+        angles = self.euler_angles(rows)
         out = np.empty(angles.shape[:2] + (4,))
         orders = [self.rotation_order(j) for j in range(self.joint_count)]
         for order in sorted(set(orders)):
@@ -135,10 +138,10 @@ class BvhData:
             out[:, sel] = quat_from_euler(angles[:, sel], order)
         return out
 
-    def local_translations(self) -> FloatArray:
+    def local_translations(self, rows: slice = slice(None)) -> FloatArray:
         """``(F, J, 3)`` joint heads relative to the parent's head: the offset, replaced by the
-        position channels on the axes the joint has them."""
-        pos = self._gather(0)
+        position channels on the axes the joint has them (frames ``rows``)."""
+        pos = self._gather(0, rows)
         has = self._channel_mask(0)
         return np.where(has[None], pos, self.offsets[None])
 
@@ -172,6 +175,54 @@ class BvhData:
             name=nm,
         )
 
+    def clip_at_rate(self, fps: float | None = None, name: str | None = None, chunk_frames: int = CHUNK_FRAMES) -> Clip:
+        """``clip(name).resample(fps)`` (``fps=None``: the file's rate), the same values to the
+        last bit, converted ``chunk_frames`` file frames at a time: a long take never holds its
+        angles, quaternions and offsets at the file's rate all at once, only the file's motion
+        and the result."""
+        if self.frame_count < 2 or fps is None or abs(float(fps) - self.fps) < 1e-9:
+            return self._clip_by_rows(name, chunk_frames).resample(self.fps if fps is None else fps)
+        fps = float(fps)
+        if not np.isfinite(fps) or fps <= 0.0:
+            return self.clip(name).resample(fps)  # refused there, with its message
+        rate = self.fps
+        new_t, i0, u = resample_grid(np.arange(self.frame_count, dtype=np.float64) / rate, fps)
+        rot = np.empty((new_t.shape[0], self.joint_count, 4))
+        tr = np.empty((new_t.shape[0], self.joint_count, 3))
+        step = max(1, int(chunk_frames * fps / rate))
+        for o0 in range(0, new_t.shape[0], step):
+            o = slice(o0, min(o0 + step, new_t.shape[0]))
+            lo, hi = int(i0[o][0]), int(i0[o][-1]) + 2
+            # Continuity from this piece's first frame: its slerps come out negated or not, as a
+            # whole; the pass over the result below makes the whole continuous again, as resample does.
+            piece = make_quat_continuous(self.local_rotations(slice(lo, hi)), axis=0, copy=False)
+            rot[o], tr[o], _ = interpolate_frames(
+                piece, self.local_translations(slice(lo, hi)) - self.offsets[None], None, i0[o] - lo, u[o]
+            )
+        nm = name if name is not None else os.path.splitext(os.path.basename(self.path))[0]
+        return Clip(
+            names=self.names,
+            times=new_t,
+            fps=fps,
+            rotations=make_quat_continuous(rot, axis=0, copy=False),
+            translations=tr,
+            name=nm,
+            first_frame=1.0,
+        )
+
+    def _clip_by_rows(self, name: str | None, chunk_frames: int) -> Clip:
+        """:meth:`clip`, converted ``chunk_frames`` frames at a time into the result."""
+        if self.frame_count == 0:
+            return self.clip(name)  # refused there, with its message
+        rot = np.empty((self.frame_count, self.joint_count, 4))
+        tr = np.empty((self.frame_count, self.joint_count, 3))
+        for r0 in range(0, self.frame_count, max(1, chunk_frames)):
+            rows = slice(r0, r0 + max(1, chunk_frames))
+            rot[rows] = self.local_rotations(rows)
+            tr[rows] = self.local_translations(rows) - self.offsets[None]
+        nm = name if name is not None else os.path.splitext(os.path.basename(self.path))[0]
+        return Clip.from_frames(self.names, rot, tr, fps=self.fps, first_frame=1.0, name=nm)
+
     # --- helpers -----------------------------------------------------------------------------
 
     def _channel_columns(self, base: int) -> IntArray:
@@ -188,11 +239,12 @@ class BvhData:
     def _channel_mask(self, base: int) -> NDArray[np.bool_]:
         return self._channel_columns(base) >= 0
 
-    def _gather(self, base: int) -> FloatArray:
+    def _gather(self, base: int, rows: slice = slice(None)) -> FloatArray:
         cols = self._channel_columns(base)
-        out = np.zeros((self.frame_count, self.joint_count, 3))
+        motion = self.motion[rows]
+        out = np.zeros((motion.shape[0], self.joint_count, 3))
         has = cols >= 0
-        out[:, has] = self.motion[:, cols[has]]
+        out[:, has] = motion[:, cols[has]]
         return out
 
 
@@ -204,10 +256,11 @@ def read_bvh(path: str | os.PathLike[str]) -> BvhData:
     path = os.fspath(path)
     try:
         with open(path, "rb") as f:
-            raw = f.read()
+            # Handed over without a name kept here: parse_bvh lets go of the bytes once decoded
+            # (a 28-minute take is 150 MB of text, held three ways at once otherwise).
+            return parse_bvh(f.read(), path)
     except OSError as exc:
         raise FileFormatError(f"{path}: cannot read the file ({exc.strerror or exc})") from exc
-    return parse_bvh(raw, path)
 
 
 def parse_bvh(content: bytes | str, path: str = "<bvh>") -> BvhData:
@@ -222,7 +275,9 @@ def parse_bvh(content: bytes | str, path: str = "<bvh>") -> BvhData:
             text = content.decode("latin-1")
     else:
         text = content
+    content = ""  # the bytes are not needed past here, nor the text past the split
     lines = text.splitlines()
+    del text
     parser = _HierarchyParser(lines, path)
     parser.parse()
     motion = _parse_motion(lines, parser.motion_line, parser.channel_total, parser.declared_frames, path)

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
-from numpy.typing import ArrayLike
+from numpy.typing import ArrayLike, NDArray
 
 from .errors import ClipError
 from .rotations import FloatArray, make_quat_continuous, quat_normalize, quat_slerp
@@ -167,23 +167,41 @@ class Clip:
             raise ClipError(f"cannot resample clip {self.name!r} to {fps} fps")
         if abs(fps - self.fps) < 1e-9 or self.frame_count < 2:
             return replace(self, fps=fps, first_frame=self._frame_at_rate(fps))
-        n = int(np.floor(self.duration * fps + 1e-6)) + 1
-        new_t = self.times[0] + np.arange(n) / fps
-        pos = np.interp(new_t, self.times, np.arange(self.frame_count, dtype=np.float64))
-        i0 = np.clip(np.floor(pos).astype(np.int64), 0, self.frame_count - 2)
-        u = pos - i0
-        rot = make_quat_continuous(self.rotations, axis=0)
-        rot = quat_slerp(rot[i0], rot[i0 + 1], np.broadcast_to(u[:, None], (n, len(self.names))))
-
-        def lerp(a: FloatArray) -> FloatArray:
-            return a[i0] * (1.0 - u)[:, None, None] + a[i0 + 1] * u[:, None, None]
-
+        new_t, i0, u = resample_grid(self.times, fps)
+        rot, tr, sc = interpolate_frames(make_quat_continuous(self.rotations, axis=0), self.translations, self.scales, i0, u)
         return replace(
             self,
             times=new_t,
             fps=fps,
             rotations=make_quat_continuous(rot, axis=0),
-            translations=lerp(self.translations),
-            scales=None if self.scales is None else lerp(self.scales),
+            translations=tr,
+            scales=sc,
             first_frame=self._frame_at_rate(fps),
         )
+
+
+def resample_grid(times: FloatArray, fps: float) -> tuple[FloatArray, NDArray[np.int64], FloatArray]:
+    """Where :meth:`Clip.resample` samples frames at ``times`` (at least two): the new times at
+    ``fps`` over the same duration, and for each the frame ``i0`` before it and the share ``u`` of
+    the way to the next one."""
+    n = int(np.floor(float(times[-1] - times[0]) * fps + 1e-6)) + 1
+    new_t = times[0] + np.arange(n) / fps
+    pos = np.interp(new_t, times, np.arange(times.shape[0], dtype=np.float64))
+    i0 = np.clip(np.floor(pos).astype(np.int64), 0, times.shape[0] - 2)
+    return new_t, i0, pos - i0
+
+
+def interpolate_frames(
+    rotations: FloatArray, translations: FloatArray, scales: FloatArray | None, i0: NDArray[np.int64], u: FloatArray
+) -> tuple[FloatArray, FloatArray, FloatArray | None]:
+    """Frames between rows ``i0`` and ``i0 + 1`` at shares ``u``: rotations (continuous over
+    time) slerped, the rest lerped. Every output frame depends on its two rows alone, so a long
+    clip can be resampled a piece at a time (a piece's rotations negated, as continuity from
+    another first frame makes them, come out exactly negated)."""
+    n, b = u.shape[0], rotations.shape[1]
+    rot = quat_slerp(rotations[i0], rotations[i0 + 1], np.broadcast_to(u[:, None], (n, b)))
+
+    def lerp(a: FloatArray) -> FloatArray:
+        return a[i0] * (1.0 - u)[:, None, None] + a[i0 + 1] * u[:, None, None]
+
+    return rot, lerp(translations), None if scales is None else lerp(scales)

@@ -251,15 +251,24 @@ def plant_legs(
         dw = -drop[lowered, None] * up
         p = int(parents[pelvis])
         rel = dw if p < 0 else np.einsum("tji,tj->ti", lin[row[p], lowered], dw)
-        tr_out[lowered, pelvis] = translations[lowered, pelvis] + rel @ np.linalg.inv(skeleton.parent_frames[pelvis])[:3, :3].T
+        tr_out[lowered, pelvis] = translations[lowered, pelvis] + rel @ skeleton.inverse_parent_frames[pelvis, :3, :3].T
     held: dict[int, int] = {}
     unreachable: dict[int, int] = {}
+    # Joints whose local translation is keyed anywhere: theirs is rewritten with the rotation.
+    carries = dict.fromkeys([j for rs in roots for j in rs], False)
+    for j in carries:
+        carries[j] = bool(np.any(translations[:, j] != 0.0))
     for leg, mask, part, leg_roots, shift, chain in zip(legs, planted, parts, roots, shifts, chains, strict=True):
         held[leg.foot] = int(mask.sum())
         unreachable[leg.foot] = 0
-        frames = np.flatnonzero(np.any(shift != 0.0, axis=1) | (drop > 0.0))
-        if frames.size == 0:
+        moving = np.flatnonzero(np.any(shift != 0.0, axis=1) | (drop > 0.0))
+        if moving.size == 0:
             continue
+        # Usually one run of frames (a walk bends the leg from its first contact to its last):
+        # then a slice, whose selections below are views rather than copies.
+        frames: slice | NDArray[np.int64] = (
+            slice(int(moving[0]), int(moving[-1]) + 1) if moving[-1] - moving[0] + 1 == moving.size else moving
+        )
         # The chain as the lowered pelvis carries it, rigidly (a foot parented elsewhere, as IK
         # rigs do, stays behind, but its ankle is where the shin ends).
         hip, knee, ankle = (c[frames] - drop[frames, None] * up for c in chain)
@@ -273,10 +282,15 @@ def plant_legs(
 
         turn = _Turn(hip, knee, pos[row[leg.foot], frames], new_knee, new_ankle, r1, r21)
 
+        placed: dict[int, tuple[FloatArray, FloatArray]] = {}
+
         def moved(
-            j: int, turn: _Turn = turn, part: dict[int, str] = part, frames: NDArray[np.int64] = frames
+            j: int, turn: _Turn = turn, part: dict[int, str] = part, frames: slice | NDArray[np.int64] = frames,
+            placed: dict[int, tuple[FloatArray, FloatArray]] = placed,
         ) -> tuple[FloatArray, FloatArray]:
-            return turn.place(part.get(j), lin[row[j], frames], pos[row[j], frames])
+            if j not in placed:  # a thigh is a root and the shin's parent: placed once
+                placed[j] = turn.place(part.get(j), lin[row[j], frames], pos[row[j], frames])
+            return placed[j]
 
         for j in leg_roots:
             p = int(parents[j])
@@ -291,7 +305,7 @@ def plant_legs(
             q = quat_from_matrix(local_r)
             old = rot_out[frames, j]
             rot_out[frames, j] = np.where(np.sum(q * old, axis=-1, keepdims=True) < 0.0, -q, q)  # stay continuous
-            if np.any(translations[:, j] != 0.0):
+            if carries[j]:
                 tr_out[frames, j] = local_p
     report = PlantReport(held, unreachable, float(drop.max(initial=0.0)) / hip_height if lowers else 0.0, int(lowered.size))
     return rot_out, tr_out, report
@@ -326,8 +340,12 @@ class _Turn:
 def _local_from_relative(skeleton: Skeleton, j: int, rel_r: FloatArray, rel_p: FloatArray) -> tuple[FloatArray, FloatArray]:
     """Local rotation and translation of joint ``j`` from its placement relative to its parent
     (``inv(P) @ M``): ``T = inv(C0) @ rel @ C1``, by parts."""
-    c0 = np.linalg.inv(skeleton.parent_frames[j])
-    c1 = np.eye(4) if skeleton.child_frames is None else skeleton.child_frames[j]
+    c0 = skeleton.inverse_parent_frames[j]
+    if skeleton.child_frames is None:  # C1 is the identity: nothing to apply on the right
+        c = c0[None, :3, :3, None]
+        r = c[:, :, 0] * rel_r[:, None, 0] + c[:, :, 1] * rel_r[:, None, 1] + c[:, :, 2] * rel_r[:, None, 2]
+        return r, rel_p @ c0[:3, :3].T + c0[:3, 3]
+    c1 = skeleton.child_frames[j]
     t = rel_r.shape[0]
     # A constant on the right of a block of frames is one (3T, 3) @ (3, 3) product.
     right = (np.ascontiguousarray(rel_r).reshape(3 * t, 3) @ c1[:3, :3]).reshape(t, 3, 3)

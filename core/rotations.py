@@ -344,17 +344,25 @@ def _check_order(order: str) -> str:
 
 
 def quat_from_euler(angles: ArrayLike, order: str = "XYZ") -> FloatArray:
-    """Quaternions from Euler angles in Blender's convention (``order[0]`` is applied first)."""
+    """Quaternions from Euler angles in Blender's convention (``order[0]`` is applied first).
+
+    The product ``q_k q_j q_i`` of the three axis turns, written out: ``p`` is +1 when the axes
+    ``i, j, k`` (first applied to last) turn X to Y to Z, else -1."""
     angles = _as_float(angles)
     _check_last(angles, 3, "Euler angles")
     _check_order(order)
-    q = quat_identity(angles.shape[:-1])
-    for ch in order:
-        i = _AXIS[ch]
-        e = np.zeros(3)
-        e[i] = 1.0
-        # Each later axis is applied after (to the left of) the earlier ones.
-        q = quat_multiply(quat_from_axis_angle(e, angles[..., i]), q)
+    i, j, k = (_AXIS[ch] for ch in order)
+    p = 1.0 if (j - i) % 3 == 1 else -1.0
+    half = 0.5 * angles
+    c, s = np.cos(half), np.sin(half)
+    ci, cj, ck = c[..., i], c[..., j], c[..., k]
+    si, sj, sk = s[..., i], s[..., j], s[..., k]
+    cc, ss = ci * cj, si * sj
+    q = np.empty(angles.shape[:-1] + (4,))
+    q[..., 0] = ck * cc + p * sk * ss
+    q[..., 1 + i] = ck * cj * si - p * sk * ci * sj
+    q[..., 1 + j] = ck * ci * sj + p * sk * cj * si
+    q[..., 1 + k] = sk * cc - p * ck * ss
     return q
 
 

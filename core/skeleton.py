@@ -368,6 +368,11 @@ class Skeleton:
         return world_r, world_p
 
     @property
+    def inverse_parent_frames(self) -> FloatArray:
+        """``inv(C0)`` of every joint ``(B, 4, 4)``, computed once (read-only)."""
+        return self._inv_parent_frames
+
+    @property
     def _levels(self) -> list[tuple[NDArray[np.int64], NDArray[np.int64] | None]]:
         cached = self._depth_levels
         if cached is None:

@@ -706,6 +706,10 @@ def clip_from_action(
         # The usual case, every bone in quaternions: the channel is the rotations (no copies).
         rotations = channel("rotation_quaternion")
         kinds = set()
+    elif len(kinds) == 1 and mode_of[0] in EULER_ORDERS:
+        # Every bone in one Euler order (a BVH import): converted whole, no selections.
+        rotations = quat_from_euler(channel("rotation_euler"), mode_of[0])
+        kinds = set()
     else:
         rotations = np.empty((t, b, 4))
     for mode in kinds:

@@ -89,6 +89,7 @@ from .batch_worker import (
     start_pack,
 )
 from .file_import import load_file, scene_fps
+from .played_pose import switch_to_pose_position
 from .worker_process import openblas_threads, peak_memory_mb
 
 __all__ = ["BatchBake", "ModalDriver", "bake_pack", "bake_settings", "default_jobs", "parts_directory", "write_report"]
@@ -333,6 +334,7 @@ class BatchBake:
         self._pool: WorkerPool | None = pool
         self._pending: deque[_Job] = deque()
         self._prefer_left: dict[int, int] = {}
+        self._pose_note: str | None = None
         self._open_jobs: dict[int, int] = {}
         self._waiting: dict[int, list[Message]] = {}  # file -> baked clips waiting for their turn
         self._waiting_bytes = 0
@@ -760,6 +762,10 @@ class BatchBake:
         # float noise, an Action evaluated after the output was reopened), every clip is written
         # against the rest pose, so a clip's keys depend on the clip alone.
         _set_pose(self.target)
+        # A target shown in Rest Position would play none of the clips (a reopened volume too).
+        switched = switch_to_pose_position(self.target)
+        if switched:
+            self._pose_note = switched
         try:
             clip = cb.clip_from_message(msg, base)
             action = write_action(self.target, clip, base, frames=msg["frames"], fps=msg["fps"])
@@ -1021,6 +1027,8 @@ class BatchBake:
                 "max_file_mb": None if self._max_bytes is None else round(self._max_bytes / 2**20, 1),
             }
         self.report.info["timeout"] = self.timeout
+        if self._pose_note is not None:
+            self.report.info["notes"] = [self._pose_note]
         if self.jobs_note is not None:
             self.report.info["jobs_requested"] = self.jobs_requested
             self.report.info["jobs_note"] = self.jobs_note

@@ -7,14 +7,17 @@ anything, and never modifies the source armature or its Actions.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ..core.binding_cache import BindingCache, native_refusal
+from ..core.bvh import CHUNK_FRAMES
 from ..core.errors import MappingError, MarionetteError, RigError
 from ..core.mapping import BoneMapping, check_humanoid_skeleton
 from ..core.measure import measure
@@ -22,6 +25,7 @@ from ..core.retarget import Binding, RetargetOptions, RigInput, bind, source_pla
 from ..core.retarget_methods import retarget_with_methods
 from . import compat
 from .armature_io import clip_from_action, linked_problem, rest_heads_tails, skeleton_from_armature, write_action
+from .clip_source import FileClip, is_long_bvh_take, read_bvh_clip
 from .played_pose import driven_bones, played_placements, switch_to_pose_position, what_overrides
 
 #: Bindings of the rig pairs retargeted in this session: the clips of a pack bind their pair once;
@@ -36,9 +40,12 @@ class RetargetOutcome:
     report: dict[str, object]
     source_mapping: BoneMapping
     target_mapping: BoneMapping
+    #: Not judged yet (``judge=False``): the call that measures the result (what ``judge`` would
+    #: have put in the report), for a caller that shows it after the retarget returns.
+    judge_later: Any = None
 
 
-_AUTO_MAPPINGS: dict[tuple[str, bytes], BoneMapping] = {}
+_AUTO_MAPPINGS: dict[tuple[str, bytes, str | None], BoneMapping] = {}
 
 
 def rig_input(obj: Any, mapping: BoneMapping | None = None) -> tuple[RigInput, BoneMapping]:
@@ -46,20 +53,20 @@ def rig_input(obj: Any, mapping: BoneMapping | None = None) -> tuple[RigInput, B
     if obj is None or getattr(obj, "type", None) != "ARMATURE":
         raise RigError(f"{getattr(obj, 'name', obj)!r} is not an armature object")
     skeleton = skeleton_from_armature(obj)
-    _, tails = rest_heads_tails(obj)
+    heads, tails = rest_heads_tails(obj)
     try:
         # A given mapping (edited in the sidebar, loaded from a preset) is checked against the
-        # rig too: its bones must exist and the body it names must stand upright. An automatic
-        # one depends only on the rig, so it is kept per layout and bone ends.
-        if mapping is None:
-            key = (skeleton.signature(), np.round(np.asarray(tails, dtype=np.float64), 6).tobytes())
-            if key not in _AUTO_MAPPINGS:
-                if len(_AUTO_MAPPINGS) >= 32:
-                    _AUTO_MAPPINGS.pop(next(iter(_AUTO_MAPPINGS)))
-                _AUTO_MAPPINGS[key] = check_humanoid_skeleton(skeleton, tails, None)
-            mapping = _AUTO_MAPPINGS[key]
-        else:
-            mapping = check_humanoid_skeleton(skeleton, tails, mapping)
+        # rig too: its bones must exist and the body it names must stand upright. The outcome
+        # depends only on the rig and the mapping given, so it is kept per layout, bone ends and
+        # mapping (each Retarget Clip of the sidebar's rows checks the same one).
+        given = None if mapping is None else json.dumps(mapping.to_dict(), sort_keys=True)
+        ends = np.round(np.concatenate([heads, tails]).astype(np.float64), 6).tobytes()
+        key = (skeleton.signature(), ends, given)
+        if key not in _AUTO_MAPPINGS:
+            if len(_AUTO_MAPPINGS) >= 32:
+                _AUTO_MAPPINGS.pop(next(iter(_AUTO_MAPPINGS)))
+            _AUTO_MAPPINGS[key] = check_humanoid_skeleton(skeleton, tails, mapping)
+        mapping = _AUTO_MAPPINGS[key]
     except MappingError as exc:
         raise MappingError(f"armature {obj.name!r}: {exc}") from exc
     slots = {slot: mb.bone for slot, mb in mapping.slots.items()}
@@ -94,11 +101,15 @@ def retarget_action(
     problem = linked_problem(target)
     if problem is not None:
         raise RigError(problem)
-    src_in, src_map = rig_input(source, source_mapping)
     tgt_in, tgt_map = rig_input(target, target_mapping)
-    clip = clip_from_action(source, action)
-    if not keep_frames:
-        clip = clip.resample(scene_fps)
+    if isinstance(source, FileClip):  # read without Blender (a BVH take): converted at the rate a piece at a time
+        src_in, src_map = source.rig, source.mapping
+        clip = source.clip(None if keep_frames else scene_fps)
+    else:
+        src_in, src_map = rig_input(source, source_mapping)
+        clip = clip_from_action(source, action)
+        if not keep_frames:
+            clip = clip.resample(scene_fps)
     # A target mapping may carry methods per slot (saved from the sidebar); explicit ones win.
     table = {**(target_mapping.methods if target_mapping is not None else {}), **(methods or {})}
     run = retarget_with_methods(BINDINGS, src_in, tgt_in, clip, table, options, match_rest=match_rest)
@@ -106,17 +117,18 @@ def retarget_action(
     rate = clip.fps if keep_frames else scene_fps
     frames = clip.frame_numbers(rate)
     opts = options or RetargetOptions()
-    new_action = write_action(target, result.clip, name or action.name, frames=frames, replace=replace_existing, fps=rate)
+    new_action = write_action(target, result.clip, name or clip.name, frames=frames, replace=replace_existing, fps=rate)
     if opts.root_motion == "OBJECT":
         write_object_travel(target, new_action, result.root_motion, frames)
     # An armature left in Rest Position would play nothing: show the new action (same undo step).
     switched = switch_to_pose_position(target)
-    report = judge_action(binding, clip, tgt_in, target, new_action, frames, rate, measure_frames, run.native) if judge else {}
+    judged = partial(judge_action, binding, clip, tgt_in, target, new_action, frames, rate, measure_frames, run.native)
+    report = judged() if judge else {}
     if switched:
         report["switched_to_pose_position"] = True
         report.setdefault("notes", []).append(switched)
     report["clip"] = {
-        "name": action.name,
+        "name": clip.name,
         "source_fps": clip.fps,
         "scene_fps": scene_fps,
         "frames": clip.frame_count,
@@ -129,7 +141,7 @@ def retarget_action(
     if result.planted:
         report["planted_feet"] = result.planted
         report["planted_hip_drop"] = {"max": result.hip_drop, "frames": result.lowered_frames}
-    return RetargetOutcome(new_action, binding, report, src_map, tgt_map)
+    return RetargetOutcome(new_action, binding, report, src_map, tgt_map, None if judge else judged)
 
 
 def judge_action(
@@ -376,9 +388,11 @@ def retarget_files(
     options: RetargetOptions | None = None,
     methods: Mapping[str, str] | None = None,
     match_rest: bool = False,
+    chunk_frames: int = CHUNK_FRAMES,
 ) -> RetargetOutcome:
     """The command line's retarget: both files into a fresh scene, one clip retargeted, the target
-    (with its meshes and the new Action) saved to ``output``. Nothing is written on failure."""
+    (with its meshes and the new Action) saved to ``output``. Nothing is written on failure.
+    A long BVH take is read without Blender (:mod:`.clip_source`), ``chunk_frames`` file frames at a time."""
     import bpy
 
     from .file_import import load_file, scene_fps
@@ -386,11 +400,15 @@ def retarget_files(
     fresh_session()
     target_file = load_file(target_path)
     target = _pick_armature(target_file, target_armature, "target")
-    source_file = load_file(source_path)
-    source = _pick_armature(source_file, None, "source")
-    action = _pick_action(source_file, source, clip)
     target_map = BoneMapping.load(mapping) if mapping else None
-    name = action.name.split("|")[-1]
+    if is_long_bvh_take(source_path):  # a long take is not keyed into Blender first
+        source_file, source = None, read_bvh_clip(source_path, clip, chunk_frames)
+        action, name = None, source.name
+    else:
+        source_file = load_file(source_path)
+        source = _pick_armature(source_file, None, "source")
+        action = _pick_action(source_file, source, clip)
+        name = action.name.split("|")[-1]
     outcome = retarget_action(
         source,
         action,
@@ -404,10 +422,10 @@ def retarget_files(
         match_rest=match_rest,
     )
     # The result file holds the target, not the source that was only read.
-    for obj in source_file.objects:
+    for obj in source_file.objects if source_file else []:
         if obj.name in bpy.data.objects:
             bpy.data.objects.remove(obj, do_unlink=True)
-    for a in source_file.actions:
+    for a in source_file.actions if source_file else []:
         if a.name in bpy.data.actions and a != outcome.action:
             bpy.data.actions.remove(a)
     if outcome.action.name != name and name not in bpy.data.actions:

@@ -122,32 +122,102 @@ class MARIONETTE_OT_retarget_clip(bpy.types.Operator):
                 replace_existing=s.replace_action,
                 methods=methods_from_rows(s),
                 match_rest=s.match_rest,
+                judge=not _defer_summary(),
             )
         except MarionetteError as exc:
             self.report({"ERROR"}, str(exc))
             return {"CANCELLED"}
         if rows is None:
             fill_rows(s, outcome.source_mapping, outcome.target_mapping)
-        s.last_report = json.dumps(
-            {
-                "action": outcome.action.name,
-                **outcome.report["summary"],
-                "foot_slide": jobs.foot_slide(outcome.report),
-                "hip_drop": outcome.report.get("planted_hip_drop", {}),
-                **played_pose.panel_fields(outcome.report),
-            }
-        )
-        if s.color_bones:
-            jobs.color_bones_by_error(s.target, outcome.binding, outcome.report)
-        summary = outcome.report["summary"]
-        self.report(
-            {"INFO"},
-            f"Retargeted onto {s.target.name!r} as {outcome.action.name!r}: "
-            f"bone direction error mean {summary['mean_direction_error']:.2f} deg",
-        )
+        done = f"Retargeted onto {s.target.name!r} as {outcome.action.name!r}"
+        if outcome.judge_later is not None:
+            # The Quality panel says it is measuring until the timer fills it in (warnings too).
+            s.last_report = json.dumps({"action": outcome.action.name, "pending": True})
+            _PENDING[context.scene.name] = (outcome, bool(s.color_bones))
+            if not bpy.app.timers.is_registered(finish_pending_summaries):
+                bpy.app.timers.register(finish_pending_summaries, first_interval=0.0)
+            self.report({"INFO"}, f"{done}; measuring its quality (the Quality panel fills in)")
+        else:
+            _show_quality(s, outcome, bool(s.color_bones))
+            summary = outcome.report["summary"]
+            self.report({"INFO"}, f"{done}: bone direction error mean {summary['mean_direction_error']:.2f} deg")
         for level, line in played_pose.operator_lines(outcome.report):
             self.report({level}, line)
         return {"FINISHED"}
+
+
+#: Measure the quality summary after Retarget Clip returns, in a timer that fills the Quality
+#: panel (the click itself then costs only the retarget). ``None``: when Blender has a window;
+#: in the background (command line, Blender as a module) nothing runs timers, so it is measured
+#: before the operator returns.
+DEFER_SUMMARY: bool | None = None
+
+#: Per scene, the last retarget whose summary is still to measure, and whether to colour bones.
+_PENDING: dict[str, tuple[jobs.RetargetOutcome, bool]] = {}
+#: The summaries measured after their click, by action name (the latest few): an undo back to a
+#: click's own step brings back its "measuring" state, and the panel shows these figures then.
+_MEASURED: dict[str, str] = {}
+
+
+def summary_pending(scene: Any) -> bool:
+    """Whether a retarget's summary is still to be measured for ``scene`` (the Quality panel then
+    says it is measuring)."""
+    return getattr(scene, "name", None) in _PENDING
+
+
+def measured_summary(action_name: str) -> dict[str, Any] | None:
+    """The Quality panel's figures measured after the click that made ``action_name``, if any."""
+    text = _MEASURED.get(action_name)
+    return None if text is None else dict(json.loads(text))
+
+
+def _defer_summary() -> bool:
+    return not bpy.app.background if DEFER_SUMMARY is None else DEFER_SUMMARY
+
+
+def _show_quality(settings: Any, outcome: jobs.RetargetOutcome, color_bones: bool, *, keep: bool = False) -> None:
+    """The measured summary into the Quality panel's data (and the bones' colours when asked);
+    ``keep`` also keeps it for :func:`measured_summary`."""
+    settings.last_report = json.dumps(
+        {
+            "action": outcome.action.name,
+            **outcome.report["summary"],
+            "foot_slide": jobs.foot_slide(outcome.report),
+            "hip_drop": outcome.report.get("planted_hip_drop", {}),
+            **played_pose.panel_fields(outcome.report),
+        }
+    )
+    if keep:
+        if len(_MEASURED) >= 16:
+            _MEASURED.pop(next(iter(_MEASURED)))
+        _MEASURED[outcome.action.name] = settings.last_report
+    if color_bones:
+        jobs.color_bones_by_error(settings.target, outcome.binding, outcome.report)
+
+
+def finish_pending_summaries() -> None:
+    """Measure the retargets whose summary is pending and show it (the timer's callback; returns
+    ``None`` so it runs once). A retarget undone or deleted meanwhile, or a scene whose panel now
+    shows another result, is dropped."""
+    pending = list(_PENDING.items())
+    _PENDING.clear()
+    for scene_name, (outcome, color_bones) in pending:
+        scene = bpy.data.scenes.get(scene_name)
+        settings = getattr(scene, "marionette", None)
+        if settings is None:
+            continue
+        try:
+            if json.loads(settings.last_report or "{}") != {"action": outcome.action.name, "pending": True}:
+                continue  # the panel shows another result now
+            outcome.report.update(outcome.judge_later())
+            outcome.judge_later = None
+            _show_quality(settings, outcome, color_bones, keep=True)
+        except (ReferenceError, MarionetteError):  # the action or the target is gone (undo, deleted)
+            settings.last_report = ""  # nothing to show rather than "Measuring…" for ever
+    for window in getattr(bpy.context.window_manager, "windows", []):
+        for area in window.screen.areas:
+            if area.type == "VIEW_3D":
+                area.tag_redraw()
 
 
 def _side(settings: Any, side: str) -> BoneMapping:
@@ -300,4 +370,16 @@ classes = (
     MARIONETTE_OT_mapping_load,
     MARIONETTE_OT_mapping_preset,
 )
-register, unregister = bpy.utils.register_classes_factory(classes)
+_register, _unregister = bpy.utils.register_classes_factory(classes)
+
+
+def register() -> None:
+    _register()
+
+
+def unregister() -> None:
+    if bpy.app.timers.is_registered(finish_pending_summaries):
+        bpy.app.timers.unregister(finish_pending_summaries)
+    _PENDING.clear()
+    _MEASURED.clear()
+    _unregister()

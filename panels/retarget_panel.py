@@ -9,7 +9,7 @@ from typing import Any
 import bpy
 
 from ..core.humanoid import MINIMUM_SLOTS
-from ..operators.retarget_ops import clip_of
+from ..operators.retarget_ops import clip_of, measured_summary, summary_pending
 
 
 class MarionettePanel:
@@ -135,6 +135,16 @@ class VIEW3D_PT_marionette_quality(MarionettePanel, bpy.types.Panel):
         r = json.loads(context.scene.marionette.last_report)
         col = self.layout.column(align=True)
         col.label(text=f"Action: {r['action']}", icon="ACTION")
+        if r.get("pending"):
+            if summary_pending(context.scene):
+                col.label(text="Measuring…", icon="TIME")
+                return
+            # Undone back to the click's own step: the figures measured after it, if any.
+            measured = measured_summary(r["action"])
+            if measured is None:
+                col.label(text="Not measured: retarget again to see the figures", icon="INFO")
+                return
+            r = measured
         col.label(text=f"Bone direction: mean {r['mean_direction_error']:.2f}°, max {r['max_direction_error']:.2f}°")
         col.label(text=f"Elbow/knee planes: max {r['max_limb_plane_error']:.2f}°")
         col.label(text=f"Hips height: max {100 * r['hips_height_error']:.1f}% of hip height")

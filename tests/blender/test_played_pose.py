@@ -100,6 +100,33 @@ def test_command_line_switches_a_rest_position_character_to_pose_position_and_it
     assert bad["summary"]["mean_limb_direction_error"] > 5.0
 
 
+def test_bake_pack_switches_a_rest_position_character_and_its_clips_play(blender, tmp_path):
+    bpy = blender
+    from marionette.operators.armature_io import evaluated_pose_matrices
+
+    target = _rest_position_copy(bpy, tmp_path)
+    pack = tmp_path / "pack"
+    pack.mkdir()
+    (pack / "walk.bvh").write_bytes(shared_file(CLIP).read_bytes())
+    out, report = tmp_path / "out.blend", tmp_path / "r.json"
+    res = _run("bake-pack", str(pack), str(target), "-o", str(out), "--report", str(report), "--jobs", "1")
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert "switched it to Pose Position" in res.stdout
+    assert any("Rest Position" in n for n in json.loads(report.read_text())["notes"])
+
+    # The saved character plays the baked clip: its thighs turn between two frames of it.
+    bpy.ops.wm.open_mainfile(filepath=str(out))
+    arm = next(o for o in bpy.data.objects if o.type == "ARMATURE")
+    assert arm.data.pose_position == "POSE"
+    action = next(a for a in bpy.data.actions if a.name.endswith("walk"))
+    arm.animation_data_create().action = action
+    first, last = (int(x) for x in action.frame_range)
+    played = evaluated_pose_matrices(arm, [first, (first + last) // 2])
+    thighs = [arm.pose.bones.find(n) for n in ("upper_leg.L", "upper_leg.R")]
+    assert min(thighs) >= 0
+    assert _turned(played, thighs, 0, 1).max() > 10.0
+
+
 @pytest.fixture
 def vrm_pair(blender):
     """The CMU walk and the shared VRM character (in Pose Position) in one scene."""
