@@ -48,6 +48,8 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from .errors import MappingError
+from .fingers import finger_slots
+from .head_parts import face_slots
 from .humanoid import (
     AXIAL,
     FINGERS,
@@ -55,15 +57,28 @@ from .humanoid import (
     SIDES,
     SLOT_PARENT,
     SLOTS,
-    finger_slot,
     mirror_slot,
     sided,
+)
+from .limb_ends import (
+    degenerate_tails,
+    describe_rejected,
+    end_markers,
+    find_limb_end,
+    joint_ends,
+    limb_end_point,
+    toes_child,
 )
 from .pack_limits import not_regular
 from .rotations import FloatArray
 from .skeleton import Skeleton
 
 FORMAT = "marionette.bone_mapping"
+#: How a user fills slots the auto-mapper left empty (the end of every refusal for missing slots).
+FIX_ADVICE = (
+    "pick the bones for the missing slots in the Bone Mapping list (sidebar > Retarget) and retarget, "
+    "or pass --mapping FILE.json (a mapping saved from that list)"
+)
 FORMAT_VERSION = 1
 
 # --- the mapping as data ---------------------------------------------------------------------
@@ -163,16 +178,25 @@ class BoneMapping:
     def require_humanoid(self) -> None:
         """Refuse (:class:`MappingError`) a rig that cannot be retargeted as a humanoid, naming
         what is missing (SPEC 3.4)."""
+        message = self.refusal_message()
+        if message is not None:
+            raise MappingError(message)
+
+    def refusal_message(self) -> str | None:
+        """Why the rig cannot be retargeted as a humanoid (``None`` when it can): the refusal, the
+        missing slots with the nearest bones passed over for each and why, and how to fix it."""
         missing = self.missing()
         if self.refusal is None and not missing:
-            return
+            return None
         parts = []
         if self.refusal is not None:
             parts.append(f"not a humanoid rig: {self.refusal}")
         if missing:
             found = ", ".join(s for s in MINIMUM_SLOTS if s in self.slots) or "none"
             parts.append(f"missing {', '.join(missing)} (found: {found})")
-        raise MappingError("; ".join(parts))
+            parts += [c for c in self.conflicts if c.partition(" not found:")[0] in missing]
+            parts.append(f"to fix it, {FIX_ADVICE}")
+        return "; ".join(parts)
 
     def __len__(self) -> int:
         return len(self.slots)
@@ -1301,14 +1325,10 @@ class _Rig:
                 self.kids[int(p)].append(i)
         self._check_acyclic()
         if tails is None:
-            ends = h.copy()
-            for i in range(n):
-                if self.kids[i]:
-                    ends[i] = h[self.kids[i]].mean(axis=0)
-                elif par[i] >= 0:
-                    # Same convention as the retarget's default ends: continue the parent's line.
-                    ends[i] = h[i] + 0.5 * (h[i] - h[par[i]])
+            # Same convention as the retarget's default ends: children's heads, else the parent's line.
+            ends = joint_ends(h, par, self.kids)
             self.has_tails = False
+            self.tail_ok = np.zeros(n, dtype=bool)
         else:
             ends = np.asarray(tails, dtype=np.float64)
             if ends.shape != (n, 3):
@@ -1316,6 +1336,11 @@ class _Rig:
             if not np.all(np.isfinite(ends)):
                 raise MappingError("bone tails must be finite")
             self.has_tails = True
+            # Near-zero bone lengths (glTF joints): where those bones go is read from the joints.
+            pts = np.concatenate([h, ends])
+            short = degenerate_tails(h, ends, par, self.kids, float(np.linalg.norm(pts.max(axis=0) - pts.min(axis=0))))
+            ends = np.where(short[:, None], joint_ends(h, par, self.kids, ends), ends)
+            self.tail_ok = ~short
         self.ends = ends
         pts = np.concatenate([h, ends])
         self.size = float(np.linalg.norm(pts.max(axis=0) - pts.min(axis=0))) or 1.0
@@ -1346,19 +1371,9 @@ class _Rig:
             # deform hierarchy is recovered through the ORG- bone's DEF- twin.
             keep &= np.array(deform_prefixed)
         if self.has_tails:
-            # An importer's end marker (the FBX importer's ``*_end`` leaves) repeats its parent's
-            # vector exactly from the parent's tail; whatever its name, it is not a body part.
-            tol = _COINCIDENT * self.size
-            for i in range(n):
-                p = int(self.parents[i])
-                if p >= 0 and not self.kids[i]:
-                    own = self.ends[i] - self.heads[i]
-                    if (
-                        float(np.linalg.norm(self.heads[i] - self.ends[p])) <= tol
-                        and float(np.linalg.norm(own - (self.ends[p] - self.heads[p]))) <= tol
-                        and float(np.linalg.norm(own)) > tol
-                    ):
-                        keep[i] = False
+            # An importer's end marker (the FBX importer's ``*_end`` leaves), whatever its name,
+            # is not a body part.
+            keep[end_markers(self.heads, self.ends, self.parents, self.kids, self.size)] = False
         self.keep = keep
         apar = np.full(n, -1, dtype=np.int64)
         for i in range(n):
@@ -1499,12 +1514,23 @@ def _mirror_pair(rig: _Rig, parent: int, a: int, b: int) -> _Pair | None:
     found = _match_paths(rig, [rig.main_path(a)], [rig.main_path(b)], longest)
     if found is None or found[5] > _MIRROR_TOLERANCE:
         # The longest paths differ (a prop in one hand): try the other chains.
-        found = _match_paths(rig, rig.leaf_paths(a, 8), rig.leaf_paths(b, 8), longest)
+        found = _match_paths(rig, _with_prefixes(rig.leaf_paths(a, 8)), _with_prefixes(rig.leaf_paths(b, 8)), longest)
     if found is None or found[5] > _MIRROR_TOLERANCE:
         return None
     _, n, o, pa, pb, err = found
     length = min(_path_length(rig.path_points(pa)), _path_length(rig.path_points(pb)))
     return _Pair(parent, a, b, length, n, o, err, tuple(pa), tuple(pb))
+
+
+def _with_prefixes(paths: list[list[int]]) -> list[list[int]]:
+    """The paths and every prefix of two bones or more: a prop that is the hand's only child ends
+    every path of its arm, and the arm alone is what mirrors the other one."""
+    out: list[list[int]] = []
+    for p in paths:
+        for k in range(len(p), 1, -1):
+            if p[:k] not in out:
+                out.append(p[:k])
+    return out
 
 
 def _match_paths(
@@ -1696,7 +1722,9 @@ def _best_two(cands: list[tuple[float, tuple[int, ...]]]) -> tuple[float, tuple[
     return best[0], best[1], margin
 
 
-def _cut_arm(rig: _Rig, path: list[int], pair: _Pair) -> _Cut | None:
+def _cut_arm(rig: _Rig, path: list[int], pair: _Pair, detached: bool = True) -> _Cut | None:
+    """The arm chain cut into clavicle, upper arm, forearm and hand; with ``detached``, the cut
+    may end at the forearm (the hand hangs elsewhere)."""
     pts = rig.path_points(path)
     m = len(path)
     eps = _COINCIDENT * rig.size
@@ -1707,15 +1735,15 @@ def _cut_arm(rig: _Rig, path: list[int], pair: _Pair) -> _Cut | None:
     hints = [rig.hints[b] for b in path]
     bend = _bend_table(pts, eps)
     cands: list[tuple[float, tuple[int, ...]]] = []
-    for s in range(m - 2):
+    for s in range(m - 1):
         if seglen[s] <= eps:
             continue  # a zero-length joint is not the upper arm; the bone after it is
         clav = _pick_clavicle(rig, path, pts, s, pair, eps)
-        for e in range(s + 1, m - 1):
+        for e in range(s + 1, m):
             if seglen[e] <= eps:
                 continue
             upper = float(np.linalg.norm(pts[e] - pts[s]))
-            for w in range(e + 1, m):
+            for w in range(e + 1, m + 1 if detached else m):  # w == m: the hand is elsewhere
                 fore = float(np.linalg.norm(pts[w] - pts[e]))
                 if upper <= eps or fore <= eps:
                     continue
@@ -1729,10 +1757,13 @@ def _cut_arm(rig: _Rig, path: list[int], pair: _Pair) -> _Cut | None:
                     cost += cum[s] / upper - 1.3
                 # Hand plus fingers about 0.7 x the forearm.
                 rest = float(cum[m] - cum[w])
-                cost += 0.5 * abs(math.log(max(rest, eps) / fore / 0.7))
-                if first_branch is not None and w != first_branch:
+                if w == m:
+                    cost += 0.3 + (0.75 if first_branch is not None else 0.0)
+                else:
+                    cost += 0.5 * abs(math.log(max(rest, eps) / fore / 0.7))
+                if w < m and first_branch is not None and w != first_branch:
                     cost += 0.75
-                elif first_branch is None and seglen[w] <= eps:
+                elif w < m and first_branch is None and seglen[w] <= eps:
                     cost += 0.05  # a zero-length joint before the real hand bone
                 for i, h in enumerate(hints):
                     role = {s: "upper_arm", e: "forearm", w: "hand"}.get(i)
@@ -1743,7 +1774,9 @@ def _cut_arm(rig: _Rig, path: list[int], pair: _Pair) -> _Cut | None:
     if not cands:
         return None
     cost, (s, e, w, clav), margin = _best_two(cands)
-    parts = {"upper_arm": s, "forearm": e, "hand": w}
+    parts = {"upper_arm": s, "forearm": e}
+    if w < m:
+        parts["hand"] = w
     if clav >= 0:
         parts["shoulder"] = clav
     return _Cut(path, parts, cost, margin, pts)
@@ -1812,7 +1845,7 @@ def _cut_leg(rig: _Rig, path: list[int], pair: _Pair, up: FloatArray) -> _Cut | 
                 rest = float(cum[m] - cum[a])
                 if rest > 0.6 * shin:
                     cost += 2.0 * (rest / shin - 0.6)
-                toes = a + 1 if a + 1 < m and _toes_child(rig, path[a], path[a + 1], up) else -1
+                toes = a + 1 if a + 1 < m and toes_child(rig, path[a], path[a + 1], up) else -1
                 for i, hint in enumerate(hints):
                     role = {h: "thigh", k: "shin", a: "foot", toes: "toes"}.get(i)
                     cost -= _name_vote(hint, role, LEG_PARTS)
@@ -1826,45 +1859,6 @@ def _cut_leg(rig: _Rig, path: list[int], pair: _Pair, up: FloatArray) -> _Cut | 
     if toes >= 0:
         parts["toes"] = toes
     return _Cut(path, parts, cost, margin, pts)
-
-
-def _toes_child(rig: _Rig, foot: int, child: int, up: FloatArray) -> bool:
-    """``child`` is the foot's toes: the one child that runs forward (a heel bone runs back; five
-    separate toes are not one toes bone)."""
-    fdir = rig.ends[foot] - rig.heads[foot]
-    fdir = fdir - (fdir @ up) * up
-    forward = []
-    for c in rig.akids[foot]:
-        # Where the child starts says where it goes (a leaf's tail may be an importer's guess);
-        # a child starting at the ankle itself is judged by its end.
-        v = rig.heads[c] - rig.heads[foot]
-        if float(np.linalg.norm(v)) <= _COINCIDENT * rig.size:
-            v = rig.ends[c] - rig.heads[foot]
-        v = v - (v @ up) * up
-        if float(v @ fdir) > 0.0 and not rig.hints[c].known_unmapped:
-            forward.append(c)
-    return forward == [child]
-
-
-def _detached_foot(rig: _Rig, leg: _Cut, exclude: set[int], up: FloatArray) -> int:
-    """A foot that is not under its shin (an IK-style foot parented to the root): the bone whose
-    head sits where the shin ends and which runs forward."""
-    ankle = leg.points[-1]
-    shin = float(np.linalg.norm(leg.points[-1] - leg.points[leg.parts["shin"]]))
-    best, best_i = math.inf, -1
-    for i in range(rig.n):
-        if not rig.keep[i] or i in exclude:
-            continue
-        d = float(np.linalg.norm(rig.heads[i] - ankle))
-        if d > 0.1 * shin:
-            continue
-        v = rig.ends[i] - rig.heads[i]
-        if float(np.linalg.norm(v)) <= _COINCIDENT * rig.size:
-            continue
-        score = d / shin + abs(float(_unit(v) @ up)) - rig.hints[i].weight * ("foot" in rig.hints[i].parts)
-        if score < best:
-            best, best_i = score, i
-    return best_i
 
 
 # --- assembling a mapping --------------------------------------------------------------------
@@ -1976,6 +1970,7 @@ def _map_with_body(rig: _Rig, body: _Body) -> BoneMapping:
     up = body.up
     eps = _COINCIDENT * rig.size
     used: set[int] = set()
+    unfound: dict[int, str] = {}  # limb root -> the nearest bones passed over for its foot or hand
 
     # Axial chain: hips, the spine column up to the bone the arms hang from, then neck and head.
     hips = body.hips
@@ -2005,6 +2000,10 @@ def _map_with_body(rig: _Rig, body: _Body) -> BoneMapping:
         elif below:
             neck = below[0]
     column = rig.path_between(hips, chest)
+    # A bone starting below the hip joints is the pelvis, part of the hips, not the spine.
+    hip_line = min(float(rig.heads[x] @ up) for x in (body.legs.a, body.legs.b))
+    while len(column) > 1 and float(rig.heads[column[0]] @ up) < hip_line:
+        column = column[1:]
     if neck < 0 and column and "neck" in rig.hints[chest].parts:
         neck = chest  # Biped hangs the clavicles from the neck
         column = column[:-1]
@@ -2023,16 +2022,28 @@ def _map_with_body(rig: _Rig, body: _Body) -> BoneMapping:
         foot = cut.path[cut.parts["foot"]] if "foot" in cut.parts else -1
         toes = cut.path[cut.parts["toes"]] if "toes" in cut.parts else -1
         if foot < 0:
-            foot = _detached_foot(rig, cut, set(cut.path) | used, up)
+            foot = _detached_end(rig, cut, "foot", body.legs, used, up, unfound, body)
             if foot >= 0:
-                kids = [c for c in rig.akids[foot] if _toes_child(rig, foot, c, up)]
+                kids = [c for c in rig.akids[foot] if toes_child(rig, foot, c, up)]
                 toes = kids[0] if kids else -1
         leg_info[root] = (cut, foot, toes)
     arm_cuts: dict[int, _Cut] = {}
+    hands: dict[int, int] = {}
     for root, matched in ((body.arms.a, body.arms.path_a), (body.arms.b, body.arms.path_b)):
         cut = _cut_arm(rig, _limb_path(rig, root, matched), body.arms)
         if cut is not None:
             arm_cuts[root] = cut
+            hand = cut.path[cut.parts["hand"]] if "hand" in cut.parts else -1
+            if hand < 0:
+                hand = _detached_end(rig, cut, "hand", body.arms, used, up, unfound, body)
+            if hand < 0:
+                # No hand away from the chain: the chain's own last bones hold it after all.
+                cut = _cut_arm(rig, cut.path, body.arms, detached=False) or cut
+                arm_cuts[root] = cut
+                hand = cut.path[cut.parts["hand"]] if "hand" in cut.parts else -1
+                if hand >= 0:
+                    unfound.pop(root, None)
+            hands[root] = hand
 
     # Left and right from the body: forward from feet, knees and face; left = up x forward.
     vote = _forward_vote(rig, list(leg_info.values()), head, up, body.legs.length)
@@ -2076,24 +2087,65 @@ def _map_with_body(rig: _Rig, body: _Body) -> BoneMapping:
         for part in ARM_PARTS:
             if part in cut.parts:
                 asm.put(sided(part, side), cut.path[cut.parts[part]], _ARM_WHY[part], 0.75 if cut.margin > 0.3 else 0.6)
-        _check_letters(asm, cut.path[: cut.parts["hand"] + 1], side, "arm")
-        _assign_fingers(asm, cut.path[cut.parts["hand"]], side, left_dir, up)
+        hand = hands[root]
+        if hand >= 0 and "hand" not in cut.parts:
+            asm.put(sided("hand", side), hand, "bone starting where the forearm ends (parented elsewhere)")
+        _check_letters(asm, cut.path[: cut.parts["forearm"] + 1] + ([hand] if hand >= 0 else []), side, "arm")
+        if hand >= 0:
+            for slot, bone, why, base in finger_slots(rig, hand, side, cut.points[cut.parts["forearm"]]):
+                asm.put(slot, bone, why, base=base)
+    for root, clause in unfound.items():
+        limb_side = leg_side.get(root) or arm_side.get(root)
+        if limb_side is not None and sided(clause.partition(":")[0], limb_side) not in asm.slots:
+            asm.conflicts.append(clause.replace(":", f".{limb_side} not found:", 1))
     if side_note:
         for slot in list(asm.slots):
             if slot.endswith((".L", ".R")):
                 asm.lower(slot, 0.15, side_note)
     _assign_twists(asm)
-    _assign_face(asm, head, left_dir)
+    for slot, bone, why in face_slots(rig, head, left_dir, up):
+        asm.put(slot, bone, why)
     _record_name_conflicts(asm, arm_cuts, leg_info, column)
     refusal = _upright_refusal(rig, asm)
     return asm.mapping(refusal)
+
+
+def _detached_end(
+    rig: _Rig, cut: _Cut, kind: str, pair: _Pair, used: set[int], up: FloatArray, unfound: dict[int, str], body: _Body
+) -> int:
+    """A foot (hand) that is not under its shin (forearm), found by :func:`find_limb_end`; when
+    none fits, the nearest bones passed over are kept in ``unfound`` for the refusal."""
+    top, mid = ("thigh", "shin") if kind == "foot" else ("upper_arm", "forearm")
+    root, joint = cut.points[cut.parts[top]], cut.points[cut.parts[mid]]
+    end = limb_end_point(rig, root, joint, cut.points[-1], bool(rig.tail_ok[cut.path[-1]]))
+    above = {i for i in range(rig.n) if rig.is_ancestor(i, cut.path[cut.parts[mid]])}
+    # Not a bone of the other limbs, the spine or the head (an arm hanging down ends by a thigh).
+    others = set(rig.path_between(body.hips, body.chest)) | {body.hips}
+    for limb in (body.legs.a, body.legs.b, body.arms.a, body.arms.b):
+        if limb != cut.path[0]:
+            others.update(rig.subtree(limb))
+    for c in rig.akids[body.chest]:
+        if not any(rig.is_ancestor(c, x) for x in (body.arms.a, body.arms.b, cut.path[0])):
+            others.update(rig.subtree(c))
+    exclude = set(cut.path) | used | above | others
+    found = find_limb_end(rig, kind, root, joint, end, exclude, up, (pair.origin, pair.normal))
+    if found.bone < 0:
+        unfound[cut.path[0]] = describe_rejected(rig, kind, found)
+    return found.bone
 
 
 def _limb_path(rig: _Rig, root: int, matched: tuple[int, ...]) -> list[int]:
     """The chain to cut a limb along: the longest path, unless it leaves the chain that mirrors
     the other limb (a sword in one hand) -- then the mirrored chain."""
     main = rig.main_path(root)
-    return main if set(matched) <= set(main) else list(matched)
+    if not set(matched) <= set(main):
+        return list(matched)
+    # The longest path goes on past the mirrored chain: fingers do; a sword as long as the arm,
+    # the hand's only child, does not belong to it.
+    pts = rig.path_points(main)
+    k = main.index(matched[-1]) + 1
+    beyond = _path_length(pts[k:]) if k < len(main) else 0.0
+    return main if beyond <= 0.6 * _path_length(pts[: k + 1]) else main[:k]
 
 
 def _neck_chain(rig: _Rig, body: _Body, up: FloatArray, eps: float) -> list[int]:
@@ -2186,90 +2238,6 @@ def _check_letters(asm: _Assembly, bones: list[int], side: str, limb: str) -> No
         )
 
 
-def _finger_chains(rig: _Rig, hand: int) -> list[list[int]]:
-    """Chains of bones leaving the hand, split where a palm bone carries several fingers."""
-    chains: list[list[int]] = []
-    stack = list(rig.akids[hand])
-    while stack:
-        chain = [stack.pop()]
-        while len(rig.akids[chain[-1]]) == 1:
-            chain.append(rig.akids[chain[-1]][0])
-        kids = rig.akids[chain[-1]]
-        if kids:
-            stack.extend(kids)  # a palm bone: its fingers start below it
-            continue
-        chains.append(chain)
-    return chains
-
-
-def _assign_fingers(asm: _Assembly, hand: int, side: str, left_dir: FloatArray, up: FloatArray) -> None:
-    rig = asm.rig
-    sub = rig.subtree(hand)[1:]
-    named: dict[str, list[int]] = {}
-    for b in sub:
-        f = rig.hints[b].finger
-        if f:
-            named.setdefault(f, []).append(b)
-    if named:
-        for f, bones in named.items():
-            # Numbered along the chain, not by word, so VRM 0/1 and MMD's optional 0 segment agree.
-            bones.sort(key=lambda b: (int(rig.depth[b]), rig.hints[b].number or 0))
-            for k, b in enumerate(bones[:3], start=1):
-                asm.put(finger_slot(f, k, side), b, f"{f} finger of the hand, segment {k} along the chain")
-        return
-    chains = [c for c in _finger_chains(rig, hand) if c]
-    if chains:
-        # A prop or weapon held in the hand reaches far beyond the fingers.
-        reach = [float(np.linalg.norm(rig.ends[c[-1]] - rig.heads[hand])) for c in chains]
-        chains = [c for c, r in zip(chains, reach, strict=True) if r <= 2.0 * float(np.median(reach))]
-    if not chains:
-        return
-    wrist = rig.heads[hand]
-    # Leading palm bones: more than three bones in a chain, or a first bone that starts at the
-    # wrist, are metacarpals or offsets before the three phalanges.
-    trimmed = []
-    for c in chains:
-        tip = float(np.linalg.norm(rig.ends[c[-1]] - wrist))
-        t = c[-3:] if len(c) > 3 else c
-        if len(t) >= 2 and float(np.linalg.norm(rig.heads[t[0]] - wrist)) <= 0.25 * tip:
-            t = t[1:]
-        trimmed.append(t)
-    order: list[tuple[str, list[int]]] = []
-    if len(chains) >= 2:
-        # The thumb starts closest to the wrist; where two start together (CMU's thumb and palm
-        # both hang from the wrist joint) it is the one turning away from the forearm's line.
-        dist = np.array([float(np.linalg.norm(rig.heads[t[0]] - wrist)) for t in trimmed])
-        fore = _unit(wrist - rig.heads[int(rig.apar[hand])]) if rig.apar[hand] >= 0 else _unit(rig.ends[hand] - wrist)
-        turn = np.array([_angle(rig.ends[c[-1]] - rig.heads[c[0]], fore) for c in chains])
-        near = dist <= dist.min() + 0.15 * max(float(dist.max()), 1e-12)
-        thumb = int(np.argmax(np.where(near, turn, -1.0)))
-        others = [i for i in range(len(chains)) if i != thumb]
-        bases = np.array([rig.heads[trimmed[i][0]] for i in others])
-        if len(others) >= 2:
-            # Along the knuckle line, starting from the end nearest the thumb.
-            centre = bases.mean(axis=0)
-            axis = np.linalg.svd(bases - centre)[2][0]
-            proj = (bases - centre) @ axis
-            thumb_at = float((rig.heads[trimmed[thumb][0]] - centre) @ axis)
-            ranked = np.argsort(proj if thumb_at < float(proj.mean()) else -proj)
-            others = [others[k] for k in ranked]
-        order.append(("thumb", chains[thumb][-3:] if len(chains[thumb]) > 3 else chains[thumb]))
-        words = {1: ("middle",), 2: ("index", "middle"), 3: ("index", "middle", "ring")}.get(
-            len(others), ("index", "middle", "ring", "little")
-        )
-        order.extend((w, trimmed[i]) for w, i in zip(words, others, strict=False))
-    else:
-        order.append(("middle", trimmed[0]))
-    for f, segs in order:
-        why = (
-            "thumb: the finger chain starting nearest the wrist"
-            if f == "thumb"
-            else f"{f} finger, counted from the thumb"
-        )
-        for k, b in enumerate(segs[:3], start=1):
-            asm.put(finger_slot(f, k, side), b, why, base=0.55)
-
-
 def _assign_twists(asm: _Assembly) -> None:
     rig = asm.rig
     nxt = {"upper_arm": "forearm", "forearm": "hand", "thigh": "shin", "shin": "foot"}
@@ -2288,25 +2256,6 @@ def _assign_twists(asm: _Assembly) -> None:
             if cands:
                 cands.sort(key=lambda b: (int(rig.depth[b]), rig.hints[b].number or 0))
                 asm.put(sided(twist, side), cands[0], f"twist bone named so, inside the {base.replace('_', ' ')}")
-
-
-def _assign_face(asm: _Assembly, head: int, left_dir: FloatArray) -> None:
-    rig = asm.rig
-    if head < 0:
-        return
-    sub = rig.subtree(head)[1:]
-    jaws = [b for b in sub if "jaw" in rig.hints[b].parts]
-    if jaws:
-        jaw = min(jaws, key=lambda b: int(rig.depth[b]))
-        asm.put("jaw", jaw, "jaw bone named so, under the head")
-    for b in sub:
-        if "eye" not in rig.hints[b].parts:
-            continue
-        offset = float((rig.heads[b] - rig.heads[head]) @ left_dir)
-        if abs(offset) < _COINCIDENT * rig.size:
-            continue
-        side = "L" if offset > 0 else "R"
-        asm.put(sided("eye", side), b, "eye bone named so, on that side of the head")
 
 
 def _record_name_conflicts(

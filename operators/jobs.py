@@ -344,8 +344,20 @@ def _pick_armature(loaded: Any, name: str | None, role: str) -> Any:
         raise RigError(f"{label}: no armature called {name!r} (it has {', '.join(repr(a.name) for a in arms)})")
     if len(arms) == 1:
         return arms[0]
-    # Several armatures: the one with the most bones is the character; say which was chosen.
-    return max(arms, key=lambda a: len(a.data.bones))
+    # Several armatures: the character is the largest one that maps as a humanoid (a prop, a
+    # pet or a control rig with more bones is not it); none: the largest, refused by name later.
+    return max(_humanoids(arms) or arms, key=lambda a: len(a.data.bones))
+
+
+def _humanoids(arms: Any) -> list[Any]:
+    out = []
+    for a in arms:
+        try:
+            rig_input(a)
+        except MarionetteError:
+            continue
+        out.append(a)
+    return out
 
 
 def _pick_action(loaded: Any, source: Any, name: str | None) -> Any:

@@ -20,6 +20,7 @@ from bpy.props import (
     StringProperty,
 )
 
+from ..core.humanoid import MINIMUM_SLOTS
 from ..core.mapping import BoneMapping, MappedBone
 
 ROOT_MOTION_ITEMS = [
@@ -117,7 +118,10 @@ def fill_rows(settings: MarionetteSettings, source: BoneMapping, target: BoneMap
     methods = {row.slot: row.method for row in settings.mapping}
     settings.mapping.clear()
     conflicts = [("source", c) for c in source.conflicts] + [("target", c) for c in target.conflicts]
-    for slot in [s for s in source.slots] + [s for s in target.slots if s not in source.slots]:
+    slots = [s for s in source.slots] + [s for s in target.slots if s not in source.slots]
+    # A slot the retarget needs that either rig left empty gets its row, to be filled by hand.
+    slots += [s for s in MINIMUM_SLOTS if s not in slots]
+    for slot in slots:
         row = settings.mapping.add()
         row.slot = slot
         sm, tm = source.slots.get(slot), target.slots.get(slot)

@@ -77,7 +77,7 @@ class MARIONETTE_OT_auto_map(bpy.types.Operator):
             self.report({"ERROR"}, str(exc))
             return {"CANCELLED"}
         fill_rows(s, maps[0], maps[1])
-        problems = [f"{o.name}: {m.refusal or 'missing ' + ', '.join(m.missing())}" for o, m in zip((s.source, s.target), maps, strict=True) if not m.is_humanoid]
+        problems = [f"{o.name}: {m.refusal_message()}" for o, m in zip((s.source, s.target), maps, strict=True) if not m.is_humanoid]
         conflicts = sum(len(m.conflicts) for m in maps)
         if problems:
             self.report({"WARNING"}, "Not retargetable as humanoid: " + "; ".join(problems))

@@ -8,6 +8,7 @@ from typing import Any
 
 import bpy
 
+from ..core.humanoid import MINIMUM_SLOTS
 from ..operators.retarget_ops import clip_of, measured_summary, summary_pending
 
 
@@ -25,8 +26,9 @@ class MARIONETTE_UL_mapping(bpy.types.UIList):
     def draw_item(self, context: Any, layout: Any, data: Any, item: Any, icon: Any, active_data: Any, active_prop: Any, index: int = 0) -> None:
         s = context.scene.marionette
         row = layout.row(align=True)
-        row.alert = bool(item.conflict)
-        row.label(text=item.slot, icon="ERROR" if item.conflict else "BONE_DATA")
+        empty = item.slot in MINIMUM_SLOTS and not (item.source_bone and item.target_bone)
+        row.alert = bool(item.conflict) or empty
+        row.label(text=item.slot, icon="ERROR" if item.conflict or empty else "BONE_DATA")
         if s.source is not None:
             row.prop_search(item, "source_bone", s.source.data, "bones", text="")
         if s.target is not None:
@@ -71,6 +73,13 @@ class VIEW3D_PT_marionette_mapping(MarionettePanel, bpy.types.Panel):
                 warn = box.row()
                 warn.alert = True
                 warn.label(text=item.conflict, icon="ERROR")
+        for side, attr in (("Source", "source_bone"), ("Target", "target_bone")):
+            missing = [r.slot for r in s.mapping if r.slot in MINIMUM_SLOTS and not getattr(r, attr)]
+            if missing:
+                box = col.box()
+                box.alert = True
+                box.label(text=f"{side} misses {', '.join(missing)}", icon="ERROR")
+                box.label(text="Pick a bone in each red row (its conflict names the nearest bones), then Retarget Clip")
         conflicts = [r.conflict for r in s.mapping if r.conflict] + [c for c in s.mapping_conflicts.split("\n") if c]
         if conflicts:
             box = col.box()

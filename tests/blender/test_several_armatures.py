@@ -1,0 +1,48 @@
+"""A target file holding several armatures: the command line retargets onto the humanoid one, even
+when another armature (a prop, a pet, a control rig) has more bones."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.bpy
+
+
+def test_the_humanoid_is_picked_over_a_larger_armature_that_is_not_one(blender, tmp_path):
+    bpy = blender
+    import numpy as np
+
+    from marionette.core.samples import sample_humanoid, sample_walk
+    from marionette.core.skeleton import Skeleton
+    from marionette.operators.armature_io import create_armature, write_action
+
+    sample = sample_humanoid()
+    walker = create_armature(sample.skeleton, "Sample", tails=sample.tails)
+    write_action(walker, sample_walk(sample, frames=24, fps=24.0, name="Walk"), "Walk")
+    source_file = tmp_path / "walk.blend"
+    bpy.ops.wm.save_as_mainfile(filepath=str(source_file))
+
+    bpy.ops.wm.read_factory_settings(use_empty=True)
+    create_armature(sample_humanoid(arms_down_angle=0.6).skeleton, "Character")
+    n = len(sample.skeleton) + 20
+    rests = np.tile(np.eye(4), (n, 1, 1))
+    rests[:, 0, 3] = 3.0 + 0.05 * np.arange(n)  # a long rope of bones beside the character
+    rope = Skeleton.from_rest_matrices(
+        [f"Rope{k}" for k in range(n)], [None] + [f"Rope{k}" for k in range(n - 1)], rests
+    )
+    create_armature(rope, "Rope")
+    target_file = tmp_path / "scene.blend"
+    bpy.ops.wm.save_as_mainfile(filepath=str(target_file))
+
+    out = tmp_path / "out.blend"
+    cmd = [sys.executable, "-m", "marionette", "retarget", str(source_file), str(target_file), "-o", str(out)]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    bpy.ops.wm.open_mainfile(filepath=str(out))
+    character = bpy.data.objects["Character"]
+    assert character.animation_data is not None and character.animation_data.action is not None
+    rope_obj = bpy.data.objects.get("Rope")
+    assert rope_obj is None or rope_obj.animation_data is None or rope_obj.animation_data.action is None
