@@ -11,7 +11,7 @@ from typing import Any
 
 from .cli import command, job_output
 from .core.errors import FileFormatError, MappingError, MarionetteError
-from .core.paths import BLEND, Output, check_outputs
+from .core.paths import BLEND, Output, check_inputs, check_outputs
 
 #: The first bytes of a .blend file: plain, gzip- or zstd-compressed.
 _BLEND_MAGIC = (b"BLENDER", b"\x1f\x8b", b"\x28\xb5\x2f\xfd")
@@ -153,6 +153,7 @@ def retarget(args: argparse.Namespace) -> int:
     args.mapping = _mapping_file(args.mapping)
     inputs = [("source", args.source), ("target", args.target), ("mapping", args.mapping or "")]
     check_outputs([Output("-o", args.output, BLEND), *_report_outputs(args)], inputs)
+    check_inputs(inputs[:2])  # the mapping's reader names it (as bake-pack's does)
     _check_mapping(args.mapping)
     from .operators.jobs import format_summary, retarget_files  # loads Blender
 
@@ -190,7 +191,9 @@ def _measure_arguments(p: argparse.ArgumentParser) -> None:
 
 @command("measure", "measure a retarget saved in a .blend against its source clip; prints a JSON report", _measure_arguments)
 def measure(args: argparse.Namespace) -> int:
-    check_outputs(_report_outputs(args), [("source", args.source), ("retargeted file", args.retargeted)])
+    inputs = [("source", args.source), ("retargeted file", args.retargeted)]
+    check_outputs(_report_outputs(args), inputs)
+    check_inputs(inputs)
     from .operators.jobs import measure_files
 
     with job_output(args.verbose):
@@ -285,6 +288,7 @@ def bake_pack(args: argparse.Namespace) -> int:
         pack_extensions=CLIP_EXTENSIONS,
         resume=args.resume,
     )
+    check_inputs([("target", args.target)])
     _check_mapping(args.mapping)
     with job_output(args.verbose) as terminal:  # progress, one line per file, goes to the terminal
         # Workers start (and read their first files) while this process loads Blender and the target.
@@ -340,6 +344,7 @@ def bake_controls(args: argparse.Namespace) -> int:
         print("marionette: error: --frames A B needs A <= B", file=sys.stderr)
         return 2
     check_outputs([Output("-o", args.output, BLEND), *_report_outputs(args)], [("input file", args.file)])
+    check_inputs([("input file", args.file)])
     _check_blend(args.file)
     from .operators.control_bridge import bake_file  # loads Blender
     from .operators.controls_register import registered
@@ -366,6 +371,7 @@ def _import_pmx_arguments(p: argparse.ArgumentParser) -> None:
 )
 def import_pmx(args: argparse.Namespace) -> int:
     check_outputs([Output("-o", args.output, BLEND), *_report_outputs(args)], [("PMX model", args.pmx)])
+    check_inputs([("PMX model", args.pmx)])
     from .operators.pmx_import import import_pmx_file
 
     with job_output(args.verbose):

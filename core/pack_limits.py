@@ -37,6 +37,14 @@ def not_regular(path: str) -> str | None:
     return f"not a regular file ({kind})"
 
 
+def why_unreadable(path: str) -> str | None:
+    """Why ``path`` cannot be read as a file: ``"no such file"``, or what it is when it is not a
+    regular file (:func:`not_regular`); ``None`` for a regular file. Only stats the path."""
+    if not os.path.exists(path):
+        return "no such file"
+    return not_regular(path)
+
+
 def useful_jobs(requested: int | None, cores: int, files: int, shared: int = 0) -> tuple[int, str | None]:
     """Workers to start for a pack of ``files`` files of which ``shared`` are read through an
     importer (two workers may share one), on ``cores`` cores, when ``requested`` were asked for

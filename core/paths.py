@@ -3,7 +3,9 @@
 A command refuses, with one line and before it reads anything, an output that would destroy an
 input (the same file, through a symbolic or hard link too), a format it does not write, and a
 place it cannot write (a folder, a device, a read-only or missing location). Nothing is written
-by a refused command; the probe of a folder's writability leaves no file behind.
+by a refused command; the probe of a folder's writability leaves no file behind. An input that
+exists but is not a regular file (a named pipe, a socket, a device, a folder) is refused as such
+before anything opens it: a named pipe would keep the read waiting for a writer for ever.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .errors import MarionetteError
+from .errors import FileFormatError, MarionetteError
+from .pack_limits import not_regular
 
 #: What ``-o`` can name today: Blender files only.
 BLEND = (".blend",)
@@ -146,3 +149,12 @@ def check_outputs(
             )
     for out in given:
         _writable_place(out.option, out.path)
+
+
+def check_inputs(inputs: Sequence[tuple[str, str]]) -> None:
+    """Refuse (:class:`FileFormatError`) an input (``(role, path)`` pairs) that exists but is not a
+    regular file, naming what it is; never opens it. A missing input is left to its reader."""
+    for _role, path in inputs:
+        why = not_regular(path) if path and os.path.exists(path) else None
+        if why is not None:
+            raise FileFormatError(f"{path}: {why}")

@@ -76,6 +76,7 @@ from ..core import batch as cb
 from ..core.batch import BakeSettings, BatchReport, ClipOutcome, Message, PackPlan, mapping_key, plan_pack
 from ..core.errors import MarionetteError, RigError
 from ..core.mapping import BoneMapping
+from ..core.pack_limits import why_unreadable
 from ..core.retarget import RetargetOptions
 from . import compat
 from .armature_io import write_action
@@ -1118,8 +1119,9 @@ def _open_target(target_path: str, volume: str | None, armature: str | None) -> 
         return _pick_armature(list(bpy.data.objects), name if isinstance(name, str) else None, os.path.basename(volume))
     path = os.path.abspath(target_path)
     label = os.path.basename(path)
-    if not os.path.isfile(path):
-        raise MarionetteError(f"{label}: no such file ({path})")
+    why = why_unreadable(path)
+    if why is not None:
+        raise MarionetteError(f"{label}: {why} ({path})")
     if path.lower().endswith(".blend"):
         # A .blend character is opened whole: the output is that file plus the new Actions.
         bpy.ops.wm.open_mainfile(filepath=path, load_ui=False)

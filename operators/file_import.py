@@ -46,6 +46,7 @@ import bpy
 
 from ..core.bvh import BvhData, detect_up_axis, read_bvh
 from ..core.errors import FileFormatError, MarionetteError
+from ..core.pack_limits import why_unreadable
 from . import compat
 
 FPS_PROPERTY = "marionette_fps"
@@ -95,8 +96,9 @@ def load_file(path: str | os.PathLike[str], require_armature: bool = True) -> Lo
             f"{name}: unsupported file type {ext or '(no extension)'!r}; Marionette reads "
             + ", ".join(SUPPORTED_EXTENSIONS)
         )
-    if not os.path.isfile(path):
-        raise FileFormatError(f"{name}: no such file ({path})")
+    why = why_unreadable(path)
+    if why is not None:
+        raise FileFormatError(f"{name}: {why} ({path})")
 
     loaders: dict[str, Callable[[str], tuple[float, list[bpy.types.Action] | None]]] = {
         ".bvh": _load_bvh,

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import hashlib
 import os
+import socket
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -52,6 +54,10 @@ def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (w / "folder.blend").mkdir()
     (w / "read_only").mkdir()
     (w / "read_only").chmod(0o555)
+    for name in ("pipe.bvh", "pipe.json", "pipe.blend", "pipe.pmx"):  # opened, each would wait for a writer for ever
+        os.mkfifo(w / name)
+    with socket.socket(socket.AF_UNIX) as s:
+        s.bind(str(w / "sock.fbx"))  # the socket's file stays once closed
     return w
 
 
@@ -66,6 +72,8 @@ def snapshot(w: Path) -> dict[str, str]:
                 out[rel] = "link -> " + os.readlink(p)
             elif p.is_dir():
                 out[rel] = "folder"
+            elif not stat.S_ISREG(p.stat().st_mode):  # a named pipe or a socket: never opened
+                out[rel] = f"special {stat.S_IFMT(p.stat().st_mode):o}"
             else:
                 out[rel] = hashlib.sha256(p.read_bytes()).hexdigest()
     return out
@@ -117,6 +125,18 @@ CASES = [
     ("retarget broken.fbx char.bvh -o o.blend", 1, "broken.fbx: the file could not be imported"),
     ("retarget huge_time.bvh char.bvh -o o.blend", 1, f"huge_time.bvh, line {FRAME_TIME_LINE}: the frame time must be between"),
     ("retarget clip.bvh huge_time.bvh -o o.blend", 1, f"huge_time.bvh, line {FRAME_TIME_LINE}: the frame time"),
+    # inputs that are not regular files: refused as what they are, never opened (a named pipe would wait for ever)
+    ("retarget pipe.bvh char.bvh -o o.blend", 1, "pipe.bvh: not a regular file (a named pipe (FIFO))"),
+    ("retarget clip.bvh pipe.bvh -o o.blend", 1, "pipe.bvh: not a regular file (a named pipe (FIFO))"),
+    ("retarget clip.bvh char.bvh -o o.blend --mapping pipe.json", 1, "cannot read bone mapping pipe.json: not a regular file (a named pipe (FIFO))"),
+    ("retarget sock.fbx char.bvh -o o.blend", 1, "sock.fbx: not a regular file (a socket)"),
+    ("retarget clip.bvh /dev/null -o o.blend", 1, "/dev/null: not a regular file (a character device)"),
+    ("retarget folder char.bvh -o o.blend", 1, "folder: not a regular file (a folder)"),
+    ("bake-pack pack pipe.bvh -o o.blend", 1, "pipe.bvh: not a regular file (a named pipe (FIFO))"),
+    ("measure pipe.bvh char.bvh", 1, "pipe.bvh: not a regular file (a named pipe (FIFO))"),
+    ("measure clip.bvh pipe.blend", 1, "pipe.blend: not a regular file (a named pipe (FIFO))"),
+    ("bake-controls pipe.blend --object A -o o.blend", 1, "pipe.blend: not a regular file (a named pipe (FIFO))"),
+    ("import-pmx pipe.pmx -o o.blend", 1, "pipe.pmx: not a regular file (a named pipe (FIFO))"),
 ]
 
 
