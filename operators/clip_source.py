@@ -8,8 +8,9 @@ clip converted at the scene's rate a piece at a time (:meth:`core.bvh.BvhData.cl
 a long take costs about what ``bake-pack`` spends on it.
 
 Only takes of :data:`LONG_TAKE_FRAMES` frames or more go this way: a shorter clip is imported as
-before, so a clip retargeted onto its own skeleton (imported by Blender alike) is still bound
-natively, keys unchanged.
+before. Retargeted onto its own skeleton (the take imported by Blender), a long take is put on the
+bones the importer made (:func:`core.reframe.onto_own_frames`) and bound natively: its keys are
+the importer's.
 """
 
 from __future__ import annotations

@@ -21,6 +21,7 @@ from ..core.bvh import CHUNK_FRAMES
 from ..core.errors import MappingError, MarionetteError, RigError
 from ..core.mapping import BoneMapping, check_humanoid_skeleton
 from ..core.measure import measure
+from ..core.reframe import onto_own_frames
 from ..core.retarget import Binding, RetargetOptions, RigInput, bind, source_placements
 from ..core.retarget_methods import retarget_with_methods
 from . import compat
@@ -105,6 +106,8 @@ def retarget_action(
     if isinstance(source, FileClip):  # read without Blender (a BVH take): converted at the rate a piece at a time
         src_in, src_map = source.rig, source.mapping
         clip = source.clip(None if keep_frames else scene_fps)
+        # On its own armature (the take imported by Blender): the importer's keys, bound natively.
+        src_in, clip = onto_own_frames(src_in, tgt_in, clip, options)
     else:
         src_in, src_map = rig_input(source, source_mapping)
         clip = clip_from_action(source, action)

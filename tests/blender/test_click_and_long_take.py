@@ -151,3 +151,29 @@ def test_undo_back_to_the_click_shows_the_figures_measured_after_it(pair, monkey
     assert restored == {"action": shown["action"], "pending": True}
     assert not retarget_ops.summary_pending(bpy.context.scene)
     assert retarget_ops.measured_summary(restored["action"]) == shown  # what the panel draws then
+
+
+def test_a_long_take_onto_its_own_import_gets_the_importers_keys(blender, tmp_path):
+    """Read without the importer and retarget onto the armature the importer makes of it, a long
+    take is bound natively: its keys are those the importer wrote, joint for joint."""
+    from tiny_bvh import bvh_text
+
+    from marionette.operators import jobs
+    from marionette.operators.armature_io import clip_from_action
+    from marionette.operators.clip_source import LONG_TAKE_FRAMES, read_bvh_clip
+    from marionette.operators.file_import import load_file
+
+    path = tmp_path / "long.bvh"
+    path.write_text(bvh_text(LONG_TAKE_FRAMES + 3))
+    loaded = load_file(str(path))
+    target, imported = loaded.armatures[0], loaded.actions[0]
+    outcome = jobs.retarget_action(read_bvh_clip(str(path)), None, target, scene_fps=30.0, keep_frames=True, name="own")
+    assert outcome.report["method"]["native"] is True
+    got, want = clip_from_action(target, outcome.action), clip_from_action(target, imported)
+    assert got.names == want.names and got.frame_count == want.frame_count == LONG_TAKE_FRAMES + 3
+    dots = np.abs(np.einsum("tbi,tbi->tb", got.rotations, want.rotations))
+    assert float(np.degrees(2 * np.arccos(np.clip(dots.min(), -1, 1)))) < 1e-3  # float32 keys
+    # Within float32 rounding of each key: the importer turns a translation thousands of units
+    # long (the hips' travel) by a float32 rest, which moves its other components by ~1e-7 of it.
+    off = np.linalg.norm(got.translations - want.translations, axis=-1)
+    assert np.all(off <= 1e-6 * np.linalg.norm(want.translations, axis=-1) + 1e-4)

@@ -50,3 +50,19 @@ def test_a_clip_onto_its_own_skeleton_reports_no_error(tmp_path: Path, clip: str
     assert measured.returncode == 0, measured.stderr[-3000:]
     figures = json.loads(measured.stdout)
     _assert_no_error(figures["summary"], figures["root"])
+
+
+def test_a_long_take_read_without_the_importer_onto_its_own_skeleton_is_native(tmp_path: Path) -> None:
+    """A take long enough to be read by numpy (not Blender's importer) is put on the bones the
+    importer makes of it: bound natively onto its own skeleton, with no error on any figure."""
+    from marionette.operators.clip_source import LONG_TAKE_FRAMES
+
+    source = tmp_path / "long.bvh"
+    source.write_text(bvh_text(LONG_TAKE_FRAMES))
+    res = run(["retarget", str(source), str(source), "-o", "self.blend", "--report", "r.json"], tmp_path)
+    assert res.returncode == 0, res.stderr[-3000:]
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["method"]["native"] is True
+    assert report["clip"]["frames"] > LONG_TAKE_FRAMES / 2
+    _assert_no_error(report["summary"], report["root"])
+    assert "hips height error      max 0.00 %" in res.stdout
