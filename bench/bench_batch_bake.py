@@ -1,7 +1,7 @@
 """Batch bake speed: a pack of BVH clips onto a ~60-bone character, end to end, against Blender's
 usual recipe measured in the same run.
 
-The pack is ``--clips`` copies of the shared CMU clips (12_03: 566 frames, 02_02: 299 frames, both
+The pack is ``--clips`` copies of two CMU clips of ``tests/data`` (12_03: 566 frames, 02_02: 299 frames, both
 120 fps, so 114 and 60 frames on the 24 fps scene); the target is the 56-bone male base mesh
 (A-pose, Rigify-style names). Each configuration runs ``python -m marionette bake-pack`` in its own
 process, which reports its own peak memory and its workers' (largest) peak.
@@ -35,7 +35,8 @@ import tempfile
 import time
 from pathlib import Path
 
-SHARED = Path(os.environ.get("MARIONETTE_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
+from bench_files import DATA
+
 CLIPS = ("bvh/cmu/12_03_motionbuilder.bvh", "bvh/cmu/02_02_daz.bvh")
 TARGET = "gltf/male_base_mesh_apose.glb"
 
@@ -140,7 +141,7 @@ def _tagged(text: str, tag: str) -> dict:
 
 def _bake(pack: Path, out: Path, jobs: int, *extra: str) -> dict:
     report = out.with_suffix(".json")
-    args = ["bake-pack", str(pack), str(SHARED / TARGET), "-o", str(out), "--jobs", str(jobs), "--report", str(report), *extra]
+    args = ["bake-pack", str(pack), str(DATA / TARGET), "-o", str(out), "--jobs", str(jobs), "--report", str(report), *extra]
     wall, text = _run(_MEASURED_RUN, args)
     peak = _tagged(text, "PEAK")
     if peak["status"] != 0:
@@ -167,11 +168,11 @@ def main() -> int:
         pack = tmp / "pack"
         pack.mkdir()
         for k in range(args.clips):
-            shutil.copy(SHARED / CLIPS[k % 2], pack / f"clip{k:04d}.bvh")
+            shutil.copy(DATA / CLIPS[k % 2], pack / f"clip{k:04d}.bvh")
         quarter = tmp / "quarter"
         quarter.mkdir()
-        for k in range(args.clips // 4):
-            shutil.copy(SHARED / CLIPS[k % 2], quarter / f"clip{k:04d}.bvh")
+        for k in range(max(1, args.clips // 4)):  # a folder with nothing to bake is refused
+            shutil.copy(DATA / CLIPS[k % 2], quarter / f"clip{k:04d}.bvh")
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
         print(f"pack: {args.clips} BVH clips (CMU 566 and 299 frames at 120 fps -> 114 and 60 frames at 24 fps)")
         print(f"target: {TARGET} (56 bones); machine: {cores} cores")
@@ -189,7 +190,7 @@ def main() -> int:
         vol = str(args.volume_clips)
         split = {n: _bake(p, tmp / f"split{n}.blend", 2, "--max-clips-per-file", vol) for n, p in ((len(list(quarter.iterdir())), quarter), (args.clips, pack))}
         files = sorted(str(p) for p in pack.iterdir())[: args.recipe_clips]
-        rwall, rtext = _run(_RECIPE, [str(SHARED / TARGET), str(tmp / "recipe.blend"), *files])
+        rwall, rtext = _run(_RECIPE, [str(DATA / TARGET), str(tmp / "recipe.blend"), *files])
         recipe = _tagged(rtext, "RECIPE")
 
         print()

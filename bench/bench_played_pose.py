@@ -2,8 +2,8 @@
 keys alone and against evaluating every sampled frame, side by side in one run.
 
 Run on demand: ``python bench/bench_played_pose.py``. A 1000-frame sample walk is retargeted onto
-Marionette's sample humanoid posed otherwise (no mesh) and, when ``../shared/data`` is beside the
-repository, onto a real skinned character (``male_base_mesh_apose.glb``); the report is then
+Marionette's sample humanoid posed otherwise (no mesh) and onto a real skinned character
+(``male_base_mesh_apose.glb`` from ``tests/data``); the report is then
 judged on <= 120 evenly spread frames three ways:
 
 * played pose (what ``jobs.judge_action`` does): the keys read in bulk and checked against
@@ -17,13 +17,13 @@ Each is the best of a few runs; ratios are against the baseline of the same run.
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import numpy as np
+from bench_files import DATA
 
 FRAMES = 1000
 SAMPLES = 120
-SHARED_TARGET = Path(__file__).resolve().parents[2] / "shared" / "data" / "gltf" / "male_base_mesh_apose.glb"
+CHARACTER = DATA / "gltf" / "male_base_mesh_apose.glb"
 
 
 def _best(run, runs: int = 5) -> float:
@@ -82,13 +82,13 @@ def main() -> None:
     posed = sample_humanoid(arms_down_angle=0.75, proportions=0.92)
     target = create_armature(posed.skeleton, "Target", tails=posed.tails)
     _compare(f"sample humanoid, A-pose ({len(target.data.bones)} bones, no mesh)", source, action, target)
-    if SHARED_TARGET.exists():
+    if CHARACTER.exists():
         from marionette.operators.file_import import load_file
 
-        character = max(load_file(str(SHARED_TARGET)).armatures, key=lambda a: len(a.data.bones))
+        character = max(load_file(str(CHARACTER)).armatures, key=lambda a: len(a.data.bones))
         _compare(f"male base mesh, skinned ({len(character.data.bones)} bones)", source, action, character)
     else:
-        print(f"skipped the skinned character: {SHARED_TARGET} is not available")
+        print(f"skipped the skinned character: {CHARACTER} is not available")
 
 
 if __name__ == "__main__":

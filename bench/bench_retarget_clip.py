@@ -3,7 +3,7 @@
 Run on demand: ``python bench/bench_retarget_clip.py``. Both sides take a 1000-frame clip on a
 source armature and produce a baked Action on a target with another rest pose, proportions and
 rolls, for two targets: Marionette's sample humanoid posed otherwise (51 bones, no mesh) and,
-when ``../shared/data`` is beside the repository, a real skinned character
+a real skinned character from ``tests/data``
 (``male_base_mesh_apose.glb``: 56 bones, A-pose, its own names and mapping).
 
 * Marionette: read the source action in bulk, retarget in core, write the new action in bulk
@@ -20,12 +20,12 @@ figure with Plant Feet (which the sidebar and command line use by default) is pr
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import numpy as np
+from bench_files import DATA
 
 FRAMES = 1000
-SHARED_TARGET = Path(__file__).resolve().parents[2] / "shared" / "data" / "gltf" / "male_base_mesh_apose.glb"
+CHARACTER = DATA / "gltf" / "male_base_mesh_apose.glb"
 
 
 def _compare(label: str, source, action, target, source_slots: dict[str, str]) -> None:
@@ -109,15 +109,15 @@ def main() -> None:
     target = create_armature(tgt_rig.skeleton, "Target", tails=tgt_rig.tails)
     _compare(f"sample humanoid, A-pose, random rolls ({len(target.data.bones)} bones, no mesh)", source, action, target, src_rig.slots)
 
-    if SHARED_TARGET.exists():
+    if CHARACTER.exists():
         from marionette.operators.file_import import load_file
 
-        character = max(load_file(str(SHARED_TARGET)).armatures, key=lambda a: len(a.data.bones))
+        character = max(load_file(str(CHARACTER)).armatures, key=lambda a: len(a.data.bones))
         character.location.x = 2.0
         meshes = sum(1 for o in bpy.data.objects if o.type == "MESH" and o.find_armature() == character)
-        _compare(f"{SHARED_TARGET.name} ({len(character.data.bones)} bones, {meshes} skinned mesh)", source, action, character, src_rig.slots)
+        _compare(f"{CHARACTER.name} ({len(character.data.bones)} bones, {meshes} skinned mesh)", source, action, character, src_rig.slots)
     else:
-        print(f"\n({SHARED_TARGET} not found: the real character is left out)")
+        print(f"\n({CHARACTER} not found: the real character is left out)")
 
 
 if __name__ == "__main__":

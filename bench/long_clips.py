@@ -9,11 +9,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-_REPO = Path(__file__).resolve().parents[1]
-#: The repository's third-party files (``tests/data``), else ``../shared/data`` beside it.
-SHARED = _REPO / "tests" / "data" if (_REPO / "tests" / "data" / "bvh").is_dir() else _REPO.parent / "shared" / "data"
-CMU_WALK = SHARED / "bvh" / "cmu" / "12_03_motionbuilder.bvh"
-QUATERNIUS = SHARED / "fbx" / "quaternius_male_casual.fbx"
+from bench_files import DATA
+
+CMU_WALK = DATA / "bvh" / "cmu" / "12_03_motionbuilder.bvh"
+QUATERNIUS = DATA / "fbx" / "quaternius_male_casual.fbx"
 
 
 def write_ping_pong_bvh(source: Path, frames: int, out: Path) -> Path:
