@@ -31,7 +31,7 @@ def shared_file(relative: str) -> Path:
     return path
 
 
-def _addon_state(bpy) -> tuple[set[str], set[tuple[str, str]]]:
+def addon_state(bpy) -> tuple[set[str], set[tuple[str, str]]]:
     """What registering the add-on adds: its RNA types and its properties on common ID types."""
     types = {name for name in dir(bpy.types) if "MARIONETTE" in name.upper()}
     props = {
@@ -86,14 +86,14 @@ def blender():
     bpy.ops.wm.read_factory_settings(use_empty=True)
     for module in ("io_anim_bvh", "io_scene_fbx", "io_scene_gltf2", "rigify"):
         addon_utils.enable(module, default_set=True)
-    before = _addon_state(bpy)
+    before = addon_state(bpy)
     yield bpy
     bpy.ops.wm.read_factory_settings(use_empty=True)
-    left = _addon_state(bpy)
+    left = addon_state(bpy)
     if left != before:
         _unregister_leftovers(bpy)
         types, props = (sorted(a - b) for a, b in zip(left, before, strict=True))
-        now_types, now_props = _addon_state(bpy)
+        now_types, now_props = addon_state(bpy)
         stuck = sorted(now_types - before[0]) + sorted(f"{o}.{p}" for o, p in now_props - before[1])
         pytest.fail(
             f"the test left the add-on registered ({len(types)} types such as {types[:2]}, properties {props}); "

@@ -8,6 +8,7 @@ import json
 import numpy as np
 import pytest
 from conftest import shared_file
+from sample_pair import sample_walk_onto_metarig
 
 pytestmark = pytest.mark.bpy
 
@@ -20,20 +21,12 @@ def pair(blender):
     (unregistered whatever the test does), the pair picked in the sidebar, Plant Feet on."""
     bpy = blender
     import marionette
-    from marionette.core.samples import sample_humanoid, sample_walk
-    from marionette.operators.armature_io import create_armature, write_action
 
     marionette.register()
     try:
-        scene = bpy.context.scene
-        scene.render.fps = 24
-        sample = sample_humanoid()
-        source = create_armature(sample.skeleton, "Sample", tails=sample.tails)
-        action = write_action(source, sample_walk(sample, frames=48, fps=24.0, name="Walk"), "Walk")
-        bpy.ops.object.armature_basic_human_metarig_add()
-        target = bpy.context.active_object
+        source, action, target = sample_walk_onto_metarig(bpy, frames=48)
         target.location.x = 2.0
-        s = scene.marionette
+        s = bpy.context.scene.marionette
         s.source, s.target = source, target
         s.plant_feet = True
         yield bpy, source, target, action

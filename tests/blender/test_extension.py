@@ -9,6 +9,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from conftest import addon_state
 
 pytestmark = pytest.mark.bpy
 
@@ -18,18 +19,6 @@ DEV_ONLY = ("tests/", "bench/", ".ci/", "pyproject.toml")
 
 def _blender_ext_cli(bpy) -> Path:
     return Path(bpy.utils.resource_path("LOCAL")) / "scripts" / "addons_core" / "bl_pkg" / "cli" / "blender_ext.py"
-
-
-def _registered_state(bpy):
-    """Everything register() could add: RNA types and properties on common ID types."""
-    types = {name for name in dir(bpy.types) if "MARIONETTE" in name.upper()}
-    props = {
-        (owner.__name__, p.identifier)
-        for owner in (bpy.types.Scene, bpy.types.Object, bpy.types.Armature, bpy.types.WindowManager)
-        for p in owner.bl_rna.properties
-        if "marionette" in p.identifier
-    }
-    return types, props
 
 
 def test_manifest_passes_blenders_strict_validator(blender):
@@ -73,12 +62,12 @@ def test_register_unregister_twice_leaves_nothing_behind(blender):
     bpy = blender
     import marionette
 
-    before = _registered_state(bpy)
+    before = addon_state(bpy)
     for _ in range(2):
         marionette.register()
-        during = _registered_state(bpy)
+        during = addon_state(bpy)
         marionette.unregister()
-        assert _registered_state(bpy) == before
+        assert addon_state(bpy) == before
     # register() really added something (operators, panels, properties) for the check to mean much.
     assert during != before
 

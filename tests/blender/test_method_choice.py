@@ -11,6 +11,7 @@ import sys
 import numpy as np
 import pytest
 from conftest import shared_file
+from sample_pair import sample_walk_onto_metarig
 
 from marionette.core import rotations as R
 
@@ -25,17 +26,10 @@ def run(*args: str, timeout: float = 300):
 def pair(blender):
     bpy = blender
     import marionette
-    from marionette.core.samples import sample_humanoid, sample_walk
-    from marionette.operators.armature_io import create_armature, write_action
 
     marionette.register()
     try:
-        bpy.context.scene.render.fps = 24
-        sample = sample_humanoid()
-        source = create_armature(sample.skeleton, "Sample", tails=sample.tails)
-        action = write_action(source, sample_walk(sample, frames=24, fps=24.0, name="Walk"), "Walk")
-        bpy.ops.object.armature_basic_human_metarig_add()
-        target = bpy.context.active_object
+        source, action, target = sample_walk_onto_metarig(bpy, frames=24)
         s = bpy.context.scene.marionette
         s.source, s.target = source, target
         yield bpy, source, target, action

@@ -15,6 +15,7 @@ import sys
 import numpy as np
 import pytest
 from conftest import shared_file
+from sample_pair import sample_walk_onto_metarig
 
 pytestmark = pytest.mark.bpy
 
@@ -216,18 +217,11 @@ def test_an_action_hidden_by_the_animation_settings_is_named_and_not_scored_zero
 def test_retarget_clip_switches_rest_position_in_its_one_undo_step(blender, capfd):
     bpy = blender
     import marionette
-    from marionette.core.samples import sample_humanoid, sample_walk
-    from marionette.operators.armature_io import create_armature, write_action
 
     marionette.register()
     try:
         scene = bpy.context.scene
-        scene.render.fps = 24
-        sample = sample_humanoid()
-        source = create_armature(sample.skeleton, "Sample", tails=sample.tails)
-        write_action(source, sample_walk(sample, frames=36, fps=24.0, name="Walk"), "Walk")
-        bpy.ops.object.armature_basic_human_metarig_add()
-        target = bpy.context.active_object
+        source, _walk, target = sample_walk_onto_metarig(bpy, frames=36)
         target.data.pose_position = "REST"
         s = scene.marionette
         s.source, s.target = source, target
@@ -259,17 +253,11 @@ def test_keys_stand_for_the_played_pose_only_where_blender_plays_them(blender):
     the figures show the statue."""
     bpy = blender
     from marionette.core.retarget import RetargetOptions
-    from marionette.core.samples import sample_humanoid, sample_walk
-    from marionette.operators.armature_io import create_armature, evaluated_pose_matrices, write_action
+    from marionette.operators.armature_io import evaluated_pose_matrices
     from marionette.operators.jobs import retarget_action, rig_input
     from marionette.operators.played_pose import played_placements
 
-    bpy.context.scene.render.fps = 24
-    sample = sample_humanoid()
-    source = create_armature(sample.skeleton, "Sample", tails=sample.tails)
-    walk = write_action(source, sample_walk(sample, frames=48, fps=24.0, name="Walk"), "Walk")
-    bpy.ops.object.armature_basic_human_metarig_add()
-    target = bpy.context.active_object
+    source, walk, target = sample_walk_onto_metarig(bpy, frames=48)
     outcome = retarget_action(source, walk, target, scene_fps=24.0, options=RetargetOptions(plant_feet=False))
     assert not outcome.report.get("warnings") and outcome.report["summary"]["max_direction_error"] < 0.1
     skeleton = rig_input(target)[0].skeleton
@@ -295,18 +283,11 @@ def test_live_controls_on_the_target_are_named_and_measured(blender):
     bpy = blender
     import marionette
     from marionette.core.retarget import RetargetOptions
-    from marionette.core.samples import sample_humanoid, sample_walk
-    from marionette.operators.armature_io import create_armature, write_action
     from marionette.operators.jobs import retarget_action
 
     marionette.register()
     try:
-        bpy.context.scene.render.fps = 24
-        sample = sample_humanoid()
-        source = create_armature(sample.skeleton, "Sample", tails=sample.tails)
-        walk = write_action(source, sample_walk(sample, frames=48, fps=24.0, name="Walk"), "Walk")
-        bpy.ops.object.armature_basic_human_metarig_add()
-        target = bpy.context.active_object
+        source, walk, target = sample_walk_onto_metarig(bpy, frames=48)
         bpy.ops.object.empty_add(location=(0.6, -0.3, 1.0))
         empty = bpy.context.active_object
         bpy.context.view_layer.objects.active = target

@@ -11,6 +11,7 @@ import json
 
 import numpy as np
 import pytest
+from sample_pair import sample_walk_onto_metarig
 
 pytestmark = pytest.mark.bpy
 
@@ -33,20 +34,12 @@ def pair(blender):
     registered, the pair picked in the sidebar settings."""
     bpy = blender
     import marionette
-    from marionette.core.samples import sample_humanoid, sample_walk
-    from marionette.operators.armature_io import create_armature, write_action
 
     marionette.register()
     try:
-        scene = bpy.context.scene
-        scene.render.fps = 24
-        sample = sample_humanoid()
-        source = create_armature(sample.skeleton, "Sample", tails=sample.tails)
-        action = write_action(source, sample_walk(sample, frames=36, fps=24.0, name="Walk"), "Walk")
-        bpy.ops.object.armature_basic_human_metarig_add()
-        target = bpy.context.active_object
+        source, action, target = sample_walk_onto_metarig(bpy, frames=36)
         target.location.x = 2.0
-        s = scene.marionette
+        s = bpy.context.scene.marionette
         s.source, s.target = source, target
         yield bpy, source, target, action
     finally:
