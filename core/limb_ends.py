@@ -281,6 +281,38 @@ def toes_child(rig: RigLike, foot: int, child: int, up: FloatArray) -> bool:
     return forward == [child]
 
 
+def _foot_split(rig: RigLike, foot: int, child: int) -> bool:
+    """``child`` is part of the foot, not its toes: the foot's only child, starting near the ankle
+    and running along the foot (Daz's Metatarsals under the Foot, the toes hanging from it)."""
+    if list(rig.akids[foot]) != [child]:
+        return False
+    start = float(np.linalg.norm(rig.heads[child] - rig.heads[foot]))
+    return start < 0.5 * float(np.linalg.norm(rig.ends[child] - rig.heads[foot]))
+
+
+def toes_on_path(rig: RigLike, path: Sequence[int], a: int, up: FloatArray) -> int:
+    """Index in ``path`` of the toes after the foot at ``path[a]``, or -1: the bone running forward
+    from the foot, past a bone that only splits the foot."""
+    if a + 1 >= len(path):
+        return -1
+    if toes_child(rig, path[a], path[a + 1], up):
+        return a + 1
+    if a + 2 < len(path) and _foot_split(rig, path[a], path[a + 1]) and toes_child(rig, path[a + 1], path[a + 2], up):
+        return a + 2
+    return -1
+
+
+def toes_of(rig: RigLike, foot: int, up: FloatArray) -> int:
+    """The toes bone under ``foot`` wherever the foot hangs, or -1 (see :func:`toes_on_path`)."""
+    kids = list(rig.akids[foot])
+    if len(kids) == 1 and _foot_split(rig, foot, kids[0]):
+        inner = [c for c in rig.akids[kids[0]] if toes_child(rig, kids[0], c, up)]
+        if inner:
+            return int(inner[0])
+    kids = [c for c in kids if toes_child(rig, foot, c, up)]
+    return int(kids[0]) if kids else -1
+
+
 def describe_rejected(rig: RigLike, slot: str, found: LimbEnd) -> str:
     """One clause naming the nearest bones passed over for ``slot`` and why."""
     if not found.rejected:

@@ -67,7 +67,8 @@ from .limb_ends import (
     find_limb_end,
     joint_ends,
     limb_end_point,
-    toes_child,
+    toes_of,
+    toes_on_path,
 )
 from .pack_limits import not_regular
 from .rotations import FloatArray
@@ -1845,7 +1846,7 @@ def _cut_leg(rig: _Rig, path: list[int], pair: _Pair, up: FloatArray) -> _Cut | 
                 rest = float(cum[m] - cum[a])
                 if rest > 0.6 * shin:
                     cost += 2.0 * (rest / shin - 0.6)
-                toes = a + 1 if a + 1 < m and toes_child(rig, path[a], path[a + 1], up) else -1
+                toes = toes_on_path(rig, path, a, up) if a < m else -1
                 for i, hint in enumerate(hints):
                     role = {h: "thigh", k: "shin", a: "foot", toes: "toes"}.get(i)
                     cost -= _name_vote(hint, role, LEG_PARTS)
@@ -2024,8 +2025,7 @@ def _map_with_body(rig: _Rig, body: _Body) -> BoneMapping:
         if foot < 0:
             foot = _detached_end(rig, cut, "foot", body.legs, used, up, unfound, body)
             if foot >= 0:
-                kids = [c for c in rig.akids[foot] if toes_child(rig, foot, c, up)]
-                toes = kids[0] if kids else -1
+                toes = toes_of(rig, foot, up)
         leg_info[root] = (cut, foot, toes)
     arm_cuts: dict[int, _Cut] = {}
     hands: dict[int, int] = {}
