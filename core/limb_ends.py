@@ -290,16 +290,25 @@ def _foot_split(rig: RigLike, foot: int, child: int) -> bool:
     return start < 0.5 * float(np.linalg.norm(rig.ends[child] - rig.heads[foot]))
 
 
+def rest_below_ankle(pts: FloatArray, a: int, up: FloatArray, length: float) -> float:
+    """How much leg a cut at ``pts[a]`` leaves below the ankle: the drop from the ankle to the
+    lowest point after it, plus a quarter of the path's length after it. A foot and its toes run
+    forward (a big stylised foot, or importer tip bones, is long but hardly drops); a cut above
+    the real ankle leaves the shin hanging down."""
+    if a >= len(pts) - 1:
+        return 0.0
+    drop = float(np.max((pts[a] - pts[a + 1 :]) @ up))
+    return max(drop, 0.0) + 0.25 * length
+
+
 def toes_on_path(rig: RigLike, path: Sequence[int], a: int, up: FloatArray) -> int:
     """Index in ``path`` of the toes after the foot at ``path[a]``, or -1: the bone running forward
     from the foot, past a bone that only splits the foot."""
     if a + 1 >= len(path):
         return -1
-    if toes_child(rig, path[a], path[a + 1], up):
-        return a + 1
     if a + 2 < len(path) and _foot_split(rig, path[a], path[a + 1]) and toes_child(rig, path[a + 1], path[a + 2], up):
         return a + 2
-    return -1
+    return a + 1 if toes_child(rig, path[a], path[a + 1], up) else -1
 
 
 def toes_of(rig: RigLike, foot: int, up: FloatArray) -> int:
@@ -311,6 +320,26 @@ def toes_of(rig: RigLike, foot: int, up: FloatArray) -> int:
             return int(inner[0])
     kids = [c for c in kids if toes_child(rig, foot, c, up)]
     return int(kids[0]) if kids else -1
+
+
+def tip_after(rig: RigLike, bone: int) -> bool:
+    """``bone`` ends in a tip bone: its only child is a leaf starting about where it ends and
+    running on in its line (Mixamo's Toe_End, a biped's Nub), a joint marking where it ends."""
+    kids = list(rig.akids[bone])
+    if len(kids) != 1 or rig.akids[kids[0]]:
+        return False
+    own = rig.ends[bone] - rig.heads[bone]
+    tip = kids[0]
+    near = float(np.linalg.norm(rig.heads[tip] - rig.ends[bone])) <= 0.1 * float(np.linalg.norm(own))
+    return near and angle_deg(rig.ends[tip] - rig.heads[tip], own) < 30.0
+
+
+def head_of_chain(rig: RigLike, chain: Sequence[int], tipped: bool) -> int:
+    """The head in the chain above the arms, none named so: its top bone; on a rig whose limbs
+    end in tip bones (``tipped``), the bone below a tip at the top (Mixamo's HeadTop_End)."""
+    if tipped and len(chain) >= 2 and tip_after(rig, chain[-2]) and int(rig.akids[chain[-2]][0]) == chain[-1]:
+        return int(chain[-2])
+    return int(chain[-1])
 
 
 def describe_rejected(rig: RigLike, slot: str, found: LimbEnd) -> str:

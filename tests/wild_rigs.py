@@ -28,6 +28,8 @@ class WildRig:
     #: Armature-space units per metre (100 for centimetre rigs) and the object's scale.
     units: float = 1.0
     object_scale: float = 1.0
+    #: Bones stored Y-up under an object turned +90 degrees about X (an FBX from a Y-up tool).
+    y_up: bool = False
     extra: dict[str, object] = field(default_factory=dict)
 
 
@@ -103,7 +105,7 @@ def _lerp(a: np.ndarray, b: np.ndarray, t: float) -> np.ndarray:
     return a + t * (b - a)
 
 
-def unreal_mannequin(body: Body | None = None) -> WildRig:
+def unreal_mannequin(body: Body | None = None, turn_deg: float = 180.0) -> WildRig:
     """UE5 mannequin: centimetres, object scaled 0.01, faces +Y, root at the floor, twist bones,
     metacarpals, and IK target bones under ``ik_foot_root`` / ``ik_hand_root``."""
     b = body or Body(arm_down_deg=40.0)
@@ -158,7 +160,8 @@ def unreal_mannequin(body: Body | None = None) -> WildRig:
         for f in FINGERS:
             for k in (1, 2, 3):
                 expected[f"{f}_{k}.{S}"] = f"{ex[f'{f}_{k}']}{s}"
-    return WildRig("unreal_mannequin", bones, expected, turn_deg=180.0, units=100.0, object_scale=0.01)
+    name = "unreal_mannequin" if turn_deg == 180.0 else f"unreal_mannequin_turned{int(turn_deg)}"
+    return WildRig(name, bones, expected, turn_deg=turn_deg, units=100.0, object_scale=0.01)
 
 
 def daz_genesis8(body: Body | None = None) -> WildRig:
@@ -317,6 +320,14 @@ def mixamo(body: Body | None = None, spines: int = 3, necks: int = 1, name: str 
     return WildRig(name, bones, expected)
 
 
+def mixamo_fbx_y_up() -> WildRig:
+    """The stylised Mixamo rig as an FBX from a Y-up tool imports: centimetres stored Y-up under
+    an object turned +90 degrees about X and scaled 0.01."""
+    rig = mixamo(name="mixamo_fbx_y_up")
+    rig.units, rig.object_scale, rig.y_up = 100.0, 0.01, True
+    return rig
+
+
 def mmd(body: Body | None = None) -> WildRig:
     """MikuMikuDance (PMX) layout with Japanese names: センター below the waist, 上半身 / 下半身
     from the waist, leg IK bones under the root, and the 'D' deform copies of the legs under
@@ -433,10 +444,12 @@ def rigify_def(body: Body | None = None, detached: bool = False) -> WildRig:
 def families() -> dict[str, WildRig]:
     rigs = [
         unreal_mannequin(),
+        unreal_mannequin(turn_deg=0.0),
         daz_genesis8(),
         vroid(),
         vroid(turn_deg=180.0),
         mixamo(),
+        mixamo_fbx_y_up(),
         mixamo(spines=1, name="mixamo_one_spine", body=Body()),
         mixamo(spines=3, necks=3, name="mixamo_three_necks", body=Body()),
         mmd(),
@@ -446,12 +459,24 @@ def families() -> dict[str, WildRig]:
     return {r.name: r for r in rigs}
 
 
+def anonymous(rig: WildRig) -> WildRig:
+    """The same rig with every bone named ``joint1``, ``joint2``, ... (as a Maya scene left with its
+    default names): structure and joints alone must decide."""
+    ren = {b[0]: f"joint{i + 1}" for i, b in enumerate(rig.bones)}
+    bones = [(ren[n], None if p is None else ren[p], h, t) for n, p, h, t in rig.bones]
+    expected = {slot: ren[b] for slot, b in rig.expected.items()}
+    return WildRig(rig.name + " (no names)", bones, expected, rig.turn_deg, rig.units, rig.object_scale)
+
+
 def build(bpy, rig: WildRig):
     """The rig as a Blender armature object (edit bones from the table), linked to the scene."""
     from mathutils import Matrix
 
     c, s = np.cos(np.radians(rig.turn_deg)), np.sin(np.radians(rig.turn_deg))
     turn = np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
+    x_turn = np.array([[1.0, 0.0, 0.0], [0.0, 0.0, -1.0], [0.0, 1.0, 0.0]])  # +90 degrees about X
+    if rig.y_up:
+        turn = x_turn.T @ turn
     data = bpy.data.armatures.new(rig.name)
     obj = bpy.data.objects.new(rig.name, data)
     bpy.context.scene.collection.objects.link(obj)
@@ -466,6 +491,8 @@ def build(bpy, rig: WildRig):
             eb.parent = made[parent]
         made[name] = eb
     bpy.ops.object.mode_set(mode="OBJECT")
-    obj.matrix_world = Matrix.Diagonal((rig.object_scale,) * 3 + (1.0,))
+    world = np.eye(4)
+    world[:3, :3] = (x_turn if rig.y_up else np.eye(3)) * rig.object_scale
+    obj.matrix_world = Matrix(world.tolist())
     bpy.context.view_layer.update()
     return obj
