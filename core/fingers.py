@@ -117,8 +117,13 @@ def finger_slots(rig: RigLike, hand: int, side: str, elbow: FloatArray) -> list[
             # Along the knuckle line, starting from the end nearest the thumb.
             centre = bases.mean(axis=0)
             axis = np.linalg.svd(bases - centre)[2][0]
+            # Across the hand only: a thumb starting far back toward the wrist must not count as
+            # lying beyond the knuckle that a bent or turned hand's line happens to lead toward.
+            along = _unit(centre - wrist)
+            across = axis - float(axis @ along) * along
+            axis = _unit(across) if float(np.linalg.norm(across)) > 1e-9 else axis
             proj = (bases - centre) @ axis
-            thumb_at = float((rig.heads[trimmed[thumb][0]] - centre) @ axis)
+            thumb_at = float((rig.heads[trimmed[thumb]].mean(axis=0) - centre) @ axis)
             ranked = np.argsort(proj if thumb_at < float(proj.mean()) else -proj)
             others = [others[k] for k in ranked]
         # The thumb starts near the wrist either way; it ends in a tip bone where the fingers do.

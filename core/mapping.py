@@ -73,6 +73,7 @@ from .limb_ends import (
     toes_of,
     toes_on_path,
 )
+from .name_prefix import shared_prefix, without_copy_numbers, without_prefix
 from .pack_limits import not_regular
 from .rotations import FloatArray
 from .skeleton import Skeleton
@@ -1227,7 +1228,15 @@ def detect_convention(names: Sequence[str]) -> tuple[NameConvention | None, int]
 
 
 def _name_hints(names: Sequence[str], is_leaf: Sequence[bool]) -> tuple[list[_Hint], NameConvention | None]:
-    conv, _ = detect_convention(names)
+    conv, score = detect_convention(names)
+    # A prefix on every bone (``Character1_``), or a copy number on every one, hides the
+    # convention and the words alike: names read without them where that reads better.
+    bare = without_copy_numbers(names)
+    bare = without_prefix(bare, shared_prefix(bare)) if conv is None else bare
+    if bare != list(names):
+        bare_conv, bare_score = detect_convention(bare)
+        if conv is None or bare_score > score:
+            names, conv = bare, bare_conv
     table = _TABLES[conv.key] if conv is not None else {}
     hints = []
     for name, leaf in zip(names, is_leaf, strict=True):

@@ -46,6 +46,8 @@ class Body:
     arm: float = 1.0  # arm length factor
     head: float = 1.0  # head size factor
     arm_down_deg: float = 0.0  # 0: T-pose; ~45: A-pose
+    elbow_bend_deg: float = 0.0  # forearm and hand turned forward at the elbow
+    knee_bend_deg: float = 0.0  # knees forward, ankles under the hips
 
     def __post_init__(self) -> None:
         s = self.height / 1.75
@@ -73,6 +75,8 @@ class Body:
         down = np.radians(self.arm_down_deg)
         d = _v(np.cos(down) * x, 0.0, -np.sin(down))
         p["elbow"] = p["shoulder"] + 0.29 * s * a * d + _v(0, 0.015 * s, 0)
+        bend = np.radians(self.elbow_bend_deg)
+        d = np.cos(bend) * d + np.sin(bend) * _v(0, -1.0, 0)
         p["wrist"] = p["elbow"] + 0.26 * s * a * d - _v(0, 0.005 * s, 0)
         p["dir"] = d
         # The palm faces down in a T-pose: fingers fan along Y, the index forward (-Y).
@@ -93,7 +97,7 @@ class Body:
             p[f"thumb_{k + 1}"] = tb + k * 0.035 * s * a * tdir
         hip_z = self.leg * self.height
         p["hip"] = _v(0.09 * s * x, 0.0, hip_z)
-        p["knee"] = _v(0.095 * s * x, -0.015 * s, 0.53 * hip_z)
+        p["knee"] = _v(0.095 * s * x, -0.015 * s - np.sin(np.radians(self.knee_bend_deg)) * 0.47 * hip_z, 0.53 * hip_z)
         p["ankle"] = _v(0.10 * s * x, 0.03 * s, 0.085 * s)
         p["ball"] = _v(0.11 * s * x, -0.10 * s, 0.025 * s)
         p["toe_tip"] = _v(0.115 * s * x, -0.17 * s, 0.02 * s)
@@ -108,7 +112,7 @@ def _lerp(a: np.ndarray, b: np.ndarray, t: float) -> np.ndarray:
 def unreal_mannequin(body: Body | None = None, turn_deg: float = 180.0) -> WildRig:
     """UE5 mannequin: centimetres, object scaled 0.01, faces +Y, root at the floor, twist bones,
     metacarpals, and IK target bones under ``ik_foot_root`` / ``ik_hand_root``."""
-    b = body or Body(arm_down_deg=40.0)
+    b = body or Body(arm_down_deg=40.0, elbow_bend_deg=20.0, knee_bend_deg=5.0)
     bones: list[Bone] = [("root", None, _v(0, 0, 0), _v(0, -0.15, 0))]
     sp = b.spine(5)
     bones.append(("pelvis", "root", b.pelvis - _v(0, 0, 0.02), sp[1]))
@@ -459,13 +463,20 @@ def families() -> dict[str, WildRig]:
     return {r.name: r for r in rigs}
 
 
-def anonymous(rig: WildRig) -> WildRig:
-    """The same rig with every bone named ``joint1``, ``joint2``, ... (as a Maya scene left with its
-    default names): structure and joints alone must decide."""
-    ren = {b[0]: f"joint{i + 1}" for i, b in enumerate(rig.bones)}
+def renamed(rig: WildRig, how: str) -> WildRig:
+    """The same rig renamed: ``"no names"`` (``joint1``, ``joint2``, ... as a Maya scene left with
+    its default names: structure and joints alone decide), ``"prefixed"`` (``Character1_`` before
+    every name, the namespace taken off) or ``"copy numbers"`` (``.001`` after every name, as on
+    a joined armature)."""
+    rename = {
+        "no names": lambda i, n: f"joint{i + 1}",
+        "prefixed": lambda i, n: "Character1_" + n.rpartition(":")[2],
+        "copy numbers": lambda i, n: n + ".001",
+    }[how]
+    ren = {b[0]: rename(i, b[0]) for i, b in enumerate(rig.bones)}
     bones = [(ren[n], None if p is None else ren[p], h, t) for n, p, h, t in rig.bones]
     expected = {slot: ren[b] for slot, b in rig.expected.items()}
-    return WildRig(rig.name + " (no names)", bones, expected, rig.turn_deg, rig.units, rig.object_scale)
+    return WildRig(f"{rig.name} ({how})", bones, expected, rig.turn_deg, rig.units, rig.object_scale, rig.y_up)
 
 
 def build(bpy, rig: WildRig):

@@ -112,17 +112,17 @@ def _trunk_run_off(outcome, src, local):
     return float(np.mean(offs))
 
 
-@pytest.mark.parametrize("names", ["names", "no names"])
+@pytest.mark.parametrize("names", ["names", "no names", "prefixed", "copy numbers"])
 @pytest.mark.parametrize("family", list(RIGS))
 def test_wild_rig_maps_every_slot_to_the_right_bone(scene, family, names):
     bpy, _, _ = scene
     from marionette.operators.jobs import rig_input
 
     rig = RIGS[family]
-    if names == "no names":
-        if family in NAMES_DECIDE:
+    if names != "names":
+        if names == "no names" and family in NAMES_DECIDE:
             pytest.skip(NAMES_DECIDE[family])
-        rig = wr.anonymous(rig)
+        rig = wr.renamed(rig, names)
     obj = wr.build(bpy, rig)
     try:
         _, mapping = rig_input(obj)
