@@ -342,6 +342,56 @@ def head_of_chain(rig: RigLike, chain: Sequence[int], tipped: bool) -> int:
     return int(chain[-1])
 
 
+def loose_root_parents(
+    heads: FloatArray, ends: FloatArray, apar: NDArray[np.int64], keep: NDArray[np.bool_], size: float, reach: float = 0.08
+) -> dict[int, int]:
+    """Anatomical parents for bones that have none outside the trunk's tree (a Rigify rig's DEF
+    bones kept alone: shoulders, upper arms and thighs lose their ORG parents): each loose root,
+    nearest first, hangs from the bone of the growing tree that ends (or else starts)
+    nearest its head, when that is within ``reach`` of the body's size."""
+    n = len(heads)
+    roots = [i for i in range(n) if keep[i] and apar[i] < 0]
+    if len(roots) < 2:
+        return {}
+    top = np.arange(n)
+    for i in range(n):
+        r = i
+        while apar[r] >= 0:
+            r = int(apar[r])
+        top[i] = r
+    members = {r: [i for i in range(n) if keep[i] and top[i] == r] for r in roots}
+    # The trunk's tree has the most bones about the middle of the body; limbs reach away.
+    middle = np.median(heads[keep], axis=0)
+    main = max(roots, key=lambda r: int(np.sum(np.linalg.norm(heads[members[r]] - middle, axis=1) < 0.25 * size)))
+    trunk = list(members[main])
+    tree = list(trunk)
+    loose = [r for r in roots if r != main]
+
+    def carries(r: int) -> bool:
+        # A lone bone (a prop at the origin, a camera above the head) is not a body part unless
+        # another loose part starts where it ends (a clavicle carrying its arm).
+        tips = ends[members[r]]
+        return any(float(np.linalg.norm(tips - heads[q], axis=1).min()) <= 0.01 * size for q in loose if q != r)
+
+    pending = [r for r in loose if len(members[r]) >= 2 or carries(r)]
+    out: dict[int, int] = {}
+    while pending:
+        # A loose root continues a limb where a bone ends, or branches off the trunk anywhere
+        # along it; it does not start beside another limb's first bone. Where a bone ends and the
+        # next starts (one point, to float precision), the one ending there is the parent.
+        anchors = tree + trunk
+        pts = np.concatenate([ends[tree], heads[trunk]])
+        handicap = np.concatenate([np.zeros(len(tree)), np.full(len(trunk), 0.01 * size)])
+        best = min(pending, key=lambda r: float((np.linalg.norm(pts - heads[r], axis=1) + handicap).min()))
+        d = np.linalg.norm(pts - heads[best], axis=1) + handicap
+        if float(d.min()) > reach * size:
+            break
+        out[best] = anchors[int(np.argmin(d))]
+        tree.extend(members[best])
+        pending.remove(best)
+    return out
+
+
 def describe_rejected(rig: RigLike, slot: str, found: LimbEnd) -> str:
     """One clause naming the nearest bones passed over for ``slot`` and why."""
     if not found.rejected:

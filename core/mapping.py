@@ -68,6 +68,7 @@ from .limb_ends import (
     head_of_chain,
     joint_ends,
     limb_end_point,
+    loose_root_parents,
     rest_below_ankle,
     tip_after,
     toes_of,
@@ -1402,6 +1403,8 @@ class _Rig:
                     break
                 p = int(self.parents[p])
             apar[i] = p
+        for root, anchor in loose_root_parents(self.heads, self.ends, apar, keep, self.size).items():
+            apar[root] = anchor
         self.apar = apar
         self.akids: list[list[int]] = [[] for _ in range(n)]
         self.roots: list[int] = []

@@ -27,8 +27,6 @@ RIGS = wr.families()
 NAMES_DECIDE = {
     "mmd": "the centre bone (センター, below the waist) and the waist bone (腰) above it both carry "
     "the whole body; only the name says which one the clips key as the hips",
-    "rigify_def_detached": "with the limbs cut loose from the body (no parent), only names "
-    "tie an arm or a leg to the trunk",
 }
 
 
