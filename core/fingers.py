@@ -53,6 +53,11 @@ def _stray_child(rig: RigLike, hand: int, bone: int) -> int | None:
     return None
 
 
+def _spread(rig: RigLike, bones: list[int]) -> float:
+    pts = rig.heads[bones]
+    return float(np.linalg.norm(pts[:, None] - pts[None], axis=-1).max())
+
+
 def finger_slots(rig: RigLike, hand: int, side: str, elbow: FloatArray) -> list[tuple[str, int, str, float]]:
     """(slot, bone, reason, base confidence) of the fingers of ``hand``, by name where the names
     say which finger, else by structure; ``elbow`` is where the forearm starts."""
@@ -83,10 +88,17 @@ def finger_slots(rig: RigLike, hand: int, side: str, elbow: FloatArray) -> list[
     wrist = rig.heads[hand]
     # Leading palm bones: more than three bones in a chain, or a first bone that starts at the
     # wrist, are metacarpals or offsets before the three phalanges.
-    trimmed = []
+    # A longer chain whose first bone starts at the knuckles, away from the wrist, ends in a
+    # fingertip bone instead (Mixamo's Index4, a biped's Nub): its phalanges are the first three.
+    # Bones that start together (or fan out from near one spot) are palm bones, not phalanges.
+    long = [c for c in chains if len(c) > 3]
+    fanned = len(long) >= 2 and _spread(rig, [c[0] for c in long]) < 0.7 * _spread(rig, [c[1] for c in long])
+    trimmed, tipped = [], 0
     for c in chains:
         tip = float(np.linalg.norm(rig.ends[c[-1]] - wrist))
-        t = c[-3:] if len(c) > 3 else c
+        at_knuckle = not fanned and float(np.linalg.norm(rig.heads[c[0]] - wrist)) > 0.25 * tip
+        tipped += len(c) > 3 and at_knuckle
+        t = c[:3] if len(c) > 3 and at_knuckle else c[-3:] if len(c) > 3 else c
         if len(t) >= 2 and float(np.linalg.norm(rig.heads[t[0]] - wrist)) <= 0.25 * tip:
             t = t[1:]
         trimmed.append(t)
@@ -105,11 +117,18 @@ def finger_slots(rig: RigLike, hand: int, side: str, elbow: FloatArray) -> list[
             # Along the knuckle line, starting from the end nearest the thumb.
             centre = bases.mean(axis=0)
             axis = np.linalg.svd(bases - centre)[2][0]
+            # Across the hand only: a thumb starting far back toward the wrist must not count as
+            # lying beyond the knuckle that a bent or turned hand's line happens to lead toward.
+            along = _unit(centre - wrist)
+            across = axis - float(axis @ along) * along
+            axis = _unit(across) if float(np.linalg.norm(across)) > 1e-9 else axis
             proj = (bases - centre) @ axis
-            thumb_at = float((rig.heads[trimmed[thumb][0]] - centre) @ axis)
+            thumb_at = float((rig.heads[trimmed[thumb]].mean(axis=0) - centre) @ axis)
             ranked = np.argsort(proj if thumb_at < float(proj.mean()) else -proj)
             others = [others[k] for k in ranked]
-        order.append(("thumb", chains[thumb][-3:] if len(chains[thumb]) > 3 else chains[thumb]))
+        # The thumb starts near the wrist either way; it ends in a tip bone where the fingers do.
+        tc = chains[thumb]
+        order.append(("thumb", (tc[:3] if 2 * tipped > len(others) else tc[-3:]) if len(tc) > 3 else tc))
         words = {1: ("middle",), 2: ("index", "middle"), 3: ("index", "middle", "ring")}.get(
             len(others), ("index", "middle", "ring", "little")
         )

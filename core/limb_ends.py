@@ -281,6 +281,117 @@ def toes_child(rig: RigLike, foot: int, child: int, up: FloatArray) -> bool:
     return forward == [child]
 
 
+def _foot_split(rig: RigLike, foot: int, child: int) -> bool:
+    """``child`` is part of the foot, not its toes: the foot's only child, starting near the ankle
+    and running along the foot (Daz's Metatarsals under the Foot, the toes hanging from it)."""
+    if list(rig.akids[foot]) != [child]:
+        return False
+    start = float(np.linalg.norm(rig.heads[child] - rig.heads[foot]))
+    return start < 0.5 * float(np.linalg.norm(rig.ends[child] - rig.heads[foot]))
+
+
+def rest_below_ankle(pts: FloatArray, a: int, up: FloatArray, length: float) -> float:
+    """How much leg a cut at ``pts[a]`` leaves below the ankle: the drop from the ankle to the
+    lowest point after it, plus a quarter of the path's length after it. A foot and its toes run
+    forward (a big stylised foot, or importer tip bones, is long but hardly drops); a cut above
+    the real ankle leaves the shin hanging down."""
+    if a >= len(pts) - 1:
+        return 0.0
+    drop = float(np.max((pts[a] - pts[a + 1 :]) @ up))
+    return max(drop, 0.0) + 0.25 * length
+
+
+def toes_on_path(rig: RigLike, path: Sequence[int], a: int, up: FloatArray) -> int:
+    """Index in ``path`` of the toes after the foot at ``path[a]``, or -1: the bone running forward
+    from the foot, past a bone that only splits the foot."""
+    if a + 1 >= len(path):
+        return -1
+    if a + 2 < len(path) and _foot_split(rig, path[a], path[a + 1]) and toes_child(rig, path[a + 1], path[a + 2], up):
+        return a + 2
+    return a + 1 if toes_child(rig, path[a], path[a + 1], up) else -1
+
+
+def toes_of(rig: RigLike, foot: int, up: FloatArray) -> int:
+    """The toes bone under ``foot`` wherever the foot hangs, or -1 (see :func:`toes_on_path`)."""
+    kids = list(rig.akids[foot])
+    if len(kids) == 1 and _foot_split(rig, foot, kids[0]):
+        inner = [c for c in rig.akids[kids[0]] if toes_child(rig, kids[0], c, up)]
+        if inner:
+            return int(inner[0])
+    kids = [c for c in kids if toes_child(rig, foot, c, up)]
+    return int(kids[0]) if kids else -1
+
+
+def tip_after(rig: RigLike, bone: int) -> bool:
+    """``bone`` ends in a tip bone: its only child is a leaf starting about where it ends and
+    running on in its line (Mixamo's Toe_End, a biped's Nub), a joint marking where it ends."""
+    kids = list(rig.akids[bone])
+    if len(kids) != 1 or rig.akids[kids[0]]:
+        return False
+    own = rig.ends[bone] - rig.heads[bone]
+    tip = kids[0]
+    near = float(np.linalg.norm(rig.heads[tip] - rig.ends[bone])) <= 0.1 * float(np.linalg.norm(own))
+    return near and angle_deg(rig.ends[tip] - rig.heads[tip], own) < 30.0
+
+
+def head_of_chain(rig: RigLike, chain: Sequence[int], tipped: bool) -> int:
+    """The head in the chain above the arms, none named so: its top bone; on a rig whose limbs
+    end in tip bones (``tipped``), the bone below a tip at the top (Mixamo's HeadTop_End)."""
+    if tipped and len(chain) >= 2 and tip_after(rig, chain[-2]) and int(rig.akids[chain[-2]][0]) == chain[-1]:
+        return int(chain[-2])
+    return int(chain[-1])
+
+
+def loose_root_parents(
+    heads: FloatArray, ends: FloatArray, apar: NDArray[np.int64], keep: NDArray[np.bool_], size: float, reach: float = 0.08
+) -> dict[int, int]:
+    """Anatomical parents for bones that have none outside the trunk's tree (a Rigify rig's DEF
+    bones kept alone: shoulders, upper arms and thighs lose their ORG parents): each loose root,
+    nearest first, hangs from the bone of the growing tree that ends (or else starts)
+    nearest its head, when that is within ``reach`` of the body's size."""
+    n = len(heads)
+    roots = [i for i in range(n) if keep[i] and apar[i] < 0]
+    if len(roots) < 2:
+        return {}
+    top = np.arange(n)
+    for i in range(n):
+        r = i
+        while apar[r] >= 0:
+            r = int(apar[r])
+        top[i] = r
+    members = {r: [i for i in range(n) if keep[i] and top[i] == r] for r in roots}
+    # The trunk's tree has the most bones about the middle of the body; limbs reach away.
+    middle = np.median(heads[keep], axis=0)
+    main = max(roots, key=lambda r: int(np.sum(np.linalg.norm(heads[members[r]] - middle, axis=1) < 0.25 * size)))
+    trunk = list(members[main])
+    tree = list(trunk)
+    loose = [r for r in roots if r != main]
+
+    def carries(r: int) -> bool:
+        # A lone bone (a prop at the origin, a camera above the head) is not a body part unless
+        # another loose part starts where it ends (a clavicle carrying its arm).
+        tips = ends[members[r]]
+        return any(float(np.linalg.norm(tips - heads[q], axis=1).min()) <= 0.01 * size for q in loose if q != r)
+
+    pending = [r for r in loose if len(members[r]) >= 2 or carries(r)]
+    out: dict[int, int] = {}
+    while pending:
+        # A loose root continues a limb where a bone ends, or branches off the trunk anywhere
+        # along it; it does not start beside another limb's first bone. Where a bone ends and the
+        # next starts (one point, to float precision), the one ending there is the parent.
+        anchors = tree + trunk
+        pts = np.concatenate([ends[tree], heads[trunk]])
+        handicap = np.concatenate([np.zeros(len(tree)), np.full(len(trunk), 0.01 * size)])
+        best = min(pending, key=lambda r: float((np.linalg.norm(pts - heads[r], axis=1) + handicap).min()))
+        d = np.linalg.norm(pts - heads[best], axis=1) + handicap
+        if float(d.min()) > reach * size:
+            break
+        out[best] = anchors[int(np.argmin(d))]
+        tree.extend(members[best])
+        pending.remove(best)
+    return out
+
+
 def describe_rejected(rig: RigLike, slot: str, found: LimbEnd) -> str:
     """One clause naming the nearest bones passed over for ``slot`` and why."""
     if not found.rejected:

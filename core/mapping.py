@@ -65,10 +65,16 @@ from .limb_ends import (
     describe_rejected,
     end_markers,
     find_limb_end,
+    head_of_chain,
     joint_ends,
     limb_end_point,
-    toes_child,
+    loose_root_parents,
+    rest_below_ankle,
+    tip_after,
+    toes_of,
+    toes_on_path,
 )
+from .name_prefix import shared_prefix, without_copy_numbers, without_prefix
 from .pack_limits import not_regular
 from .rotations import FloatArray
 from .skeleton import Skeleton
@@ -1223,7 +1229,15 @@ def detect_convention(names: Sequence[str]) -> tuple[NameConvention | None, int]
 
 
 def _name_hints(names: Sequence[str], is_leaf: Sequence[bool]) -> tuple[list[_Hint], NameConvention | None]:
-    conv, _ = detect_convention(names)
+    conv, score = detect_convention(names)
+    # A prefix on every bone (``Character1_``), or a copy number on every one, hides the
+    # convention and the words alike: names read without them where that reads better.
+    bare = without_copy_numbers(names)
+    bare = without_prefix(bare, shared_prefix(bare)) if conv is None else bare
+    if bare != list(names):
+        bare_conv, bare_score = detect_convention(bare)
+        if conv is None or bare_score > score:
+            names, conv = bare, bare_conv
     table = _TABLES[conv.key] if conv is not None else {}
     hints = []
     for name, leaf in zip(names, is_leaf, strict=True):
@@ -1389,6 +1403,8 @@ class _Rig:
                     break
                 p = int(self.parents[p])
             apar[i] = p
+        for root, anchor in loose_root_parents(self.heads, self.ends, apar, keep, self.size).items():
+            apar[root] = anchor
         self.apar = apar
         self.akids: list[list[int]] = [[] for _ in range(n)]
         self.roots: list[int] = []
@@ -1842,10 +1858,10 @@ def _cut_leg(rig: _Rig, path: list[int], pair: _Pair, up: FloatArray) -> _Cut | 
                     cost += max(0.0, 40.0 - turn) / 40.0
                 else:
                     cost += 0.3
-                rest = float(cum[m] - cum[a])
+                rest = rest_below_ankle(pts, a, up, float(cum[m] - cum[a]))
                 if rest > 0.6 * shin:
                     cost += 2.0 * (rest / shin - 0.6)
-                toes = a + 1 if a + 1 < m and toes_child(rig, path[a], path[a + 1], up) else -1
+                toes = toes_on_path(rig, path, a, up) if a < m else -1
                 for i, hint in enumerate(hints):
                     role = {h: "thigh", k: "shin", a: "foot", toes: "toes"}.get(i)
                     cost -= _name_vote(hint, role, LEG_PARTS)
@@ -1990,29 +2006,14 @@ def _map_with_body(rig: _Rig, body: _Body) -> BoneMapping:
     neck_chain = _neck_chain(rig, body, up, eps)
     head = -1
     neck = -1
+    named_head = [i for i in neck_chain if "head" in rig.hints[i].parts]
     if neck_chain:
-        named_head = [i for i in neck_chain if "head" in rig.hints[i].parts]
         head = named_head[-1] if named_head else neck_chain[-1]
-        below = neck_chain[: neck_chain.index(head)]
-        named_neck = [i for i in below if "neck" in rig.hints[i].parts]
-        if named_neck:
-            neck = named_neck[0]
-        elif below:
-            neck = below[0]
     column = rig.path_between(hips, chest)
     # A bone starting below the hip joints is the pelvis, part of the hips, not the spine.
     hip_line = min(float(rig.heads[x] @ up) for x in (body.legs.a, body.legs.b))
     while len(column) > 1 and float(rig.heads[column[0]] @ up) < hip_line:
         column = column[1:]
-    if neck < 0 and column and "neck" in rig.hints[chest].parts:
-        neck = chest  # Biped hangs the clavicles from the neck
-        column = column[:-1]
-    _assign_column(asm, column)
-    if neck >= 0:
-        asm.put("neck", neck, "first bone above the arms" if neck != chest else "bone the arms hang from, named neck")
-    if head >= 0:
-        asm.put("head", head, "top of the chain above the arms")
-
     # Limbs.
     leg_info: dict[int, tuple[_Cut, int, int]] = {}
     for root, matched in ((body.legs.a, body.legs.path_a), (body.legs.b, body.legs.path_b)):
@@ -2024,9 +2025,23 @@ def _map_with_body(rig: _Rig, body: _Body) -> BoneMapping:
         if foot < 0:
             foot = _detached_end(rig, cut, "foot", body.legs, used, up, unfound, body)
             if foot >= 0:
-                kids = [c for c in rig.akids[foot] if toes_child(rig, foot, c, up)]
-                toes = kids[0] if kids else -1
+                toes = toes_of(rig, foot, up)
         leg_info[root] = (cut, foot, toes)
+    if neck_chain and not named_head:
+        tipped = len(leg_info) == 2 and all(t >= 0 and tip_after(rig, t) for _, _, t in leg_info.values())
+        head = head_of_chain(rig, neck_chain, tipped)
+    if head >= 0:
+        below = neck_chain[: neck_chain.index(head)]
+        named_neck = [i for i in below if "neck" in rig.hints[i].parts]
+        neck = named_neck[0] if named_neck else below[0] if below else -1
+    if neck < 0 and column and "neck" in rig.hints[chest].parts:
+        neck = chest  # Biped hangs the clavicles from the neck
+        column = column[:-1]
+    _assign_column(asm, column)
+    if neck >= 0:
+        asm.put("neck", neck, "first bone above the arms" if neck != chest else "bone the arms hang from, named neck")
+    if head >= 0:
+        asm.put("head", head, "top of the chain above the arms")
     arm_cuts: dict[int, _Cut] = {}
     hands: dict[int, int] = {}
     for root, matched in ((body.arms.a, body.arms.path_a), (body.arms.b, body.arms.path_b)):
