@@ -221,13 +221,15 @@ def _hips_path(
     horizontal_scale: float,
     vertical_scale: float,
     target_ground: float,
+    rest_hips: tuple[FloatArray, FloatArray] | None = None,
 ) -> tuple[FloatArray, FloatArray]:
     """:func:`hips_path` from the source hips point's positions ``(T, 3)`` and its ground
-    points' heights ``(T, P)``, for callers that hold positions rather than 4x4 placements."""
+    points' heights ``(T, P)``, for callers that hold positions rather than 4x4 placements.
+    ``rest_hips`` are both rigs' hips points at rest, when the caller holds them already."""
     ground_s = float(np.percentile(heights.min(axis=-1), 5))
-    travel_s = hips_s - hips_points(src, src.rest, up_s)
+    rest_s, rest_t = rest_hips if rest_hips is not None else (hips_points(src, src.rest, up_s), hips_points(tgt, tgt.rest, up_t))
+    travel_s = hips_s - rest_s
     travel_s = travel_s - np.outer(travel_s @ up_s, up_s)
-    rest_t = hips_points(tgt, tgt.rest, up_t)
     base = rest_t - (rest_t @ up_t) * up_t
     height = target_ground + vertical_scale * (hips_s @ up_s - ground_s)
     travel = np.asarray((travel_s @ align.T) * horizontal_scale, dtype=np.float64)
@@ -387,6 +389,7 @@ class _Tables:
     hips_row: int
     source_hips_offset: FloatArray  # (3,) the source's hips point in its hips bone's axes
     target_hips_offset: FloatArray  # (3,) the target's, likewise (:mod:`.pelvis`)
+    rest_hips: tuple[FloatArray, FloatArray]  # both rigs' hips points at rest (source, target)
     rest_rel: FloatArray  # (Bt, 4, 4) target rests relative to their anatomical parents
     #: Slots whose target bone keeps the source bone's own rotation, runs that take the bend, toes.
     own: OwnTables
@@ -493,6 +496,8 @@ def _tables(binding: Binding) -> _Tables:
         hips_row=int(row[src.slots["hips"]]),
         source_hips_offset=hips_offset(src, binding.source_canonical.body[:, 2]),
         target_hips_offset=hips_offset(tgt, binding.target_canonical.body[:, 2]),
+        rest_hips=(hips_points(src, src.rest, binding.source_canonical.body[:, 2]),
+                   hips_points(tgt, tgt.rest, binding.target_canonical.body[:, 2])),
         rest_rel=np.linalg.inv(tgt.rest[tgt.anatomical_parents.clip(0)]) @ tgt.rest,
         spread=tuple(r for r in spread_runs(tgt, binding.target_canonical, binding.framed, slot_of_target_bone) if r[0] not in kept),
         twists=tuple(twist_entry(tgt, binding.target_canonical, binding.target_canonical_rot, binding.framed, b, ls, ds, share)
@@ -756,7 +761,7 @@ def retarget(binding: Binding, clip: Clip, *, plant: bool | None = None) -> Reta
     travel_t, grounded = _hips_path(
         binding.source, binding.target, np.concatenate([p[1] for p in parts]), np.concatenate([p[2] for p in parts]),
         up_s, binding.target_canonical.body[:, 2], binding.align,
-        binding.horizontal_scale, binding.vertical_scale, binding.target_ground,
+        binding.horizontal_scale, binding.vertical_scale, binding.target_ground, tables.rest_hips,
     )
     mode = binding.options.root_motion
     hips_pos = grounded + (travel_t if mode in ("HIPS", "ROOT_BONE") else 0.0)
