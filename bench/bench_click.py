@@ -19,12 +19,13 @@ shared machine; figures are medians (not bests), the speed-up the median over ro
 (all threads of the process) is printed too: on a loaded machine it varies less than wall time.
 Goal: the click at least 20x faster than the recipe.
 
-Measured on a 2-core machine shared with other jobs (load average 2-4), ``--runs 7``: the click
-17.4-20.2x the recipe in wall time (medians over rounds; single rounds 14-35x), 22.5-24.8x in CPU
-time (the click ~54 ms, the recipe ~1.23-1.34 s). The click's CPU time by part, measured alone:
-reading the source ~10.5 ms (Blender's ``foreach_get`` per F-curve ~5 ms, Euler angles to
-quaternions ~3 ms), the core retarget ~16 ms, Plant Feet ~7.5 ms, writing ~10 ms (Blender
-creating and filling ~100 F-curves of 1,100 keys), the operator and Blender's update ~5 ms.
+Measured on a 2-core machine shared with other jobs (load average 3-5), six runs of ``--runs 7``:
+the click 17.4-21.8x the recipe in wall time (medians over rounds; single rounds 12-42x),
+17.7-24.8x in CPU time (the click ~47-67 ms, the recipe 0.85-1.36 s). The click's CPU time by
+part, measured alone: reading the source ~10.5 ms (Blender's ``foreach_get`` per F-curve ~5 ms,
+Euler angles to quaternions ~3 ms), the core retarget ~16 ms, Plant Feet ~7.5 ms, writing
+~10 ms (Blender creating and filling ~100 F-curves of 1,100 keys), the operator and Blender's
+update ~5 ms.
 """
 
 from __future__ import annotations
