@@ -712,12 +712,14 @@ def _plant(
     quats: FloatArray,
     loc_t: FloatArray,
     travel: FloatArray,
+    in_place: bool = False,
 ) -> tuple[FloatArray, FloatArray, dict[str, dict[str, int]], PlantReport]:
     """Target locals with the feet of ``legs`` held where the source's ankles ``(feet, T, 3)``
     are planted over its ground (from the ground points' heights ``(T, P)``), per foot the
     frames held and those out of the leg's reach, and the pass's report (how far the hips came
     down). ``travel`` is the target's root travel: where the skeleton does not carry it (on the
-    object, or in place), the held feet move back by it."""
+    object, or in place), the held feet move back by it. ``in_place`` lets the pass write into
+    ``quats`` and ``loc_t`` (a caller's own arrays, needed no more)."""
     up_s = binding.source_canonical.body[:, 2]
     ground_s = float(np.percentile(heights.min(axis=-1), 5))
     planted = [planted_frames(ankles[i], ground_s, up_s, binding.source_hip_height, clip.times) for i in range(len(legs))]
@@ -725,6 +727,7 @@ def _plant(
     rot, loc, report = plant_legs(
         binding.target.skeleton, [leg for _, leg in legs], planted, quats, loc_t, binding.target_canonical.body[:, 2], clip.times,
         drift=None if carried else travel, pelvis=binding.target.slots.get("hips", -1), hip_height=binding.target_hip_height,
+        in_place=in_place,
     )
     counts = {
         foot: {"held": report.contact_frames[leg.foot], "out_of_reach": report.unreachable_frames[leg.foot]} for foot, leg in legs
@@ -790,7 +793,7 @@ def retarget(binding: Binding, clip: Clip, *, plant: bool | None = None) -> Reta
     if legs:
         heights = np.concatenate([p[2] for p in parts])
         ankles = np.concatenate([p[3] for p in parts], axis=1)  # (feet, T, 3)
-        quats, loc_t, planted, lowered = _plant(binding, legs, clip, ankles, heights, quats, loc_t, travel_t)
+        quats, loc_t, planted, lowered = _plant(binding, legs, clip, ankles, heights, quats, loc_t, travel_t, in_place=True)
     del parts
 
     coverage = binding.driven.astype(np.float64)
