@@ -202,6 +202,7 @@ def plant_legs(
     *,
     pelvis: int = -1,
     hip_height: float = 0.0,
+    in_place: bool = False,
 ) -> tuple[FloatArray, FloatArray, PlantReport]:
     """Local rotations ``(T, B, 4)`` and translations ``(T, B, 3)`` with each leg's ankle held on
     its contact spot over the frames ``planted[leg]`` (see :func:`hold_offsets`). The inputs are
@@ -214,8 +215,12 @@ def plant_legs(
     With a ``pelvis`` joint above every thigh and the target's ``hip_height``, held spots out of
     reach lower the pelvis first (its local translation, along ``up``; see :func:`needed_drop`
     and :func:`smooth_drop`); every leg is then solved back to its ankle's own height on the
-    frames the pelvis is lowered."""
-    rot_out, tr_out = rotations.copy(), translations.copy()
+    frames the pelvis is lowered. ``in_place`` writes into ``rotations`` and ``translations``
+    themselves (and returns them), for a caller that owns them and needs them no more.
+
+    On the frames it changes, the original values are read before they are overwritten: the
+    legs' placements are all taken before the first write."""
+    rot_out, tr_out = (rotations, translations) if in_place else (rotations.copy(), translations.copy())
     parents = skeleton.parents
     parts = [_parts(skeleton, leg) for leg in legs]
     # Only the joints that get new locals (where a part starts below a joint moving otherwise)

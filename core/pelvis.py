@@ -25,16 +25,23 @@ HIPS_MARGIN = 0.15
 
 def ground_points(anatomy: RigAnatomy) -> list[tuple[int, FloatArray]]:
     """Points on the feet used to find the ground: ankle and toe heads and their ends."""
+    cached: list[tuple[int, FloatArray]] | None = anatomy.__dict__.get("_ground_points")
+    if cached is not None:  # kept on the (immutable) anatomy: the summary asks for them often
+        return list(cached)
     pts: list[tuple[int, FloatArray]] = []
-    inv = np.linalg.inv(anatomy.rest)
     for side in SIDES:
         for part in ("foot", "toes"):
             slot = sided(part, side)
             if slot in anatomy.slots:
                 b = anatomy.slots[slot]
                 pts.append((b, np.zeros(3)))
-                pts.append((b, (inv[b] @ np.append(anatomy.ends[b], 1.0))[:3]))
-    return pts
+                # The inverse of these few rests only: each matrix inverted is a LAPACK solve,
+                # which a threaded BLAS hands to its threads (they then spin for a while).
+                pts.append((b, (np.linalg.inv(anatomy.rest[b]) @ np.append(anatomy.ends[b], 1.0))[:3]))
+    for _, off in pts:
+        off.flags.writeable = False
+    object.__setattr__(anatomy, "_ground_points", pts)
+    return list(pts)
 
 
 def heights_along(points: list[tuple[int, FloatArray]], placements: FloatArray, up: FloatArray) -> FloatArray:

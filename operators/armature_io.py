@@ -1075,7 +1075,8 @@ def write_action(
     want_scale = np.zeros(len(names), dtype=bool)
     if sca is not None:
         want_scale = ~(np.all(np.abs(sca - 1.0) < 1e-9, axis=(0, 2)) & np.all(cur_scale == 1.0, axis=1))
-    modes = [pbs[n].rotation_mode for n in names]
+    mode_of = {pb.name: pb.rotation_mode for pb in pbs}  # one pass: a lookup by name searches the bones
+    modes = [mode_of[n] for n in names]
 
     # Blocks of values (T, bones, n) per channel kind, and the curve rows they fill.
     blocks: list[tuple[str, np.ndarray, np.ndarray]] = []  # (property, bone positions, values)

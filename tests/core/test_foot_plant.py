@@ -384,3 +384,27 @@ def test_legs_that_reach_every_spot_leave_the_hips_alone(target):
     rot_b, tr_b, rep_b = plant_legs(*args, pelvis=sk.index("Hips"), hip_height=binding.target_hip_height)
     assert np.array_equal(rot_a, rot_b) and np.array_equal(tr_a, tr_b)
     assert rep_b.hip_drop == 0.0 and rep_b.unreachable_frames == rep_a.unreachable_frames
+
+
+@pytest.mark.parametrize("kind, mode", [("plain", "HIPS"), ("ik feet", "ROOT_BONE")])
+def test_the_pass_in_place_writes_the_keys_it_returns_on_copies(kind, mode):
+    """The retarget lets the pass write into its own arrays: the keys are those of the pass on
+    copies, bit for bit, hips lowered and feet keyed through their location included; by default
+    the inputs are left as they were."""
+    target = sample_humanoid() if kind == "plain" else with_root_and_ik_feet(sample_humanoid())
+    sk = target.skeleton
+    options = {"horizontal_scale": 1.2, "root_motion": mode}
+    r_off = retarget(bind(rig_input(SOURCE), rig_input(target), RetargetOptions(**options)), WALK)
+    binding = bind(rig_input(SOURCE), rig_input(target), RetargetOptions(plant_feet=True, **options))
+    _, contacts = _source_contacts(binding)
+    planted = [contacts[f"foot.{s}"] for s in "LR"]
+    rot, tr = r_off.clip.rotations.copy(), r_off.clip.translations.copy()
+    kw = {"pelvis": sk.index("Hips"), "hip_height": binding.target_hip_height}
+    args = (sk, _legs(sk), planted)
+    up = binding.target_canonical.body[:, 2]
+    rot_a, tr_a, rep_a = plant_legs(*args, rot, tr, up, WALK.times, **kw)
+    assert np.array_equal(rot, r_off.clip.rotations) and np.array_equal(tr, r_off.clip.translations)
+    assert rep_a.lowered_frames > 0  # the case that rewrites the pelvis's translation
+    rot_b, tr_b, rep_b = plant_legs(*args, rot, tr, up, WALK.times, **kw, in_place=True)
+    assert rot_b is rot and tr_b is tr
+    assert np.array_equal(rot_a, rot_b) and np.array_equal(tr_a, tr_b) and rep_a == rep_b
