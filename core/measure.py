@@ -221,21 +221,30 @@ def _run_judged(binding: Binding, source: FloatArray, target: FloatArray) -> dic
     (spine, neck) differ in count: the retarget then spreads the source's bend along the target's
     own run, so bone for bone they differ by design. Such a group is judged by its end bone's own
     rotation (hips, head) and the frame of the run as a whole (:func:`_run_frames`, lateral axis
-    from the upper-arm roots, or the clavicles'); the run counts as many bones as the target has
-    in it, so a run turned wrong as a whole reads as the per-bone figure would. Per group ``(T,
-    1 + n)`` arrays as in :func:`rotation_since_first_frame`; groups of equal counts are left out."""
+    from the clavicles' roots, or the upper arms' where the clavicles meet); the run counts as
+    many bones as the target has in it, so a run turned wrong as a whole reads as the per-bone
+    figure would. Runs count their bones from the spine (neck) slot's up, mapped or not: the
+    binding keeps only the slots both rigs map. Per group ``(T, 1 + n)``
+    arrays as in :func:`rotation_since_first_frame`; groups of equal counts are left out."""
     src, tgt = binding.source, binding.target
 
     def both(*slots: str) -> bool:
         return all(s in src.slots and s in tgt.slots for s in slots)
 
-    across = next((pair for pair in (("upper_arm.L", "upper_arm.R"), ("shoulder.L", "shoulder.R")) if both(*pair)), None)
-    if across is None or source.shape[0] == 0:
+    def apart(a: RigAnatomy, pair: tuple[str, str]) -> float:
+        return float(np.linalg.norm(a.rest[a.slots[pair[0]], :3, 3] - a.rest[a.slots[pair[1]], :3, 3]))
+
+    # The clavicles' roots sit on the run's top bone; the upper arms' move when the clavicles shrug.
+    arms, clavicles = ("upper_arm.L", "upper_arm.R"), ("shoulder.L", "shoulder.R")
+    if not both(*arms) or source.shape[0] == 0:
         return {}
+    across = arms
+    if both(*clavicles) and all(apart(a, clavicles) > 0.2 * apart(a, arms) for a in (src, tgt)):
+        across = clavicles
     runs = []
     top = "neck" if both("neck") else "head"
     if both("hips", "spine", top):
-        counts = [_bones_between(a, "hips", top) for a in (src, tgt)]
+        counts = [_bones_between(a, "spine", top) + 1 for a in (src, tgt)]
         runs.append(("trunk", "hips", "spine", top, counts))
     if both("neck", "head"):
         counts = [_bones_between(a, "neck", "head") + 1 for a in (src, tgt)]
