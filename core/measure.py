@@ -195,11 +195,27 @@ def rotation_since_first_frame(binding: Binding, source: FloatArray, target: Flo
 def _bones_between(anatomy: RigAnatomy, low: str, high: str) -> int:
     """Bones strictly between slot ``low``'s bone and slot ``high``'s (mapped or not), -1 if
     ``high`` is not below ``low``."""
-    parents, stop = anatomy.skeleton.parents, anatomy.slots[low]
-    bone, count = int(parents[anatomy.slots[high]]), 0
-    while bone >= 0 and bone != stop:
+    return _bones_between_index(anatomy, anatomy.slots[low], anatomy.slots[high])
+
+
+def _crossed(anatomy: RigAnatomy, slots: tuple[str, ...]) -> int:
+    """Bones that the segments of ``slots`` cross (a segment from its bone to a bone further up
+    the chain): the retarget spreads a turn along them, so bone for bone the run differs."""
+    count = 0
+    for slot in slots:
+        end = anatomy.segment_end.get(slot) if slot in anatomy.slots else None
+        if end and len(end) == 1 and not np.any(end[0][1]):
+            between = _bones_between_index(anatomy, anatomy.slots[slot], int(end[0][0]))
+            count += max(between, 0)
+    return count
+
+
+def _bones_between_index(anatomy: RigAnatomy, low: int, high: int) -> int:
+    parents = anatomy.skeleton.parents
+    bone, count = int(parents[high]), 0
+    while bone >= 0 and bone != low:
         bone, count = int(parents[bone]), count + 1
-    return count if bone == stop else -1
+    return count if bone == low else -1
 
 
 def _run_frames(anatomy: RigAnatomy, placements: FloatArray, base: str, top: str, across: tuple[str, str]) -> FloatArray:
@@ -218,7 +234,8 @@ def _run_frames(anatomy: RigAnatomy, placements: FloatArray, base: str, top: str
 
 def _run_judged(binding: Binding, source: FloatArray, target: FloatArray) -> dict[str, dict[str, FloatArray]]:
     """Trunk and head judged as a viewer sees them where the two rigs' runs of in-between bones
-    (spine, neck) differ in count: the retarget then spreads the source's bend along the target's
+    (spine, neck) differ in count and one slot shared by both carries the whole run across bones
+    in between (a one-bone spine, two neck bones onto one): the retarget then spreads the source's bend along the target's
     own run, so bone for bone they differ by design. Such a group is judged by its end bone's own
     rotation (hips, head) and the frame of the run as a whole (:func:`_run_frames`, lateral axis
     from the clavicles' roots, or the upper arms' where the clavicles meet); the run counts as
@@ -241,17 +258,20 @@ def _run_judged(binding: Binding, source: FloatArray, target: FloatArray) -> dic
     across = arms
     if both(*clavicles) and all(apart(a, clavicles) > 0.2 * apart(a, arms) for a in (src, tgt)):
         across = clavicles
-    runs = []
+    runs: list[tuple[str, str, str, str, list[int], tuple[str, ...]]] = []
     top = "neck" if both("neck") else "head"
     if both("hips", "spine", top):
         counts = [_bones_between(a, "spine", top) + 1 for a in (src, tgt)]
-        runs.append(("trunk", "hips", "spine", top, counts))
+        runs.append(("trunk", "hips", "spine", top, counts, tuple(s for s in ("spine", "chest", "upper_chest") if both(s))))
     if both("neck", "head"):
         counts = [_bones_between(a, "neck", "head") + 1 for a in (src, tgt)]
-        runs.append(("head", "head", "neck", "head", counts))
+        runs.append(("head", "head", "neck", "head", counts, ("neck",)))
     out = {}
-    for group, own, base, top_, (n_s, n_t) in runs:
-        if n_s == n_t or min(n_s, n_t) < 1:
+    for group, own, base, top_, (n_s, n_t), spread in runs:
+        # Only where a slot's segment crosses bones in between (the turn spread along them) do
+        # bones differ by design; extra bones that ride rigidly on a slot keep the per-bone figure.
+        # With two or more slots shared, each slot's segment is matched and bone for bone holds.
+        if n_s == n_t or min(n_s, n_t) < 1 or len(spread) != 1 or not (_crossed(src, spread) or _crossed(tgt, spread)):
             continue
         rs = np.concatenate([orientations(source[:, [src.slots[own]]]), _run_frames(src, source, base, top_, across)[:, None]], axis=1)
         rt = np.concatenate([orientations(target[:, [tgt.slots[own]]]), _run_frames(tgt, target, base, top_, across)[:, None]], axis=1)
