@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from .canonical_pose import RigAnatomy
 from .humanoid import SIDES, sided
 from .pelvis import ground_points, heights_along, hips_points
 from .retarget import Binding, SegmentTable, hips_path, orientations
@@ -154,6 +155,22 @@ BONE_GROUPS: dict[str, tuple[str, ...]] = {
 }
 
 
+def _rotation_angle(r: FloatArray) -> FloatArray:
+    """Angle of rotation matrices ``(..., 3, 3)`` in degrees: atan2 of the sine (from the skew
+    part) and cosine (from the trace), exact near zero."""
+    sin = np.linalg.norm(np.stack([r[..., 2, 1] - r[..., 1, 2], r[..., 0, 2] - r[..., 2, 0], r[..., 1, 0] - r[..., 0, 1]], -1), axis=-1)
+    cos = np.trace(r, axis1=-2, axis2=-1) - 1.0
+    return np.asarray(np.degrees(np.arctan2(sin, cos)), dtype=np.float64)
+
+
+def _turns(binding: Binding, rs: FloatArray, rt: FloatArray) -> dict[str, FloatArray]:
+    """Source (aligned) and target rotations since the first frame of orientations ``(T, K, 3, 3)``,
+    compared: ``"source"``, ``"target"`` (how far each turned) and ``"off"``, each ``(T, K)``."""
+    ds = binding.align @ (rs @ np.swapaxes(rs[:1], -1, -2)) @ binding.align.T
+    dt = rt @ np.swapaxes(rt[:1], -1, -2)
+    return {"source": _rotation_angle(ds), "target": _rotation_angle(dt), "off": _rotation_angle(np.swapaxes(dt, -1, -2) @ ds)}
+
+
 def rotation_since_first_frame(binding: Binding, source: FloatArray, target: FloatArray) -> dict[str, dict[str, FloatArray]]:
     """Each bone's rotation since the clip's first frame, source (aligned) against target.
 
@@ -167,32 +184,121 @@ def rotation_since_first_frame(binding: Binding, source: FloatArray, target: Flo
     slots = [s for s in binding.source.slots if s in binding.target.slots and s.split(".")[0] in parts]
     if not slots or source.shape[0] == 0:
         return {}
-    rs = orientations(source[:, [binding.source.slots[s] for s in slots]])
-    rt = orientations(target[:, [binding.target.slots[s] for s in slots]])
-    ds = binding.align @ (rs @ np.swapaxes(rs[:1], -1, -2)) @ binding.align.T
-    dt = rt @ np.swapaxes(rt[:1], -1, -2)
+    turns = _turns(
+        binding,
+        orientations(source[:, [binding.source.slots[s] for s in slots]]),
+        orientations(target[:, [binding.target.slots[s] for s in slots]]),
+    )
+    return {s: {key: v[:, k] for key, v in turns.items()} for k, s in enumerate(slots)}
 
-    def angle(r: FloatArray) -> FloatArray:
-        # atan2 of the sine (from the skew part) and cosine (from the trace): exact near zero.
-        sin = np.linalg.norm(np.stack([r[..., 2, 1] - r[..., 1, 2], r[..., 0, 2] - r[..., 2, 0], r[..., 1, 0] - r[..., 0, 1]], -1), axis=-1)
-        cos = np.trace(r, axis1=-2, axis2=-1) - 1.0
-        return np.asarray(np.degrees(np.arctan2(sin, cos)), dtype=np.float64)
 
-    off, turned_s, turned_t = angle(np.swapaxes(dt, -1, -2) @ ds), angle(ds), angle(dt)
-    return {s: {"source": turned_s[:, k], "target": turned_t[:, k], "off": off[:, k]} for k, s in enumerate(slots)}
+def _bones_between(anatomy: RigAnatomy, low: str, high: str) -> int:
+    """Bones strictly between slot ``low``'s bone and slot ``high``'s (mapped or not), -1 if
+    ``high`` is not below ``low``."""
+    return _bones_between_index(anatomy, anatomy.slots[low], anatomy.slots[high])
+
+
+def _crossed(anatomy: RigAnatomy, slots: tuple[str, ...]) -> int:
+    """Bones that the segments of ``slots`` cross (a segment from its bone to a bone further up
+    the chain): the retarget spreads a turn along them, so bone for bone the run differs."""
+    count = 0
+    for slot in slots:
+        end = anatomy.segment_end.get(slot) if slot in anatomy.slots else None
+        if end and len(end) == 1 and not np.any(end[0][1]):
+            between = _bones_between_index(anatomy, anatomy.slots[slot], int(end[0][0]))
+            count += max(between, 0)
+    return count
+
+
+def _bones_between_index(anatomy: RigAnatomy, low: int, high: int) -> int:
+    parents = anatomy.skeleton.parents
+    bone, count = int(parents[high]), 0
+    while bone >= 0 and bone != low:
+        bone, count = int(parents[bone]), count + 1
+    return count if bone == low else -1
+
+
+def _run_frames(anatomy: RigAnatomy, placements: FloatArray, base: str, top: str, across: tuple[str, str]) -> FloatArray:
+    """Frame ``(T, 3, 3)`` of a run of bones as a whole: up from the head of ``base``'s bone to the
+    head of ``top``'s, lateral from the right to the left ``across`` bone heads (made square to up)."""
+    def head(slot: str) -> FloatArray:
+        return placements[:, anatomy.slots[slot], :3, 3]
+
+    up = head(top) - head(base)
+    up = up / np.maximum(np.linalg.norm(up, axis=-1, keepdims=True), 1e-300)
+    side = head(across[0]) - head(across[1])
+    side = side - np.sum(side * up, -1, keepdims=True) * up
+    side = side / np.maximum(np.linalg.norm(side, axis=-1, keepdims=True), 1e-300)
+    return np.stack([side, np.cross(up, side), up], axis=-1)
+
+
+def _run_judged(binding: Binding, source: FloatArray, target: FloatArray) -> dict[str, dict[str, FloatArray]]:
+    """Trunk and head judged as a viewer sees them where the two rigs' runs of in-between bones
+    (spine, neck) differ in count and one slot shared by both carries the whole run across bones
+    in between (a one-bone spine, two neck bones onto one): the retarget then spreads the source's bend along the target's
+    own run, so bone for bone they differ by design. Such a group is judged by its end bone's own
+    rotation (hips, head) and the frame of the run as a whole (:func:`_run_frames`, lateral axis
+    from the clavicles' roots, or the upper arms' where the clavicles meet); the run counts as
+    many bones as the target has in it, so a run turned wrong as a whole reads as the per-bone
+    figure would. Runs count their bones from the spine (neck) slot's up, mapped or not: the
+    binding keeps only the slots both rigs map. Per group ``(T, 1 + n)``
+    arrays as in :func:`rotation_since_first_frame`; groups of equal counts are left out."""
+    src, tgt = binding.source, binding.target
+
+    def both(*slots: str) -> bool:
+        return all(s in src.slots and s in tgt.slots for s in slots)
+
+    def apart(a: RigAnatomy, pair: tuple[str, str]) -> float:
+        return float(np.linalg.norm(a.rest[a.slots[pair[0]], :3, 3] - a.rest[a.slots[pair[1]], :3, 3]))
+
+    # The clavicles' roots sit on the run's top bone; the upper arms' move when the clavicles shrug.
+    arms, clavicles = ("upper_arm.L", "upper_arm.R"), ("shoulder.L", "shoulder.R")
+    if not both(*arms) or source.shape[0] == 0:
+        return {}
+    across = arms
+    if both(*clavicles) and all(apart(a, clavicles) > 0.2 * apart(a, arms) for a in (src, tgt)):
+        across = clavicles
+    runs: list[tuple[str, str, str, str, list[int], tuple[str, ...]]] = []
+    top = "neck" if both("neck") else "head"
+    if both("hips", "spine", top):
+        counts = [_bones_between(a, "spine", top) + 1 for a in (src, tgt)]
+        runs.append(("trunk", "hips", "spine", top, counts, tuple(s for s in ("spine", "chest", "upper_chest") if both(s))))
+    if both("neck", "head"):
+        counts = [_bones_between(a, "neck", "head") + 1 for a in (src, tgt)]
+        runs.append(("head", "head", "neck", "head", counts, ("neck",)))
+    out = {}
+    for group, own, base, top_, (n_s, n_t), spread in runs:
+        # Only where a slot's segment crosses bones in between (the turn spread along them) do
+        # bones differ by design; extra bones that ride rigidly on a slot keep the per-bone figure.
+        # With two or more slots shared, each slot's segment is matched and bone for bone holds.
+        if n_s == n_t or min(n_s, n_t) < 1 or len(spread) != 1 or not (_crossed(src, spread) or _crossed(tgt, spread)):
+            continue
+        rs = np.concatenate([orientations(source[:, [src.slots[own]]]), _run_frames(src, source, base, top_, across)[:, None]], axis=1)
+        rt = np.concatenate([orientations(target[:, [tgt.slots[own]]]), _run_frames(tgt, target, base, top_, across)[:, None]], axis=1)
+        turns = _turns(binding, rs, rt)
+        out[group] = {key: np.concatenate([v[:, :1], np.repeat(v[:, 1:], n_t, axis=1)], axis=1) for key, v in turns.items()}
+    return out
 
 
 def rotation_since_first_frame_by_group(binding: Binding, source: FloatArray, target: FloatArray) -> dict[str, dict[str, float]]:
     """:func:`rotation_since_first_frame` averaged over each group's bones and frames (degrees):
     ``{"hands": {"source": ..., "target": ..., "off": ..., "off_max": ...}, ...}``; groups with
-    no bone mapped on both rigs are left out."""
+    no bone mapped on both rigs are left out. Trunk and head over runs of different counts are
+    judged by the run as a whole (:func:`_run_judged`); their bone-for-bone figure stays in
+    ``"per_bone_off"``."""
     per_slot = rotation_since_first_frame(binding, source, target)
+    runs = _run_judged(binding, source, target)
     out = {}
     for group, parts in BONE_GROUPS.items():
         members = [v for s, v in per_slot.items() if s.split(".")[0] in parts]
         if not members:
             continue
         stack = {key: np.stack([m[key] for m in members]) for key in ("source", "target", "off")}
+        if group in runs:
+            out[group] = {key: float(v.mean()) for key, v in runs[group].items()}
+            out[group]["off_max"] = float(runs[group]["off"].max())
+            out[group]["per_bone_off"] = float(stack["off"].mean())
+            continue
         out[group] = {key: float(v.mean()) for key, v in stack.items()}
         out[group]["off_max"] = float(stack["off"].max())
     return out

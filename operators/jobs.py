@@ -220,7 +220,10 @@ def format_summary(report: dict[str, Any]) -> str:
     ]
     turned = report.get("rotation_since_first_frame_deg", {})
     if turned:
-        figures = ", ".join(f"{group} {g['off']:.2f}" for group, g in turned.items())
+        figures = ", ".join(
+            f"{group} {g['off']:.2f}" + (f" (run as a whole; bone for bone {g['per_bone_off']:.2f})" if "per_bone_off" in g else "")
+            for group, g in turned.items()
+        )
         lines.append(f"  rotation since first frame, off by (mean deg): {figures}")
     skate = report.get("foot_skating", {})
     for side in ("L", "R"):

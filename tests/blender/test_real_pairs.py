@@ -147,12 +147,19 @@ def test_every_clip_onto_every_target(scene, capsys):
         print("| clip -> target | " + " | ".join(BONE_GROUPS) + " |")
         print("|---|" + "---|" * len(BONE_GROUPS))
         for label, groups in turns:
-            cells = [f"{g['off']:.2f} ({g['source']:.1f} / {g['target']:.1f})" if (g := groups.get(name)) else "n/a" for name in BONE_GROUPS]
+            cells = [
+                f"{g['off']:.2f} ({g['source']:.1f} / {g['target']:.1f})" + (f" [bone for bone {g['per_bone_off']:.2f}]" if "per_bone_off" in g else "")
+                if (g := groups.get(name)) else "n/a"
+                for name in BONE_GROUPS
+            ]
             print(f"| {label} | " + " | ".join(cells) + " |")
         worst = {name: max((g[name]["off"] for _, g in turns if name in g), default=float("nan")) for name in BONE_GROUPS}
         median = {name: float(np.median([g[name]["off"] for _, g in turns if name in g])) for name in BONE_GROUPS}
         print("| median pair | " + " | ".join(f"{m:.2f}" for m in median.values()) + " |")
         print("| worst pair | " + " | ".join(f"{w:.2f}" for w in worst.values()) + " |")
+        for name in BONE_GROUPS:
+            label, _ = max(((lb, g[name]["off"]) for lb, g in turns if name in g), key=lambda x: x[1], default=("n/a", 0.0))
+            print(f"worst {name}: {label}")
         for line in warned:
             print("warning:", line)
     assert failures == []

@@ -60,54 +60,10 @@ def _played(bpy, source, action, target, name):
     clip = clip_from_action(source, action).resample(24.0)
     local = evaluated_pose_matrices(target, clip.frame_numbers(24.0), outcome.binding.target.skeleton)
     src = source_placements(outcome.binding, clip)
+    # Spines or necks of different counts (Mixamo's one spine bone, CMU's two necks) are judged
+    # by the product's figure as a viewer sees them: hips or head plus the frame of the whole run.
     groups = rotation_since_first_frame_by_group(outcome.binding, src, local)
-    trunk = ("spine", "chest", "upper_chest")
-    maps = (outcome.source_mapping, outcome.target_mapping)
-    have = [[s for s in trunk if s in m.slots] for m in maps]
-    if have[0] != have[1]:
-        # Spines of different counts: the target spreads the source's bend along its own run, so
-        # bone for bone they differ by design; the trunk is judged by what a run of any count
-        # carries: the hips, and the frame of the run (spine's base to the neck, shoulders across).
-        groups["trunk"] = {"off": _trunk_run_off(outcome, src, local)}
     return outcome, measure(outcome.binding, src, local), groups
-
-
-def _turn_since_first(frames):
-    import numpy as np
-
-    r = frames @ np.swapaxes(frames[:1], -1, -2)
-    return r
-
-
-def _run_frames(placements, skeleton, mapping):
-    import numpy as np
-
-    def head(slot):
-        return placements[:, skeleton.index(mapping.slots[slot].bone), :3, 3]
-
-    up = head("neck") - head("spine")
-    side = head("upper_arm.L") - head("upper_arm.R")
-    up = up / np.linalg.norm(up, axis=-1, keepdims=True)
-    side = side - np.sum(side * up, -1, keepdims=True) * up
-    side = side / np.linalg.norm(side, axis=-1, keepdims=True)
-    return np.stack([side, np.cross(up, side), up], axis=-1)
-
-
-def _trunk_run_off(outcome, src, local):
-    import numpy as np
-
-    from marionette.core.retarget import orientations
-
-    binding, offs = outcome.binding, []
-    pairs = []
-    hs, ht = (m.slots["hips"].bone for m in (outcome.source_mapping, outcome.target_mapping))
-    pairs.append((orientations(src[:, [binding.source.skeleton.index(hs)]])[:, 0], orientations(local[:, [binding.target.skeleton.index(ht)]])[:, 0]))
-    pairs.append((_run_frames(src, binding.source.skeleton, outcome.source_mapping), _run_frames(local, binding.target.skeleton, outcome.target_mapping)))
-    for rs, rt in pairs:
-        ds = binding.align @ _turn_since_first(rs) @ binding.align.T
-        r = np.swapaxes(_turn_since_first(rt), -1, -2) @ ds
-        offs.append(np.degrees(np.arccos(np.clip((np.trace(r, axis1=-2, axis2=-1) - 1.0) / 2.0, -1.0, 1.0))).mean())
-    return float(np.mean(offs))
 
 
 @pytest.mark.parametrize("names", ["names", "no names", "prefixed", "copy numbers"])
@@ -153,7 +109,7 @@ def test_cmu_clips_onto_wild_rig_and_back(scene, family, capsys):
         bpy.data.objects.remove(obj, do_unlink=True)
     with capsys.disabled():
         for label, s, groups in rows:
-            cells = " ".join(f"{k} {g['off']:.2f}" for k, g in groups.items())
+            cells = " ".join(f"{k} {g['off']:.2f}" + (f" (bone for bone {g['per_bone_off']:.2f})" if "per_bone_off" in g else "") for k, g in groups.items())
             print(f"\n{label}: limb dir. err. mean {s['mean_limb_direction_error']:.3f} deg; rotation since first frame off (deg): {cells}", end="")
     for label, s, groups in rows:
         assert {"trunk", "arms", "hands", "legs", "feet/toes"} <= set(groups), label
