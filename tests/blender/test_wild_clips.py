@@ -3,7 +3,7 @@
 A CMU walk (its reference T-pose frame left out, 240 frames at 120 fps: 2 s) is retargeted onto a
 wild Mixamo layout (``tests/wild_rigs.py``) at 30 fps; that character is written out the way other
 tools write it, with Blender's own exporters: an FBX with game settings (Y-up, leaf bones, baked
-animation, a skinned mesh), a glTF binary (Y-up; joints whose bone lengths mean nothing once read
+animation, a skinned mesh; also of a VRoid layout, whose hips hang under a ``Root`` bone), a glTF binary (Y-up; joints whose bone lengths mean nothing once read
 back) and a BVH at 60 fps; and one BVH written here with ZYX and XYZ rotation orders and
 translation channels on every joint. Each file goes through ``python -m marionette retarget``
 onto a character of ``tests/data``; the result, reopened and played by Blender, must match the
@@ -144,12 +144,12 @@ def sources(tmp_path_factory):
     d = tmp_path_factory.mktemp("wild_clips")
     walk = _walk(d / "walk.bvh")
 
-    def animated(fps):
+    def animated(fps, rig=None):
         bpy.ops.wm.read_factory_settings(use_empty=True)
         scene = bpy.context.scene
         scene.render.fps = fps
         f = load_file(walk)
-        arm = wr.build(bpy, wr.mixamo())
+        arm = wr.build(bpy, rig or wr.mixamo())
         retarget_action(f.armatures[0], f.actions[0], arm, scene_fps=float(fps), name="Walk", judge=False)
         for o in f.objects:
             bpy.data.objects.remove(o, do_unlink=True)
@@ -173,6 +173,12 @@ def sources(tmp_path_factory):
     bpy.ops.export_scene.gltf(filepath=str(files["glb"]), use_selection=True, export_format="GLB", export_yup=True)
     files["bvh_hand"] = d / "mixamo_zyx_xyz.bvh"
     _write_bvh(bpy, arm, files["bvh_hand"], range(bpy.context.scene.frame_start, bpy.context.scene.frame_end + 1))
+    arm = animated(30, wr.vroid())  # a Root bone above the hips, which travel
+    _skin(bpy, arm).select_set(True)
+    files["fbx_vroid"] = d / "vroid.fbx"
+    bpy.ops.export_scene.fbx(filepath=str(files["fbx_vroid"]), use_selection=True, object_types={"ARMATURE", "MESH"},
+                             axis_forward="-Z", axis_up="Y", add_leaf_bones=True, bake_anim=True,
+                             bake_anim_use_all_actions=False, bake_anim_use_nla_strips=False)
     animated(60)
     files["bvh_60"] = d / "mixamo_60.bvh"
     bpy.ops.export_anim.bvh(filepath=str(files["bvh_60"]), frame_start=bpy.context.scene.frame_start,
@@ -246,7 +252,7 @@ def _compare(direct, via):
 
 
 TARGETS = {
-    "quaternius": ("fbx/quaternius_male_casual.fbx", ("fbx", "glb", "bvh_60", "bvh_hand")),
+    "quaternius": ("fbx/quaternius_male_casual.fbx", ("fbx", "fbx_vroid", "glb", "bvh_60", "bvh_hand")),
     "male base mesh": ("gltf/male_base_mesh_apose.glb", ("fbx", "bvh_hand")),
     "rigify metarig": (None, ("glb",)),
 }
