@@ -171,6 +171,9 @@ def sources(tmp_path_factory):
                              bake_anim=True, bake_anim_use_all_actions=False, bake_anim_use_nla_strips=False)
     files["glb"] = d / "mixamo.glb"
     bpy.ops.export_scene.gltf(filepath=str(files["glb"]), use_selection=True, export_format="GLB", export_yup=True)
+    arm.animation_data.action.copy().name = "Run"  # a second clip the glTF exporter writes too
+    files["glb_two"] = d / "mixamo_two_clips.glb"
+    bpy.ops.export_scene.gltf(filepath=str(files["glb_two"]), use_selection=True, export_format="GLB", export_yup=True)
     files["bvh_hand"] = d / "mixamo_zyx_xyz.bvh"
     _write_bvh(bpy, arm, files["bvh_hand"], range(bpy.context.scene.frame_start, bpy.context.scene.frame_end + 1))
     arm = animated(30, wr.vroid())  # a Root bone above the hips, which travel
@@ -281,3 +284,11 @@ def test_exported_clips_play_as_the_original_walk(blender, sources, target_name,
     with capsys.disabled():
         print(f"\nonto {target_name}, off from the walk retargeted directly (deg, mean):\n  " + "\n  ".join(rows))
     assert not bad, "\n".join(bad)
+
+
+def test_a_file_with_two_clips_says_which_it_took(sources):
+    d, files = sources
+    out = _cli(files["glb_two"], shared_file("fbx/quaternius_male_casual.fbx"), d / "two.blend")
+    taken = json.loads((d / "two.json").read_text())["clip"]["name"]
+    other = ({"Walk", "Run"} - {taken}).pop()
+    assert f"holds 2 clips: took {taken!r}; the others ({other!r}) with --clip NAME" in out, out
