@@ -160,14 +160,21 @@ class Clip:
         """Resample to ``fps`` over the same duration (slerp rotations, lerp the rest).
 
         This is how a 120 fps clip keeps its timing on a 24 fps scene: it gets a fifth of the
-        frames, not five times the duration.
+        frames, not five times the duration. The new samples fall on whole frames of the new rate:
+        a clip that starts between them (an FBX keyed from 1/30 s, read at 24 fps, starts on frame
+        1.8) is sampled from the next whole frame on, so every key lands on a frame Blender plays.
         """
         fps = float(fps)
         if fps <= 0.0 or not np.isfinite(fps):
             raise ClipError(f"cannot resample clip {self.name!r} to {fps} fps")
         if abs(fps - self.fps) < 1e-9 or self.frame_count < 2:
             return replace(self, fps=fps, first_frame=self._frame_at_rate(fps))
-        new_t, i0, u = resample_grid(self.times, fps)
+        start = self._frame_at_rate(fps)
+        first = float(np.ceil(start - 1e-6))
+        lead = (first - start) / fps
+        if lead * fps < 1e-6 or float(self.times[-1] - self.times[0]) < lead:
+            first, lead = start, 0.0
+        new_t, i0, u = resample_grid(self.times, fps, lead)
         rot, tr, sc = interpolate_frames(make_quat_continuous(self.rotations, axis=0), self.translations, self.scales, i0, u)
         return replace(
             self,
@@ -176,16 +183,16 @@ class Clip:
             rotations=make_quat_continuous(rot, axis=0),
             translations=tr,
             scales=sc,
-            first_frame=self._frame_at_rate(fps),
+            first_frame=first,
         )
 
 
-def resample_grid(times: FloatArray, fps: float) -> tuple[FloatArray, NDArray[np.int64], FloatArray]:
+def resample_grid(times: FloatArray, fps: float, lead: float = 0.0) -> tuple[FloatArray, NDArray[np.int64], FloatArray]:
     """Where :meth:`Clip.resample` samples frames at ``times`` (at least two): the new times at
-    ``fps`` over the same duration, and for each the frame ``i0`` before it and the share ``u`` of
-    the way to the next one."""
-    n = int(np.floor(float(times[-1] - times[0]) * fps + 1e-6)) + 1
-    new_t = times[0] + np.arange(n) / fps
+    ``fps`` over the same duration, from ``lead`` seconds after the first, and for each the frame
+    ``i0`` before it and the share ``u`` of the way to the next one."""
+    n = int(np.floor((float(times[-1] - times[0]) - lead) * fps + 1e-6)) + 1
+    new_t = times[0] + lead + np.arange(n) / fps
     pos = np.interp(new_t, times, np.arange(times.shape[0], dtype=np.float64))
     i0 = np.clip(np.floor(pos).astype(np.int64), 0, times.shape[0] - 2)
     return new_t, i0, pos - i0

@@ -12,7 +12,9 @@ One entry point, :func:`load_file`, dispatching on the extension:
   ``*_end`` marker from a real head or finger tip), so it would delete real bones of files that
   carry no end markers. The ``*_end`` bones it keeps carry no skin and no meaningful keys; later
   stages ignore them. Actions arrive as ``Armature|Armature|Clip``. The importer sets the scene's
-  frame rate to the file's; that rate is recorded and the scene's is restored.
+  frame rate to the file's; that rate is recorded and the scene's is restored. A bone the
+  importer connects to its parent although the file keys its location (the hips under a ``Root``
+  bone) is disconnected, so its travel plays.
 * ``.glb`` / ``.gltf`` -- Blender's importer with ``bone_heuristic='FORTUNE'``: the default
   (``'BLENDER'``) keeps glTF's node axes, which for files converted from COLLADA (Khronos
   RiggedFigure, CesiumMan) leaves bones pointing up to 157 degrees away from their only child;
@@ -124,6 +126,8 @@ def load_file(path: str | os.PathLike[str], require_armature: bool = True) -> Lo
                 raise FileFormatError(f"{name}: the file's armature has no bones")
         new_actions = [a for a in new.get("actions", []) if isinstance(a, bpy.types.Action)]
         actions = _order_actions(ordered_actions or [], armatures, new_actions)
+        if ext == ".fbx":
+            _free_moving_connected_bones(armatures, actions)
         for action in actions:
             if action.get(FPS_PROPERTY) is None:
                 action[FPS_PROPERTY] = float(fps)
@@ -207,6 +211,46 @@ def _load_blend(path: str) -> tuple[float, list[bpy.types.Action]]:
             collection.objects.link(obj)
     fps = scene_fps()
     return fps, actions
+
+
+def _moving_bones(actions: list[bpy.types.Action]) -> set[str]:
+    """Bones whose location the actions key to more than one value."""
+    names: set[str] = set()
+    for action in actions:
+        for layer in action.layers:
+            for strip in layer.strips:
+                for bag in strip.channelbags:
+                    for fc in bag.fcurves:
+                        path = fc.data_path
+                        if not (path.startswith('pose.bones["') and path.endswith('"].location')):
+                            continue
+                        values = [k.co[1] for k in fc.keyframe_points]
+                        if values and max(values) - min(values) > 1e-6:
+                            names.add(bpy.utils.unescape_identifier(path[len('pose.bones["') : -len('"].location')]))
+    return names
+
+
+def _free_moving_connected_bones(armatures: list[bpy.types.Object], actions: list[bpy.types.Action]) -> None:
+    """Blender's FBX importer connects a bone to its parent when the parent's tail, which it
+    places itself, lands on the bone's head (a ``Root`` bone sized to reach the hips); Blender
+    then ignores the bone's location keys, and a clip that moves the hips plays in place. The
+    file keys those locations and every other tool plays them: such bones are disconnected
+    (their rest is unchanged)."""
+    moving = _moving_bones(actions)
+    view_layer = bpy.context.view_layer
+    for arm in armatures:
+        stuck = [b.name for b in arm.data.bones if b.use_connect and b.name in moving]
+        if not stuck:
+            continue
+        active = view_layer.objects.active
+        view_layer.objects.active = arm
+        bpy.ops.object.mode_set(mode="EDIT")
+        try:
+            for name in stuck:
+                arm.data.edit_bones[name].use_connect = False
+        finally:
+            bpy.ops.object.mode_set(mode="OBJECT")
+            view_layer.objects.active = active
 
 
 def _check_finished(result: Any, importer: str, path: str) -> None:

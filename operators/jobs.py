@@ -407,6 +407,7 @@ def retarget_files(
     target_file = load_file(target_path)
     target = _pick_armature(target_file, target_armature, "target")
     target_map = BoneMapping.load(mapping) if mapping else None
+    several = ""
     if is_long_bvh_take(source_path):  # a long take is not keyed into Blender first
         source_file, source = None, read_bvh_clip(source_path, clip, chunk_frames)
         action, name = None, source.name
@@ -415,6 +416,9 @@ def retarget_files(
         source = _pick_armature(source_file, None, "source")
         action = _pick_action(source_file, source, clip)
         name = action.name.split("|")[-1]
+        if clip is None and len(source_file.actions) > 1:  # say which was taken, and how to take another
+            others = ", ".join(repr(a.name.split("|")[-1]) for a in source_file.actions if a is not action)
+            several = f"{Path(source_path).name} holds {len(source_file.actions)} clips: took {name!r}; the others ({others}) with --clip NAME"
     outcome = retarget_action(
         source,
         action,
@@ -436,6 +440,8 @@ def retarget_files(
             bpy.data.actions.remove(a)
     if outcome.action.name != name and name not in bpy.data.actions:
         outcome.action.name = name  # the source's action of that name is gone now
+    if several:
+        outcome.report.setdefault("notes", []).append(several)
     target.animation_data.action = outcome.action
     save_blend(output)
     outcome.report["files"] = {"source": str(Path(source_path).resolve()), "target": str(Path(target_path).resolve())}
