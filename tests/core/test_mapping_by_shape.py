@@ -157,3 +157,38 @@ def test_a_thumb_hung_from_a_fingers_first_bone_leaves_the_fingers_as_they_were(
     moved = auto_map(_anonymous(names), parents, heads, tails)
     assert moved.bones() == plain.bones()
     assert plain.bone_for("index_1.R") == _anonymous(names)[names.index("Index1.R")]
+
+
+def _grow(names, parents, heads, tails, bones):
+    """``bones`` (name, parent name, head, tail) added to the rig's arrays."""
+    for name, parent, head, tail in bones:
+        names.append(name)
+        parents = np.append(parents, names.index(parent))
+        heads = np.vstack([heads, head])
+        tails = np.vstack([tails, tail])
+    return names, parents, heads, tails
+
+
+def test_a_lone_finger_beside_the_thumb_is_the_index_without_names():
+    # CMU's skeleton and mitten hands keep the thumb and one finger.
+    sample = sample_humanoid(fingers=False)
+    sk = sample.skeleton
+    names, parents = list(sk.names), sk.parents.copy()
+    heads, tails = sk.rest_placements()[:, :3, 3].copy(), sample.tails.copy()
+    bones = []
+    for side, sx in (("L", 1.0), ("R", -1.0)):
+        wrist = heads[names.index(f"Hand.{side}")]
+        bones += [
+            (f"Thumb.{side}", f"Hand.{side}", wrist + [0.03 * sx, -0.035, -0.01], wrist + [0.06 * sx, -0.05, -0.01]),
+            (f"Finger.{side}", f"Hand.{side}", wrist + [0.09 * sx, -0.01, 0.0], wrist + [0.13 * sx, -0.01, 0.0]),
+            (f"Finger1.{side}", f"Finger.{side}", wrist + [0.13 * sx, -0.01, 0.0], wrist + [0.17 * sx, -0.01, 0.0]),
+        ]
+    names, parents, heads, tails = _grow(names, parents, heads, tails, bones)
+    anon = _anonymous(names)
+    m = auto_map(anon, parents, heads, tails)
+    for side in "LR":
+        assert m.bone_for(f"thumb_1.{side}") == anon[names.index(f"Thumb.{side}")]
+        assert m.bone_for(f"index_1.{side}") == anon[names.index(f"Finger.{side}")]
+        assert m.bone_for(f"index_2.{side}") == anon[names.index(f"Finger1.{side}")]
+        assert m.bone_for(f"middle_1.{side}") is None
+
