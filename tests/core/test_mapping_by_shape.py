@@ -192,3 +192,41 @@ def test_a_lone_finger_beside_the_thumb_is_the_index_without_names():
         assert m.bone_for(f"index_2.{side}") == anon[names.index(f"Finger1.{side}")]
         assert m.bone_for(f"middle_1.{side}") is None
 
+
+def test_the_eyes_and_jaw_of_a_face_rig_are_found_among_brows_lids_and_cheeks_without_names():
+    # Rigify's face metarig, in outline: every face part below comes in a mirrored pair beside the eyes.
+    names, parents, heads, tails = _arrays()
+    o = heads[names.index("Head")]
+    half = [  # (name, parent, head, tail) for the left side, relative to the head joint
+        ("eye", "face", (0.052, -0.096, 0.113), (0.052, -0.12, 0.113)),
+        ("lid", "face", (0.077, -0.097, 0.114), (0.068, -0.111, 0.119)),
+        ("lid.001", "lid", (0.068, -0.111, 0.119), (0.055, -0.119, 0.121)),
+        ("brow", "face", (0.079, -0.099, 0.121), (0.07, -0.11, 0.127)),
+        ("brow.001", "brow", (0.07, -0.11, 0.127), (0.058, -0.118, 0.128)),
+        ("cheek", "face", (0.085, -0.069, 0.106), (0.056, -0.118, 0.071)),
+        ("cheek.001", "cheek", (0.056, -0.118, 0.071), (0.019, -0.12, 0.101)),
+        ("nostril", "cheek.001", (0.019, -0.12, 0.101), (0.018, -0.138, 0.062)),
+        ("nostril.001", "nostril", (0.018, -0.138, 0.062), (0.0, -0.172, 0.064)),
+        ("temple", "face", (0.087, -0.035, 0.171), (0.093, -0.037, 0.093)),
+    ]
+    middle = [
+        ("face", "Head", (0.0, 0.0, 0.0), (0.0, 0.0, 0.091)),
+        ("nose", "face", (0.0, -0.129, 0.117), (0.0, -0.158, 0.078)),
+        ("nose.001", "nose", (0.0, -0.158, 0.078), (0.0, -0.172, 0.064)),
+        ("jaw", "face", (0.0, -0.069, -0.037), (0.0, -0.127, -0.042)),
+        ("chin", "jaw", (0.0, -0.127, -0.042), (0.0, -0.138, -0.012)),
+        ("teeth", "face", (0.0, -0.132, 0.04), (0.0, -0.086, 0.04)),
+        ("tongue", "face", (0.0, -0.11, 0.014), (0.0, -0.085, 0.019)),
+    ]
+    bones = [(n, p, o + h, o + t) for n, p, h, t in middle]
+    for side, sx in (("L", 1.0), ("R", -1.0)):
+        flip = np.array([sx, 1.0, 1.0])
+        for n, p, h, t in half:
+            parent = p if p == "face" else f"{p}.{side}"
+            bones.append((f"{n}.{side}", parent, o + flip * h, o + flip * t))
+    names, parents, heads, tails = _grow(names, parents, heads, tails, bones)
+    anon = _anonymous(names)
+    m = auto_map(anon, parents, heads, tails)
+    assert m.bone_for("eye.L") == anon[names.index("eye.L")]
+    assert m.bone_for("eye.R") == anon[names.index("eye.R")]
+    assert m.bone_for("jaw") == anon[names.index("jaw")]
