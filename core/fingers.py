@@ -129,7 +129,9 @@ def finger_slots(rig: RigLike, hand: int, side: str, elbow: FloatArray) -> list[
         # The thumb starts near the wrist either way; it ends in a tip bone where the fingers do.
         tc = chains[thumb]
         order.append(("thumb", (tc[:3] if 2 * tipped > len(others) else tc[-3:]) if len(tc) > 3 else tc))
-        words = {1: ("middle",), 2: ("index", "middle"), 3: ("index", "middle", "ring")}.get(
+        # A lone finger beside the thumb is the index (mitten hands, mocap skeletons such as
+        # CMU's that keep the thumb and one finger): it is the pointing finger, next to the thumb.
+        words = {1: ("index",), 2: ("index", "middle"), 3: ("index", "middle", "ring")}.get(
             len(others), ("index", "middle", "ring", "little")
         )
         order.extend((w, trimmed[i]) for w, i in zip(words, others, strict=False))

@@ -2,9 +2,10 @@
 
 The eyes are the one pair of bones in the head's subtree whose heads sit either side of the
 midline, mirror images of each other, above the head joint and looking forward (sitting ahead of
-the head's axis or pointing ahead). The jaw is the shallowest bone on the midline under the head
-that starts below the eyes and runs forward or down. Where the geometry offers more than one
-answer (a face rig with brows, lids and cheeks in pairs), nothing is guessed.
+the head's axis or pointing ahead); where a face rig's brows, lids and cheeks pair up as well,
+the eyes are the one pair that starts ahead of the head's axis and runs straight forward. The jaw
+is the shallowest bone on the midline under the head that starts below the eyes and runs forward
+or down. Where the geometry still offers more than one answer, nothing is guessed.
 
 Plain numpy on the mapper's rig; no Blender.
 """
@@ -75,7 +76,20 @@ def _eye_pair(
             if looks <= 0.0:
                 continue
             pairs.append((a, b) if la > 0 else (b, a))
+    if len(pairs) > 1:
+        # A face rig's brows, lids, cheeks and nostrils pair up too; of them only the eyes look
+        # straight ahead: both bones start in front of the head's axis and run forward, neither
+        # turned toward nor away from the midline (a lid or brow chain curls across the face).
+        pairs = [p for p in pairs if all(_looks_ahead(rig, base, k, left_dir, forward) for k in p)]
     return pairs[0] if len(pairs) == 1 else None
+
+
+def _looks_ahead(rig: RigLike, base: FloatArray, bone: int, left_dir: FloatArray, forward: FloatArray) -> bool:
+    v = rig.ends[bone] - rig.heads[bone]
+    if float(np.linalg.norm(v)) <= COINCIDENT * rig.size or float((rig.heads[bone] - base) @ forward) <= 0.0:
+        return False
+    v = unit(v)
+    return float(v @ forward) >= 0.9 and abs(float(v @ left_dir)) <= 0.25
 
 
 def _jaw(

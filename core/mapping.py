@@ -829,9 +829,10 @@ _QUATERNIUS = NameConvention(
         "hand": ("Palm.{S}",),
         "thumb_1": ("Thumb1.{S}",),
         "thumb_2": ("Thumb2.{S}",),
-        # One mitten for the four fingers: carried as the middle finger.
-        "middle_1": ("MiddleHand.{S}",),
-        "middle_2": ("Fingers.{S}",),
+        # One mitten for the four fingers beside the thumb: the index, as any lone finger
+        # beside the thumb reads by shape ("MiddleHand" is the metacarpus, Mittelhand).
+        "index_1": ("MiddleHand.{S}",),
+        "index_2": ("Fingers.{S}",),
         "thigh": ("UpperLeg.{S}",),
         "shin": ("LowerLeg.{S}",),
         "foot": ("Foot.{S}",),

@@ -108,8 +108,8 @@ QUATERNIUS = {
         forearm=("LowerArm.L", "LowerArm.R"), hand=("Palm.L", "Palm.R"), thigh=("UpperLeg.L", "UpperLeg.R"),
         shin=("LowerLeg.L", "LowerLeg.R"), foot=("Foot.L", "Foot.R"),
         thumb_1=("Thumb1.L", "Thumb1.R"), thumb_2=("Thumb2.L", "Thumb2.R"),
-        # The four fingers are one mitten, carried as the middle finger.
-        middle_1=("MiddleHand.L", "MiddleHand.R"), middle_2=("Fingers.L", "Fingers.R"),
+        # The four fingers are one mitten beside the thumb: the index, as by shape.
+        index_1=("MiddleHand.L", "MiddleHand.R"), index_2=("Fingers.L", "Fingers.R"),
     ),
 }  # fmt: skip
 

@@ -55,18 +55,7 @@ VARIANTS = (
     "faces -Y",
 )
 #: (rig, variant) pairs not asserted, each with the reason; printed in the table.
-NOT_YET: dict[tuple[str, str], str] = {
-    **{
-        ("cmu_motionbuilder", v): "the one finger beside the thumb is the index by its name, "
-        "the middle finger by structure: only a name says which finger a lone one is"
-        for v in ("names: Bone.NNN", "IK, no names")
-    },
-    **{
-        ("rigify_face", v): "a face rig has brows, lids and cheeks in mirrored pairs beside the eyes: "
-        "only names say which pair is the eyes and which bone the jaw"
-        for v in ("names: Bone.NNN", "IK, no names", "names: unreal", "names: biped")
-    },
-}
+NOT_YET: dict[tuple[str, str], str] = {}
 TOLERANCE_DEG = 0.01
 
 _TABLE: dict[str, dict[str, str]] = {}

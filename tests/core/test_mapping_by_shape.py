@@ -157,3 +157,76 @@ def test_a_thumb_hung_from_a_fingers_first_bone_leaves_the_fingers_as_they_were(
     moved = auto_map(_anonymous(names), parents, heads, tails)
     assert moved.bones() == plain.bones()
     assert plain.bone_for("index_1.R") == _anonymous(names)[names.index("Index1.R")]
+
+
+def _grow(names, parents, heads, tails, bones):
+    """``bones`` (name, parent name, head, tail) added to the rig's arrays."""
+    for name, parent, head, tail in bones:
+        names.append(name)
+        parents = np.append(parents, names.index(parent))
+        heads = np.vstack([heads, head])
+        tails = np.vstack([tails, tail])
+    return names, parents, heads, tails
+
+
+def test_a_lone_finger_beside_the_thumb_is_the_index_without_names():
+    # CMU's skeleton and mitten hands keep the thumb and one finger.
+    sample = sample_humanoid(fingers=False)
+    sk = sample.skeleton
+    names, parents = list(sk.names), sk.parents.copy()
+    heads, tails = sk.rest_placements()[:, :3, 3].copy(), sample.tails.copy()
+    bones = []
+    for side, sx in (("L", 1.0), ("R", -1.0)):
+        wrist = heads[names.index(f"Hand.{side}")]
+        bones += [
+            (f"Thumb.{side}", f"Hand.{side}", wrist + [0.03 * sx, -0.035, -0.01], wrist + [0.06 * sx, -0.05, -0.01]),
+            (f"Finger.{side}", f"Hand.{side}", wrist + [0.09 * sx, -0.01, 0.0], wrist + [0.13 * sx, -0.01, 0.0]),
+            (f"Finger1.{side}", f"Finger.{side}", wrist + [0.13 * sx, -0.01, 0.0], wrist + [0.17 * sx, -0.01, 0.0]),
+        ]
+    names, parents, heads, tails = _grow(names, parents, heads, tails, bones)
+    anon = _anonymous(names)
+    m = auto_map(anon, parents, heads, tails)
+    for side in "LR":
+        assert m.bone_for(f"thumb_1.{side}") == anon[names.index(f"Thumb.{side}")]
+        assert m.bone_for(f"index_1.{side}") == anon[names.index(f"Finger.{side}")]
+        assert m.bone_for(f"index_2.{side}") == anon[names.index(f"Finger1.{side}")]
+        assert m.bone_for(f"middle_1.{side}") is None
+
+
+def test_the_eyes_and_jaw_of_a_face_rig_are_found_among_brows_lids_and_cheeks_without_names():
+    # Rigify's face metarig, in outline: every face part below comes in a mirrored pair beside the eyes.
+    names, parents, heads, tails = _arrays()
+    o = heads[names.index("Head")]
+    half = [  # (name, parent, head, tail) for the left side, relative to the head joint
+        ("eye", "face", (0.052, -0.096, 0.113), (0.052, -0.12, 0.113)),
+        ("lid", "face", (0.077, -0.097, 0.114), (0.068, -0.111, 0.119)),
+        ("lid.001", "lid", (0.068, -0.111, 0.119), (0.055, -0.119, 0.121)),
+        ("brow", "face", (0.079, -0.099, 0.121), (0.07, -0.11, 0.127)),
+        ("brow.001", "brow", (0.07, -0.11, 0.127), (0.058, -0.118, 0.128)),
+        ("cheek", "face", (0.085, -0.069, 0.106), (0.056, -0.118, 0.071)),
+        ("cheek.001", "cheek", (0.056, -0.118, 0.071), (0.019, -0.12, 0.101)),
+        ("nostril", "cheek.001", (0.019, -0.12, 0.101), (0.018, -0.138, 0.062)),
+        ("nostril.001", "nostril", (0.018, -0.138, 0.062), (0.0, -0.172, 0.064)),
+        ("temple", "face", (0.087, -0.035, 0.171), (0.093, -0.037, 0.093)),
+    ]
+    middle = [
+        ("face", "Head", (0.0, 0.0, 0.0), (0.0, 0.0, 0.091)),
+        ("nose", "face", (0.0, -0.129, 0.117), (0.0, -0.158, 0.078)),
+        ("nose.001", "nose", (0.0, -0.158, 0.078), (0.0, -0.172, 0.064)),
+        ("jaw", "face", (0.0, -0.069, -0.037), (0.0, -0.127, -0.042)),
+        ("chin", "jaw", (0.0, -0.127, -0.042), (0.0, -0.138, -0.012)),
+        ("teeth", "face", (0.0, -0.132, 0.04), (0.0, -0.086, 0.04)),
+        ("tongue", "face", (0.0, -0.11, 0.014), (0.0, -0.085, 0.019)),
+    ]
+    bones = [(n, p, o + h, o + t) for n, p, h, t in middle]
+    for side, sx in (("L", 1.0), ("R", -1.0)):
+        flip = np.array([sx, 1.0, 1.0])
+        for n, p, h, t in half:
+            parent = p if p == "face" else f"{p}.{side}"
+            bones.append((f"{n}.{side}", parent, o + flip * h, o + flip * t))
+    names, parents, heads, tails = _grow(names, parents, heads, tails, bones)
+    anon = _anonymous(names)
+    m = auto_map(anon, parents, heads, tails)
+    assert m.bone_for("eye.L") == anon[names.index("eye.L")]
+    assert m.bone_for("eye.R") == anon[names.index("eye.R")]
+    assert m.bone_for("jaw") == anon[names.index("jaw")]
