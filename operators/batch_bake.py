@@ -1088,7 +1088,9 @@ def _pick_armature(candidates: Sequence[Any], name: str | None, label: str) -> A
         raise RigError(f"{label}: no armature called {name!r} (armatures: {listed})")
     if not arms:
         raise RigError(f"{label}: the file has no armature to bake onto")
-    return max(arms, key=lambda a: (len(a.data.bones), a.name))
+    from .jobs import character_of
+
+    return character_of(arms)  # the armature a single retarget of this file would take
 
 
 def _continued_volumes(output: str, resume: bool, earlier_start: float | None) -> list[str]:

@@ -350,22 +350,23 @@ def _pick_armature(loaded: Any, name: str | None, role: str) -> Any:
             if a.name == name or a.data.name == name:
                 return a
         raise RigError(f"{label}: no armature called {name!r} (it has {', '.join(repr(a.name) for a in arms)})")
+    return character_of(arms)
+
+
+def character_of(arms: Any) -> Any:
+    """The character among a file's armatures, for every command that takes one unnamed: the
+    largest one that maps as a humanoid (a prop, a pet or a control rig with more bones is not
+    it; ties go to the name), else the largest, refused by name later."""
     if len(arms) == 1:
         return arms[0]
-    # Several armatures: the character is the largest one that maps as a humanoid (a prop, a
-    # pet or a control rig with more bones is not it); none: the largest, refused by name later.
-    return max(_humanoids(arms) or arms, key=lambda a: len(a.data.bones))
-
-
-def _humanoids(arms: Any) -> list[Any]:
-    out = []
+    humanoids = []
     for a in arms:
         try:
             rig_input(a)
         except MarionetteError:
             continue
-        out.append(a)
-    return out
+        humanoids.append(a)
+    return max(humanoids or arms, key=lambda a: (len(a.data.bones), a.name))
 
 
 def _pick_action(loaded: Any, source: Any, name: str | None) -> Any:

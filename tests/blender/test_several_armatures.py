@@ -46,3 +46,15 @@ def test_the_humanoid_is_picked_over_a_larger_armature_that_is_not_one(blender, 
     assert character.animation_data is not None and character.animation_data.action is not None
     rope_obj = bpy.data.objects.get("Rope")
     assert rope_obj is None or rope_obj.animation_data is None or rope_obj.animation_data.action is None
+
+    # bake-pack takes the same armature from the same file.
+    pack = tmp_path / "pack"
+    pack.mkdir()
+    (pack / "walk.blend").write_bytes(source_file.read_bytes())
+    baked = tmp_path / "baked.blend"
+    cmd = [sys.executable, "-m", "marionette", "bake-pack", str(pack), str(target_file), "-o", str(baked), "--jobs", "1"]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    bpy.ops.wm.open_mainfile(filepath=str(baked))
+    assert bpy.context.scene.get("marionette_batch_target") == "Character"
+    assert any(a.name.endswith("|Walk") for a in bpy.data.actions), [a.name for a in bpy.data.actions]
