@@ -14,7 +14,7 @@ _cli_handle: Any = None
 
 
 def _run_cli(argv: list[str]) -> int:
-    from .cli import main
+    from .cli.main import main
 
     return main(argv)
 

@@ -1,7 +1,7 @@
-"""``python -m marionette``: the command line (see :mod:`marionette.cli`)."""
+"""``python -m marionette``: the command line (see :mod:`marionette.cli.main`)."""
 
 import sys
 
-from .cli import main
+from .cli.main import main
 
 sys.exit(main())

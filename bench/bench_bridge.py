@@ -24,7 +24,7 @@ import numpy as np
 
 
 def _skeleton(bones: int):
-    from marionette.core.skeleton import Skeleton
+    from marionette.core.rig.skeleton import Skeleton
 
     # A root, then four chains (spine, two arms, a leg pair's worth) sharing the bones left over.
     names = ["root"]
@@ -49,8 +49,8 @@ def _skeleton(bones: int):
 
 
 def _clip(skeleton, frames: int):
-    from marionette.core.clip import Clip
-    from marionette.core.rotations import quat_from_axis_angle
+    from marionette.core.rig.clip import Clip
+    from marionette.core.rig.rotations import quat_from_axis_angle
 
     rng = np.random.default_rng(11)
     b = len(skeleton)
@@ -88,8 +88,8 @@ def main() -> int:
 
     import bpy
 
-    from marionette.operators import armature_io as aio
-    from marionette.operators import compat
+    from marionette.bridge import armature_io as aio
+    from marionette.bridge import compat
 
     bpy.ops.wm.read_factory_settings(use_empty=True)
     scene = bpy.context.scene

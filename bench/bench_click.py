@@ -80,9 +80,9 @@ def main() -> None:
     import bpy
 
     import marionette
+    from marionette.bridge.file_import import load_file
     from marionette.operators import retarget_ops
-    from marionette.operators.file_import import load_file
-    from marionette.operators.jobs import rig_input
+    from marionette.usecases.jobs import rig_input
 
     bpy.ops.wm.read_factory_settings(use_empty=True)
     import addon_utils  # Blender's own module, on the path once bpy is imported

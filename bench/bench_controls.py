@@ -34,9 +34,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "core"))
 
 from control_rigs import humanoid_65, humanoid_stack, small_quats  # noqa: E402
 
-from marionette.core.chains import PoseBuffers  # noqa: E402
-from marionette.core.ik import fabrik, two_bone_ik  # noqa: E402
-from marionette.core.look_at import look_at  # noqa: E402
+from marionette.core.controls.chains import PoseBuffers  # noqa: E402
+from marionette.core.controls.ik import fabrik, two_bone_ik  # noqa: E402
+from marionette.core.controls.look_at import look_at  # noqa: E402
 
 
 def best_of(fn: Callable[[], object], repeat: int, number: int) -> float:
@@ -157,7 +157,7 @@ def bench_look_at(batch: int, repeat: int, skeleton, stack) -> None:
     poses = [PoseBuffers(skeleton, rot[i : i + 1]) for i in range(min(frames, 300))]
     loop = best_of(lambda: [look_at(skeleton, chain, p, target[i : i + 1]) for i, p in enumerate(poses)], 1, 1) / len(poses)
     # No bare reference for look-at: one forward kinematics of the 3-joint path stands in.
-    from marionette.core.chains import PathKinematics
+    from marionette.core.controls.chains import PathKinematics
 
     plain_single = best_of(lambda: PathKinematics(skeleton, chain.path, one).points(), repeat, 300)
     plain_batched = best_of(lambda: PathKinematics(skeleton, chain.path, pose).points(), repeat, 5) / frames

@@ -40,7 +40,7 @@ from control_rigs import humanoid_65, walk_cycle  # noqa: E402
 
 
 def _key_locations(bpy, obj, frames, points) -> None:
-    from marionette.operators import compat
+    from marionette.bridge import compat
 
     action, slot = compat.current_action(obj)
     if action is None:
@@ -91,8 +91,8 @@ def _skin(bpy, arm, skeleton, bones, verts: int):
 
 def build(bpy, frames: int, mesh_verts: int):
     import marionette
-    from marionette.core.clip import Clip
-    from marionette.operators.armature_io import create_armature, write_action
+    from marionette.bridge.armature_io import create_armature, write_action
+    from marionette.core.rig.clip import Clip
 
     bpy.ops.wm.read_factory_settings(use_empty=True)
     marionette.register()
@@ -177,9 +177,9 @@ def off_and_on(bpy, arm, frames, repeat: int) -> tuple[float, float]:
 
 def parts(bpy, arm, frames) -> dict[str, float]:
     """Mean seconds of the handler's parts over ``frames`` (playing them in order)."""
-    from marionette.operators import live_preview
-    from marionette.operators.control_bridge import TargetReader, make_ray_cast, set_targets
-    from marionette.operators.file_import import scene_fps
+    from marionette.bridge.control_bridge import TargetReader, make_ray_cast, set_targets
+    from marionette.bridge.file_import import scene_fps
+    from marionette.viewport import live_preview
 
     scene = bpy.context.scene
     out = {"handler": 0.0, "read": 0.0, "targets": 0.0, "core": 0.0, "write": 0.0}
@@ -215,7 +215,7 @@ def parts(bpy, arm, frames) -> dict[str, float]:
 
 
 def run(bpy, args, mesh_verts: int) -> None:
-    from marionette.operators import live_preview
+    from marionette.viewport import live_preview
 
     arm, ground, verts = build(bpy, args.frames, mesh_verts)
     scene = bpy.context.scene

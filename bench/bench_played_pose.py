@@ -36,10 +36,10 @@ def _best(run, runs: int = 5) -> float:
 
 
 def _compare(label: str, source, action, target) -> None:
-    from marionette.core.measure import measure
-    from marionette.core.retarget import source_placements
-    from marionette.operators import jobs
-    from marionette.operators.armature_io import clip_from_action, evaluated_pose_matrices
+    from marionette.bridge.armature_io import clip_from_action, evaluated_pose_matrices
+    from marionette.core.measure.figures import measure
+    from marionette.core.retarget.geometric import source_placements
+    from marionette.usecases import jobs
 
     outcome = jobs.retarget_action(source, action, target, scene_fps=24.0, name="bench", judge=False)
     tgt_in, _ = jobs.rig_input(target)
@@ -71,8 +71,8 @@ def _compare(label: str, source, action, target) -> None:
 def main() -> None:
     import bpy
 
-    from marionette.core.samples import sample_humanoid, sample_walk
-    from marionette.operators.armature_io import create_armature, write_action
+    from marionette.bridge.armature_io import create_armature, write_action
+    from marionette.core.rig.samples import sample_humanoid, sample_walk
 
     bpy.ops.wm.read_factory_settings(use_empty=True)
     bpy.context.scene.render.fps = 24
@@ -83,7 +83,7 @@ def main() -> None:
     target = create_armature(posed.skeleton, "Target", tails=posed.tails)
     _compare(f"sample humanoid, A-pose ({len(target.data.bones)} bones, no mesh)", source, action, target)
     if CHARACTER.exists():
-        from marionette.operators.file_import import load_file
+        from marionette.bridge.file_import import load_file
 
         character = max(load_file(str(CHARACTER)).armatures, key=lambda a: len(a.data.bones))
         _compare(f"male base mesh, skinned ({len(character.data.bones)} bones)", source, action, character)

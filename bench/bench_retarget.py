@@ -11,9 +11,9 @@ import time
 
 import numpy as np
 
-from marionette.core.clip import Clip
-from marionette.core.retarget import RigInput, bind, retarget
-from marionette.core.samples import sample_humanoid, sample_walk
+from marionette.core.retarget.geometric import RigInput, bind, retarget
+from marionette.core.rig.clip import Clip
+from marionette.core.rig.samples import sample_humanoid, sample_walk
 
 
 def best_of(fn, repeats=5):

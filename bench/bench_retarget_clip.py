@@ -31,8 +31,8 @@ CHARACTER = DATA / "gltf" / "male_base_mesh_apose.glb"
 def _compare(label: str, source, action, target, source_slots: dict[str, str]) -> None:
     import bpy
 
-    from marionette.core.retarget import RetargetOptions
-    from marionette.operators.jobs import retarget_action, rig_input
+    from marionette.core.retarget.geometric import RetargetOptions
+    from marionette.usecases.jobs import retarget_action, rig_input
 
     def best(judge: bool, runs: int = 7, plant: bool = False) -> float:
         timings = []
@@ -93,8 +93,8 @@ def _compare(label: str, source, action, target, source_slots: dict[str, str]) -
 def main() -> None:
     import bpy
 
-    from marionette.core.samples import sample_humanoid, sample_walk
-    from marionette.operators.armature_io import create_armature, write_action
+    from marionette.bridge.armature_io import create_armature, write_action
+    from marionette.core.rig.samples import sample_humanoid, sample_walk
 
     bpy.ops.wm.read_factory_settings(use_empty=True)
     scene = bpy.context.scene
@@ -110,7 +110,7 @@ def main() -> None:
     _compare(f"sample humanoid, A-pose, random rolls ({len(target.data.bones)} bones, no mesh)", source, action, target, src_rig.slots)
 
     if CHARACTER.exists():
-        from marionette.operators.file_import import load_file
+        from marionette.bridge.file_import import load_file
 
         character = max(load_file(str(CHARACTER)).armatures, key=lambda a: len(a.data.bones))
         character.location.x = 2.0

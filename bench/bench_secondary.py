@@ -30,10 +30,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "core"))
 
 from control_rigs import _bone_matrix, hanging_chain, humanoid_65, humanoid_stack, walk_cycle  # noqa: E402
 
-from marionette.core import springs  # noqa: E402
-from marionette.core.chains import JointPath, PathKinematics, PoseBuffers  # noqa: E402
-from marionette.core.closure import DiamondClosure  # noqa: E402
-from marionette.core.controls import (  # noqa: E402
+from marionette.core.controls import springs  # noqa: E402
+from marionette.core.controls.chains import JointPath, PathKinematics, PoseBuffers  # noqa: E402
+from marionette.core.controls.closure import DiamondClosure  # noqa: E402
+from marionette.core.controls.ground import GroundRig  # noqa: E402
+from marionette.core.controls.ik import solve_path_ik  # noqa: E402
+from marionette.core.controls.inheritance import FixedAxes, Grant, Inheritance  # noqa: E402
+from marionette.core.controls.springs import SpringChain  # noqa: E402
+from marionette.core.controls.stack import (
     ClosureControl,
     ControlStack,
     FixedAxisControl,
@@ -41,11 +45,7 @@ from marionette.core.controls import (  # noqa: E402
     InheritControl,
     SpringControl,
 )
-from marionette.core.ground import GroundRig  # noqa: E402
-from marionette.core.ik import solve_path_ik  # noqa: E402
-from marionette.core.inheritance import FixedAxes, Grant, Inheritance  # noqa: E402
-from marionette.core.skeleton import Skeleton  # noqa: E402
-from marionette.core.springs import SpringChain  # noqa: E402
+from marionette.core.rig.skeleton import Skeleton  # noqa: E402
 
 
 def best_of(fn: Callable[[], object], repeat: int, number: int) -> float:

@@ -16,8 +16,8 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from .batch.pack_limits import not_regular
 from .errors import FileFormatError, MarionetteError
-from .pack_limits import not_regular
 
 #: What ``-o`` can name today: Blender files only.
 BLEND = (".blend",)

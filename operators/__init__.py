@@ -6,7 +6,8 @@ from __future__ import annotations
 
 
 def register() -> None:
-    from . import batch_bake, controls_register, pmx_import, properties, retarget_ops
+    from ..properties import retarget_settings as properties
+    from . import batch_bake, controls_register, pmx_import, retarget_ops
 
     properties.register()
     retarget_ops.register()
@@ -16,7 +17,8 @@ def register() -> None:
 
 
 def unregister() -> None:
-    from . import batch_bake, controls_register, pmx_import, properties, retarget_ops
+    from ..properties import retarget_settings as properties
+    from . import batch_bake, controls_register, pmx_import, retarget_ops
 
     pmx_import.unregister()
     controls_register.unregister()

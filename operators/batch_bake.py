@@ -8,21 +8,21 @@ How the work is split, and why:
   the output does not depend on which worker finished first.
 * Reading and retargeting, which do not need this Blender, run in *worker processes*
   (``--jobs``, one per core by default; :mod:`.batch_worker`), each started once and fed job
-  after job. A worker reads BVH with numpy alone (:mod:`core.bvh`) and imports ``bpy`` only when
+  after job. A worker reads BVH with numpy alone (:mod:`core.formats.bvh`) and imports ``bpy`` only when
   it first meets an FBX, glTF or .blend file (starting Blender costs about 0.5 s and 260 MB, more
-  than a clip's own work). Workers keep a mapping and binding cache (:class:`core.batch.PackCache`),
+  than a clip's own work). Workers keep a mapping and binding cache (:class:`core.batch.plan.PackCache`),
   so a pack from one capture shoot maps and binds once per worker. The command line starts the
   workers before it loads Blender, and each reads its first BVH files while this process loads
   Blender and the target. ``--jobs`` is lowered to what can be used: one worker per core, and
-  no more than the pack has work for (:func:`core.pack_limits.useful_jobs`). With ``--jobs 1``
+  no more than the pack has work for (:func:`core.batch.pack_limits.useful_jobs`). With ``--jobs 1``
   the files go to one worker as well, one at a time (a step of the run is one BVH file, as
   if it were read here): a file that hangs its reader is stopped by ``--timeout`` like with
   more jobs, imported files are imported into an empty file whatever this file holds, and the
   keys are those of any other ``--jobs``.
-* Results travel as plain messages (:mod:`core.batch`) over a local socket authenticated with a
+* Results travel as plain messages (:mod:`core.batch.plan`) over a local socket authenticated with a
   random key. Each worker is handed two jobs ahead, so it never waits for this process to write.
   A file with several long clips is split between two workers when that ends it sooner than one
-  worker would (:func:`core.batch.split_point`: the second worker imports the file too).
+  worker would (:func:`core.batch.plan.split_point`: the second worker imports the file too).
 * A worker that stays silent for ``--timeout`` seconds on one file (a hanging importer) is killed;
   the file is reported failed, "timed out after N s", and the rest go on with a new worker.
 * Memory: a worker holds one file's data at a time (about 50 MB for BVH, about 300 MB once it has
@@ -47,7 +47,7 @@ Nothing lost:
   baked again, and the report says why. An output older than an interrupted fresh run is an
   earlier bake's and is not continued.
 * Action names are decided per output file from the clips' keys alone
-  (:func:`core.batch.final_action_names`), so the same pack gives the same files whatever order
+  (:func:`core.batch.plan.final_action_names`), so the same pack gives the same files whatever order
   the workers finished in.
 """
 
@@ -72,15 +72,7 @@ import bpy
 from bpy.props import CollectionProperty, FloatProperty, IntProperty, StringProperty
 from bpy_extras.io_utils import ImportHelper
 
-from ..core import batch as cb
-from ..core.batch import BakeSettings, BatchReport, ClipOutcome, Message, PackPlan, mapping_key, plan_pack
-from ..core.errors import MarionetteError, RigError
-from ..core.mapping import BoneMapping
-from ..core.pack_limits import why_unreadable
-from ..core.retarget import RetargetOptions
-from . import compat
-from .armature_io import write_action
-from .batch_worker import (
+from ..batch_runner.batch_worker import (
     PackStart,
     Worker,
     WorkerPool,
@@ -89,9 +81,17 @@ from .batch_worker import (
     parts_directory,
     start_pack,
 )
-from .file_import import load_file, scene_fps
-from .played_pose import switch_to_pose_position
-from .worker_process import openblas_threads, peak_memory_mb
+from ..batch_runner.worker_process import openblas_threads, peak_memory_mb
+from ..bridge import compat
+from ..bridge.armature_io import write_action
+from ..bridge.file_import import load_file, scene_fps
+from ..bridge.played_pose import switch_to_pose_position
+from ..core.batch import plan as cb
+from ..core.batch.pack_limits import why_unreadable
+from ..core.batch.plan import BakeSettings, BatchReport, ClipOutcome, Message, PackPlan, mapping_key, plan_pack
+from ..core.errors import MarionetteError, RigError
+from ..core.mapping.bone_mapping import BoneMapping
+from ..core.retarget.geometric import RetargetOptions
 
 __all__ = ["BatchBake", "ModalDriver", "bake_pack", "bake_settings", "default_jobs", "parts_directory", "write_report"]
 
@@ -771,7 +771,7 @@ class BatchBake:
             clip = cb.clip_from_message(msg, base)
             action = write_action(self.target, clip, base, frames=msg["frames"], fps=msg["fps"])
             if self.settings.options.root_motion == "OBJECT":
-                from .jobs import write_object_travel
+                from ..usecases.jobs import write_object_travel
 
                 write_object_travel(self.target, action, msg["root_motion"], msg["frames"])
         except MarionetteError as exc:
@@ -899,7 +899,7 @@ class BatchBake:
         record = {**_file_records(), **self._records}
         scene[FILES_RECORD] = json.dumps(record)
         if path is not None and (self._volume == 0 or self._volume_clips > 0):
-            from .jobs import save_blend
+            from ..usecases.jobs import save_blend
 
             save_blend(path)
             self._outputs.append(path)
@@ -1068,7 +1068,7 @@ def bake_settings(
 
     The method table is the one :func:`.jobs.retarget_action` uses: the given target mapping's
     ``methods`` (saved from the sidebar), overridden by ``methods``."""
-    from .jobs import rig_input
+    from ..usecases.jobs import rig_input
 
     table = {**(mapping.methods if mapping is not None else {}), **(methods or {})}
     rig, tmap = rig_input(target, mapping)
@@ -1088,7 +1088,7 @@ def _pick_armature(candidates: Sequence[Any], name: str | None, label: str) -> A
         raise RigError(f"{label}: no armature called {name!r} (armatures: {listed})")
     if not arms:
         raise RigError(f"{label}: the file has no armature to bake onto")
-    from .jobs import character_of
+    from ..usecases.jobs import character_of
 
     return character_of(arms)  # the armature a single retarget of this file would take
 
@@ -1112,7 +1112,7 @@ def _continued_volumes(output: str, resume: bool, earlier_start: float | None) -
 def _open_target(target_path: str, volume: str | None, armature: str | None) -> Any:
     """Open what the run writes into: the output volume it continues, else the target file.
     Returns the target armature."""
-    from .jobs import fresh_session, refuse_in_interactive_session
+    from ..usecases.jobs import fresh_session, refuse_in_interactive_session
 
     refuse_in_interactive_session()
     if volume is not None:
@@ -1136,7 +1136,7 @@ def _open_target(target_path: str, volume: str | None, armature: str | None) -> 
 def _scan_volumes(volumes: Sequence[str], record: Mapping[str, Any]) -> EarlierOutput:
     """Open each volume in turn: the clips it holds, its files' clip ids, and the clips baked
     with other settings, which are removed from it (and it is saved again)."""
-    from .jobs import save_blend
+    from ..usecases.jobs import save_blend
 
     found = EarlierOutput()
     for path in volumes:
@@ -1207,7 +1207,7 @@ def bake_pack(
     to ``report_path``. ``methods`` and ``match_rest`` choose the retarget method as for a single
     retarget (the table is checked before any file is read or written). ``start``: the pack
     planned and its workers started already (:func:`.batch_worker.start_pack`)."""
-    from ..core.retarget_methods import check_method_table
+    from ..core.retarget.methods import check_method_table
 
     t0 = time.perf_counter()
     if start is None:
@@ -1341,7 +1341,7 @@ class MARIONETTE_OT_batch_bake(bpy.types.Operator, ImportHelper):
         return [self.directory or self.filepath]
 
     def execute(self, context: Any) -> set[str]:
-        from .properties import mappings_from_rows, methods_from_rows
+        from ..properties.retarget_settings import mappings_from_rows, methods_from_rows
         from .retarget_ops import options_of
 
         target = _target_of(context)

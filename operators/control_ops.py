@@ -12,11 +12,11 @@ import bpy
 import numpy as np
 from bpy.props import BoolProperty, EnumProperty, IntProperty, StringProperty
 
+from ..bridge.armature_io import rest_heads_tails, skeleton_from_armature
+from ..bridge.control_bridge import bake_controls, frames_of, rig_forward
 from ..core.errors import MarionetteError
-from . import control_overrides, live_preview
-from .armature_io import rest_heads_tails, skeleton_from_armature
-from .control_bridge import bake_controls, frames_of, rig_forward
-from .control_properties import IK_KINDS, KIND_ITEMS, KIND_LABEL
+from ..properties.control_settings import IK_KINDS, KIND_ITEMS, KIND_LABEL
+from ..viewport import control_overrides, live_preview
 
 
 def _armature_ready(cls: Any, context: Any) -> bool:
@@ -62,7 +62,7 @@ def _has_active(cls: Any, context: Any) -> bool:
 def _suggest(obj: Any, kind: str) -> dict[str, Any]:
     """Bones for a new control from the humanoid mapping (empty when the rig is not humanoid
     or every limb already has a control of this kind)."""
-    from ..core.mapping import auto_map_skeleton
+    from ..core.mapping.bone_mapping import auto_map_skeleton
 
     try:
         skeleton = skeleton_from_armature(obj)

@@ -9,7 +9,9 @@ from collections.abc import Iterator
 
 
 def register() -> None:
-    from . import control_ops, control_overrides, control_properties, live_preview
+    from ..properties import control_settings as control_properties
+    from ..viewport import control_overrides, live_preview
+    from . import control_ops
 
     control_properties.register()
     control_ops.register()
@@ -18,7 +20,9 @@ def register() -> None:
 
 
 def unregister() -> None:
-    from . import control_ops, control_overrides, control_properties, live_preview
+    from ..properties import control_settings as control_properties
+    from ..viewport import control_overrides, live_preview
+    from . import control_ops
 
     control_overrides.unregister()
     live_preview.unregister()

@@ -38,11 +38,11 @@ import numpy as np
 from bpy.props import EnumProperty, FloatProperty, StringProperty
 from bpy_extras.io_utils import ImportHelper
 
-from ..core.controls import FixedAxisControl, IKControl, InheritControl
+from ..bridge.armature_io import create_armature
+from ..core.controls.stack import FixedAxisControl, IKControl, InheritControl
 from ..core.errors import MarionetteError, RigError
-from ..core.pmx import PmxModel, read_pmx
-from ..core.pmx_rig import DEFAULT_SCALE, PmxRig, build_rig
-from .armature_io import create_armature
+from ..core.formats.pmx import PmxModel, read_pmx
+from ..core.formats.pmx_rig import DEFAULT_SCALE, PmxRig, build_rig
 
 NAME_PROPERTY = "mmd_name"
 ENGLISH_PROPERTY = "mmd_name_english"
@@ -211,15 +211,15 @@ def _within_half_turn(angle: float) -> float:
 def import_pmx_file(path: str, output: str, *, scale: float = DEFAULT_SCALE, names: str = "japanese") -> dict[str, Any]:
     """The ``import-pmx`` job: a new empty file holding the rig of ``path``, saved to ``output``;
     returns the report. A file that cannot be read is refused before anything is written."""
+    from ..usecases.jobs import save_blend
     from .controls_register import registered
-    from .jobs import save_blend
 
     src = Path(path)
     if not src.is_file():
         raise FileNotFoundError(f"no such file: {path}")
     model = read_pmx(src)
     rig = build_rig(model, scale=scale, names=names)  # a bad file is refused before Blender is touched
-    from .jobs import fresh_session
+    from ..usecases.jobs import fresh_session
 
     fresh_session()
     scene = bpy.context.scene

@@ -12,13 +12,14 @@ import bpy
 from bpy.props import EnumProperty, StringProperty
 from bpy_extras.io_utils import ExportHelper, ImportHelper
 
+from ..bridge import played_pose
+from ..bridge.armature_io import linked_problem, rest_heads_tails, skeleton_from_armature
+from ..bridge.file_import import scene_fps
 from ..core.errors import MarionetteError
-from ..core.mapping import BoneMapping, auto_map_skeleton, preset_mapping, preset_names
-from ..core.retarget import RetargetOptions
-from . import jobs, played_pose
-from .armature_io import linked_problem, rest_heads_tails, skeleton_from_armature
-from .file_import import scene_fps
-from .properties import fill_rows, mapping_from_rows, mappings_from_rows, methods_from_rows, pair_key
+from ..core.mapping.bone_mapping import BoneMapping, auto_map_skeleton, preset_mapping, preset_names
+from ..core.retarget.geometric import RetargetOptions
+from ..properties.retarget_settings import fill_rows, mapping_from_rows, mappings_from_rows, methods_from_rows, pair_key
+from ..usecases import jobs
 
 SIDE_ITEMS = [("SOURCE", "Source", "The source armature's mapping"), ("TARGET", "Target", "The target armature's mapping")]
 

@@ -13,8 +13,8 @@ from typing import Any
 
 import bpy
 
-from ..operators import live_preview
-from ..operators.control_properties import IK_KINDS, KIND_ICON, LOOK_AT_BONES
+from ..properties.control_settings import IK_KINDS, KIND_ICON, LOOK_AT_BONES
+from ..viewport import live_preview
 from .retarget_panel import MarionettePanel
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import bpy
 
-from ..core.humanoid import MINIMUM_SLOTS
+from ..core.mapping.humanoid import MINIMUM_SLOTS
 from ..operators.retarget_ops import clip_of, measured_summary, summary_pending
 
 

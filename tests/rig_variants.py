@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from marionette.core.humanoid import SIDES
+from marionette.core.mapping.humanoid import SIDES
 
 
 @dataclass(frozen=True)

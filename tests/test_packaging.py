@@ -28,10 +28,10 @@ def test_a_plain_install_carries_the_presets_and_builds_without_configuration_wa
     assert {"mixamo", "rigify_metarig", "cmu_motionbuilder"} <= set(presets), presets
     # The installed copy (not the repository's) loads a preset and reports its version.
     probe = (
-        "import json, marionette, marionette.cli as cli\n"
+        "import json, marionette, marionette.cli.main as cli\n"
         "from pathlib import Path\n"
-        "from marionette.core.mapping import BoneMapping\n"
-        "from marionette.commands import _mapping_file\n"
+        "from marionette.core.mapping.bone_mapping import BoneMapping\n"
+        "from marionette.cli.commands import _mapping_file\n"
         "m = BoneMapping.load(_mapping_file('mixamo'))\n"
         "print(json.dumps([marionette.__file__, cli.version(), m.slots['hips'].bone]))\n"
     )

@@ -28,7 +28,7 @@ DAZ = "bvh/cmu/02_02_daz.bvh"
 
 
 def _planted():
-    from marionette.core.retarget import RetargetOptions
+    from marionette.core.retarget.geometric import RetargetOptions
 
     return RetargetOptions(plant_feet=True)  # bake-pack plants feet unless told not to
 
@@ -52,7 +52,7 @@ def _statuses(report: dict) -> dict[str, str]:
 def _read_output(bpy, path: Path) -> dict[str, tuple[str, str, dict]]:
     """Action name -> (source file, clip id, {(slot, data path, index): key bytes}) of every
     Action a batch bake wrote into ``path``."""
-    from marionette.operators import compat
+    from marionette.bridge import compat
 
     bpy.ops.wm.open_mainfile(filepath=str(path), load_ui=False)
     out = {}
@@ -71,7 +71,7 @@ def _read_output(bpy, path: Path) -> dict[str, tuple[str, str, dict]]:
 
 
 def _fcurves(action) -> list:
-    from marionette.operators import compat
+    from marionette.bridge import compat
 
     return [fc for slot in action.slots for fc in compat.action_fcurves(action, slot)]
 
@@ -227,12 +227,13 @@ def test_jobs_1_and_jobs_2_write_the_same_keys(blender, baked_pack) -> None:
 def test_bvh_read_without_blender_agrees_with_blenders_importer(blender, baked_pack) -> None:
     """The numpy BVH path (tails, mapping, retarget) against the single retarget of the same file
     imported by Blender, onto the same target."""
-    from marionette.core.batch import bvh_rest_tails
-    from marionette.core.bvh import detect_up_axis, read_bvh
-    from marionette.core.mapping import auto_map_skeleton
-    from marionette.operators import armature_io as aio
-    from marionette.operators import compat, jobs
-    from marionette.operators.file_import import load_file
+    from marionette.bridge import armature_io as aio
+    from marionette.bridge import compat
+    from marionette.bridge.file_import import load_file
+    from marionette.core.batch.plan import bvh_rest_tails
+    from marionette.core.formats.bvh import detect_up_axis, read_bvh
+    from marionette.core.mapping.bone_mapping import auto_map_skeleton
+    from marionette.usecases import jobs
 
     _, blend, _ = baked_pack[2]
     batch = {src: curves for src, _clip, curves in _read_output(blender, blend).values()}
@@ -300,9 +301,10 @@ def method_runs(tmp_path_factory) -> dict[int, tuple[subprocess.CompletedProcess
 
 
 def test_a_method_pack_has_the_keys_of_single_retargets_with_that_method(blender, method_runs) -> None:
-    from marionette.core.retarget_methods import parse_method_table
-    from marionette.operators import compat, jobs
-    from marionette.operators.file_import import load_file
+    from marionette.bridge import compat
+    from marionette.bridge.file_import import load_file
+    from marionette.core.retarget.methods import parse_method_table
+    from marionette.usecases import jobs
 
     _, blend, report = method_runs[2]
     table = parse_method_table("rest-space")
@@ -374,10 +376,10 @@ def test_a_bad_method_is_refused_before_anything_is_read_or_written(tmp_path, me
 
 
 def test_bake_settings_take_the_target_mappings_methods_and_let_explicit_ones_win(blender) -> None:
-    from marionette.core.retarget import RetargetOptions
+    from marionette.bridge.file_import import load_file
+    from marionette.core.retarget.geometric import RetargetOptions
     from marionette.operators.batch_bake import bake_settings
-    from marionette.operators.file_import import load_file
-    from marionette.operators.jobs import rig_input
+    from marionette.usecases.jobs import rig_input
 
     target = load_file(shared_file(TARGET)).armatures[0]
     _, auto = rig_input(target)
@@ -542,7 +544,7 @@ def test_an_empty_pack_is_an_error_and_writes_nothing(tmp_path) -> None:
 @pytest.fixture
 def scene_with_target(blender):
     import marionette
-    from marionette.operators.file_import import load_file
+    from marionette.bridge.file_import import load_file
 
     marionette.register()
     try:
@@ -574,16 +576,16 @@ def test_operator_bakes_a_folder_and_saves_its_report(scene_with_target, tmp_pat
 
 
 def test_operator_takes_the_sidebars_method_column_and_match_rest(scene_with_target, tmp_path) -> None:
-    from marionette.core.batch import bvh_rest_tails
-    from marionette.core.binding_cache import BindingCache
-    from marionette.core.bvh import read_bvh
-    from marionette.core.mapping import auto_map_skeleton
-    from marionette.core.retarget import RigInput
-    from marionette.core.retarget_methods import retarget_with_methods
-    from marionette.operators.armature_io import clip_from_action
-    from marionette.operators.jobs import rig_input
-    from marionette.operators.properties import fill_rows
+    from marionette.bridge.armature_io import clip_from_action
+    from marionette.core.batch.plan import bvh_rest_tails
+    from marionette.core.formats.bvh import read_bvh
+    from marionette.core.mapping.bone_mapping import auto_map_skeleton
+    from marionette.core.retarget.binding_cache import BindingCache
+    from marionette.core.retarget.geometric import RigInput
+    from marionette.core.retarget.methods import retarget_with_methods
     from marionette.operators.retarget_ops import options_of
+    from marionette.properties.retarget_settings import fill_rows
+    from marionette.usecases.jobs import rig_input
 
     bpy, target = scene_with_target
     s = bpy.context.scene.marionette
@@ -633,8 +635,8 @@ def _copies(tmp_path, source: str, count: int, stem: str = "clip") -> Path:
 
 def _runner(target, pack: Path, jobs: int):
     """The operator's runner for ``pack`` onto ``target`` with default settings, started."""
-    from marionette.core.batch import plan_pack
-    from marionette.core.retarget import RetargetOptions
+    from marionette.core.batch.plan import plan_pack
+    from marionette.core.retarget.geometric import RetargetOptions
     from marionette.operators.batch_bake import BatchBake, bake_settings
 
     runner = BatchBake(target, bake_settings(target, None, RetargetOptions()), plan_pack([pack]), jobs=jobs)
@@ -771,9 +773,9 @@ def long_clips_blend(blender, tmp_path) -> Path:
     """A .blend holding the Quaternius man and twelve 1500-frame clips (his walk and run, repeated
     and shifted), with a constraint on his root bone, as production rigs have: each clip is then
     read by evaluating the rig frame by frame, about half a second a clip."""
-    from marionette.core.clip import Clip
-    from marionette.operators.armature_io import clip_from_action, needs_evaluation, write_action
-    from marionette.operators.file_import import load_file
+    from marionette.bridge.armature_io import clip_from_action, needs_evaluation, write_action
+    from marionette.bridge.file_import import load_file
+    from marionette.core.rig.clip import Clip
 
     blender.ops.wm.read_factory_settings(use_empty=True)
     loaded = load_file(shared_file("fbx/quaternius_male_casual.fbx"))
@@ -828,8 +830,8 @@ def test_a_file_of_long_clips_is_shared_by_two_workers_with_the_keys_of_one(blen
 def test_a_pack_on_the_targets_own_rig_is_bound_natively_without_a_method(blender, tmp_path) -> None:
     """The Quaternius man's clips baked onto the Quaternius man: keys carried unchanged (as a
     single retarget binds them), not converted through the geometric frames."""
-    from marionette.operators.armature_io import clip_from_action
-    from marionette.operators.file_import import load_file
+    from marionette.bridge.armature_io import clip_from_action
+    from marionette.bridge.file_import import load_file
 
     men = shared_file("fbx/quaternius_male_casual.fbx")
     out, report = tmp_path / "out.blend", tmp_path / "report.json"
@@ -918,8 +920,8 @@ def test_resume_continues_every_volume_and_rebakes_only_changed_clips(blender, v
 def test_the_modal_path_bakes_on_timer_ticks_and_esc_keeps_what_is_baked(scene_with_target, tmp_path) -> None:
     """The operator's event handling (ModalDriver) driven with the events Blender sends it: timer
     ticks write what arrived within the tick's budget, other events pass through, Esc cancels."""
-    from marionette.core.batch import plan_pack
-    from marionette.core.retarget import RetargetOptions
+    from marionette.core.batch.plan import plan_pack
+    from marionette.core.retarget.geometric import RetargetOptions
     from marionette.operators.batch_bake import BatchBake, ModalDriver, bake_settings
 
     bpy, target = scene_with_target
@@ -972,8 +974,8 @@ def test_the_modal_path_runs_to_the_end_on_timer_ticks(scene_with_target, tmp_pa
 def test_clips_waiting_for_their_turn_past_the_limit_are_read_back_from_their_parts(scene_with_target, tmp_path) -> None:
     """With no room for waiting clips, every clip is dropped from memory on arrival and written
     from its part: the same Actions, key for key, as when they wait in memory."""
-    from marionette.core.batch import plan_pack
-    from marionette.core.retarget import RetargetOptions
+    from marionette.core.batch.plan import plan_pack
+    from marionette.core.retarget.geometric import RetargetOptions
     from marionette.operators.batch_bake import BatchBake, bake_settings
 
     bpy, target = scene_with_target

@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 from conftest import shared_file
 
-from marionette.core.bvh import read_bvh
-from marionette.core.clip import Clip
 from marionette.core.errors import ClipError, FileFormatError, RigError
-from marionette.core.rotations import quat_angle_between, quat_from_axis_angle, quat_normalize
+from marionette.core.formats.bvh import read_bvh
+from marionette.core.rig.clip import Clip
+from marionette.core.rig.rotations import quat_angle_between, quat_from_axis_angle, quat_normalize
 
 pytestmark = pytest.mark.bpy
 
@@ -54,7 +54,7 @@ def _bpy():
 
 
 def _fresh(bpy) -> None:
-    from marionette.operators import compat
+    from marionette.bridge import compat
 
     bpy.ops.wm.read_factory_settings(use_empty=True)
     compat.enable_importers()
@@ -79,7 +79,7 @@ def _counts(bpy) -> dict[str, int]:
 
 def _play(obj, action) -> None:
     """Make ``obj`` play ``action`` alone (its slot, NLA off), as a user would to look at it."""
-    from marionette.operators import compat
+    from marionette.bridge import compat
 
     compat.assign_action(obj, action, compat.action_slot_for(action, obj))
     obj.animation_data.use_nla = False
@@ -94,7 +94,7 @@ def _points(world: np.ndarray, lengths: np.ndarray) -> np.ndarray:
 
 
 def _rig_height(obj, skeleton) -> float:
-    from marionette.operators import armature_io as aio
+    from marionette.bridge import armature_io as aio
 
     heads, tails = aio.rest_heads_tails(obj, skeleton)
     pts = np.concatenate([heads, tails])
@@ -125,8 +125,8 @@ def round_trips():
     """Measures per case, computed once: errors are fractions of the rig's height (positions)
     or degrees (rotations); nothing Blender-owned outlives the fixture."""
     bpy = _bpy()
-    from marionette.operators import armature_io as aio
-    from marionette.operators import file_import
+    from marionette.bridge import armature_io as aio
+    from marionette.bridge import file_import
 
     results: dict[str, dict[str, float]] = {}
     by_file: dict[str, list[tuple[int, str | None]]] = {}
@@ -212,8 +212,8 @@ def test_every_animated_file_was_covered(round_trips) -> None:
 
 
 def test_bvh_keeps_frame_numbers_and_records_the_rate(blender) -> None:
-    from marionette.operators import armature_io as aio
-    from marionette.operators import file_import
+    from marionette.bridge import armature_io as aio
+    from marionette.bridge import file_import
 
     scene = blender.context.scene
     before = (scene.render.fps, scene.frame_start, scene.frame_end, scene.frame_current)
@@ -230,8 +230,8 @@ def test_bvh_keeps_frame_numbers_and_records_the_rate(blender) -> None:
 
 @pytest.mark.parametrize("relative", ["bvh/makehuman/walk1_zup.bvh", "bvh/cmu/02_02_daz.bvh"])
 def test_bvh_stands_up_whatever_the_file_axis(blender, relative: str) -> None:
-    from marionette.operators import armature_io as aio
-    from marionette.operators import file_import
+    from marionette.bridge import armature_io as aio
+    from marionette.bridge import file_import
 
     loaded = file_import.load_file(shared_file(relative))
     obj = loaded.armatures[0]
@@ -244,10 +244,10 @@ def test_bvh_stands_up_whatever_the_file_axis(blender, relative: str) -> None:
 
 
 def test_core_bvh_reader_agrees_with_blenders_importer(blender) -> None:
-    """Core FK of the file as read by core/bvh.py, turned from Y-up to Blender's Z-up, equals the
+    """Core FK of the file as read by core/formats/bvh.py, turned from Y-up to Blender's Z-up, equals the
     world positions Blender's own importer produces, at every frame."""
-    from marionette.operators import armature_io as aio
-    from marionette.operators import file_import
+    from marionette.bridge import armature_io as aio
+    from marionette.bridge import file_import
 
     path = shared_file("bvh/cmu/02_02_daz.bvh")
     bvh = read_bvh(path)
@@ -264,7 +264,7 @@ def test_core_bvh_reader_agrees_with_blenders_importer(blender) -> None:
 
 
 def test_fbx_with_a_light_imports(blender) -> None:
-    from marionette.operators import compat, file_import
+    from marionette.bridge import compat, file_import
 
     loaded = file_import.load_file(shared_file("fbx/assimp_huesitos_with_light.fbx"))
     assert [o.type for o in loaded.objects].count("LIGHT") == 1
@@ -278,7 +278,7 @@ def test_fbx_with_a_light_imports(blender) -> None:
 
 
 def test_fbx_keeps_every_bone_and_names_actions(blender) -> None:
-    from marionette.operators import file_import
+    from marionette.bridge import file_import
 
     loaded = file_import.load_file(shared_file("fbx/quaternius_male_casual.fbx"))
     (arm,) = loaded.armatures
@@ -291,8 +291,8 @@ def test_fbx_keeps_every_bone_and_names_actions(blender) -> None:
 def test_gltf_fortune_points_bones_at_children_and_keeps_the_motion(blender) -> None:
     """bone_heuristic='FORTUNE' (what load_file uses) against the importer's default: bones point
     at their only child, and world joint positions over the clip are the same."""
-    from marionette.operators import armature_io as aio
-    from marionette.operators import file_import
+    from marionette.bridge import armature_io as aio
+    from marionette.bridge import file_import
 
     path = shared_file("gltf/khronos_cesium_man.glb")
     fortune = file_import.load_file(path).armatures[0]
@@ -319,7 +319,7 @@ def test_gltf_fortune_points_bones_at_children_and_keeps_the_motion(blender) -> 
 
 
 def test_blend_appends_armatures_and_what_they_need(blender) -> None:
-    from marionette.operators import file_import
+    from marionette.bridge import file_import
 
     kinds = ("objects", "meshes", "armatures", "materials", "images", "node_groups")
     before = {k: set(getattr(blender.data, k)) for k in kinds}
@@ -376,7 +376,7 @@ BAD = {
 
 @pytest.mark.parametrize("name", sorted(BAD))
 def test_bad_files_are_refused_and_change_nothing(blender, tmp_path, name: str) -> None:
-    from marionette.operators import file_import
+    from marionette.bridge import file_import
 
     files = _bad_files(tmp_path)
     # Something in the scene already, so "unchanged" means something.
@@ -396,7 +396,7 @@ def test_bad_files_are_refused_and_change_nothing(blender, tmp_path, name: str) 
 
 
 def test_armature_without_bones_is_refused(blender) -> None:
-    from marionette.operators import armature_io as aio
+    from marionette.bridge import armature_io as aio
 
     arm = blender.data.armatures.new("Empty")
     obj = blender.data.objects.new("NoBones", arm)
@@ -418,8 +418,8 @@ def test_armature_without_bones_is_refused(blender) -> None:
 
 def _small_rig(blender, name: str = "Rig", bones: int = 5):
     """A chain of bones along +Z built through create_armature."""
-    from marionette.core.skeleton import Skeleton
-    from marionette.operators import armature_io as aio
+    from marionette.bridge import armature_io as aio
+    from marionette.core.rig.skeleton import Skeleton
 
     rest = np.broadcast_to(np.eye(4), (bones, 4, 4)).copy()
     # Bones along +Z: the rest rotation turns Blender's bone axis (+Y) onto +Z.
@@ -430,8 +430,8 @@ def _small_rig(blender, name: str = "Rig", bones: int = 5):
 
 
 def test_action_without_keys_is_refused(blender) -> None:
-    from marionette.operators import armature_io as aio
-    from marionette.operators import compat
+    from marionette.bridge import armature_io as aio
+    from marionette.bridge import compat
 
     obj, _ = _small_rig(blender)
     empty = blender.data.actions.new("Nothing")
@@ -450,7 +450,7 @@ def test_action_without_keys_is_refused(blender) -> None:
 
 
 def _keys_of(action, obj) -> list[np.ndarray]:
-    from marionette.operators import compat
+    from marionette.bridge import compat
 
     out = []
     for fc in compat.action_fcurves(action, compat.action_slot_for(action, obj)):
@@ -472,8 +472,8 @@ def _simple_clip(skeleton, frames: int = 12, seed: int = 3) -> Clip:
 
 
 def test_nan_keys_are_refused_naming_bone_and_frame(blender) -> None:
-    from marionette.operators import armature_io as aio
-    from marionette.operators import compat
+    from marionette.bridge import armature_io as aio
+    from marionette.bridge import compat
 
     obj, skeleton = _small_rig(blender)
     action = aio.write_action(obj, _simple_clip(skeleton), "Broken")
@@ -506,8 +506,8 @@ def test_nan_keys_are_refused_naming_bone_and_frame(blender) -> None:
 
 
 def test_reading_changes_neither_action_nor_object(blender) -> None:
-    from marionette.operators import armature_io as aio
-    from marionette.operators import compat, file_import
+    from marionette.bridge import armature_io as aio
+    from marionette.bridge import compat, file_import
 
     loaded = file_import.load_file(shared_file("fbx/quaternius_male_casual.fbx"))
     obj = loaded.armatures[0]
@@ -527,8 +527,8 @@ def test_reading_changes_neither_action_nor_object(blender) -> None:
 
 
 def test_a_constraint_switches_to_evaluation_and_is_honoured(blender) -> None:
-    from marionette.operators import armature_io as aio
-    from marionette.operators import file_import
+    from marionette.bridge import armature_io as aio
+    from marionette.bridge import file_import
 
     obj = file_import.load_file(shared_file("bvh/cmu/02_02_daz.bvh")).armatures[0]
     action = obj.animation_data.action
@@ -551,11 +551,11 @@ def test_a_constraint_switches_to_evaluation_and_is_honoured(blender) -> None:
 def test_fcurve_evaluation_matches_blender(blender) -> None:
     """Constant, linear and Bezier keys (handles too long for their segment included), easing,
     linear extrapolation and a modifier, sampled off and on the keys and outside the range."""
-    from marionette.operators import armature_io as aio
+    from marionette.bridge import armature_io as aio
 
     action = blender.data.actions.new("Curves")
     slot = action.slots.new(id_type="OBJECT", name="X")
-    from marionette.operators import compat
+    from marionette.bridge import compat
 
     bag = compat.channelbag(action, slot, create=True)
     rng = np.random.default_rng(5)
@@ -599,8 +599,8 @@ def test_fcurve_evaluation_matches_blender(blender) -> None:
 def test_every_rotation_mode_reads_and_writes(blender) -> None:
     """Bones in each Euler order, axis-angle and quaternion, with Bezier keys, read in bulk and
     written back in their own modes."""
-    from marionette.operators import armature_io as aio
-    from marionette.operators import compat
+    from marionette.bridge import armature_io as aio
+    from marionette.bridge import compat
 
     modes = ["QUATERNION", "XYZ", "XZY", "YXZ", "YZX", "ZXY", "ZYX", "AXIS_ANGLE", "QUATERNION"]
     obj, _ = _small_rig(blender, bones=len(modes))
@@ -650,8 +650,8 @@ def test_every_rotation_mode_reads_and_writes(blender) -> None:
 
 
 def test_written_action_layout(blender) -> None:
-    from marionette.operators import armature_io as aio
-    from marionette.operators import compat
+    from marionette.bridge import armature_io as aio
+    from marionette.bridge import compat
 
     obj, skeleton = _small_rig(blender)
     base = _simple_clip(skeleton, frames=30)
@@ -715,8 +715,8 @@ def test_writing_keeps_source_timing_on_the_scene_rate(blender) -> None:
     """A 120 fps clip written with the default rate lands on the 24 fps scene five keys per
     scene frame from frame 1 (frame 1 is time zero at any rate), and plays the same motion at
     the same times."""
-    from marionette.operators import armature_io as aio
-    from marionette.operators import file_import
+    from marionette.bridge import armature_io as aio
+    from marionette.bridge import file_import
 
     obj = file_import.load_file(shared_file("bvh/cmu/12_03_motionbuilder.bvh")).armatures[0]
     action = obj.animation_data.action
@@ -736,7 +736,7 @@ def test_bones_that_do_not_fully_inherit(blender) -> None:
     """Inherit Rotation off, Inherit Scale none, Local Location off: the writer converts the
     clip's (fully inheriting) locals so Blender places the bones where core FK does, and the
     reader goes through evaluation for such rigs."""
-    from marionette.operators import armature_io as aio
+    from marionette.bridge import armature_io as aio
 
     obj, skeleton = _small_rig(blender, bones=6)
     clip = _simple_clip(skeleton, frames=10)
@@ -761,8 +761,8 @@ def test_bones_that_do_not_fully_inherit(blender) -> None:
 
 
 def test_scaled_and_rotated_parent_is_honoured(blender) -> None:
-    from marionette.operators import armature_io as aio
-    from marionette.operators import file_import
+    from marionette.bridge import armature_io as aio
+    from marionette.bridge import file_import
 
     obj = file_import.load_file(shared_file("bvh/cmu/02_02_daz.bvh")).armatures[0]
     parent = blender.data.objects.new("Scaler", None)
@@ -782,8 +782,8 @@ def test_scaled_and_rotated_parent_is_honoured(blender) -> None:
 
 
 def test_world_to_local_to_world_on_a_real_rig(blender) -> None:
-    from marionette.operators import armature_io as aio
-    from marionette.operators import file_import
+    from marionette.bridge import armature_io as aio
+    from marionette.bridge import file_import
 
     obj = file_import.load_file(shared_file("fbx/quaternius_male_casual.fbx")).armatures[0]
     skeleton = aio.skeleton_from_armature(obj)
@@ -799,7 +799,7 @@ def test_world_to_local_to_world_on_a_real_rig(blender) -> None:
 
 
 def test_create_armature_reproduces_a_skeleton(blender) -> None:
-    from marionette.operators import armature_io as aio
+    from marionette.bridge import armature_io as aio
 
     bvh = read_bvh(shared_file("bvh/cmu/02_02_daz.bvh"))
     skeleton = bvh.skeleton()
@@ -823,8 +823,8 @@ def test_create_armature_reproduces_a_skeleton(blender) -> None:
 
 
 def test_euler_keys_stay_continuous_through_full_turns(blender) -> None:
-    from marionette.operators import armature_io as aio
-    from marionette.operators import compat
+    from marionette.bridge import armature_io as aio
+    from marionette.bridge import compat
 
     obj, skeleton = _small_rig(blender, bones=3)
     obj.pose.bones["b1"].rotation_mode = "XYZ"
@@ -852,7 +852,7 @@ def test_euler_keys_stay_continuous_through_full_turns(blender) -> None:
 
 
 def test_evaluating_an_object_as_it_stands_includes_nla(blender) -> None:
-    from marionette.operators import armature_io as aio
+    from marionette.bridge import armature_io as aio
 
     obj, skeleton = _small_rig(blender)
     clip = _simple_clip(skeleton, frames=20)
@@ -872,7 +872,7 @@ def test_evaluating_an_object_as_it_stands_includes_nla(blender) -> None:
 
 
 def test_create_armature_takes_bone_lengths_from_tails(blender) -> None:
-    from marionette.operators import armature_io as aio
+    from marionette.bridge import armature_io as aio
 
     _, skeleton = _small_rig(blender, "First", bones=4)
     heads = skeleton.rest_placements()[:, :3, 3]

@@ -35,7 +35,7 @@ def pair(blender):
 
 
 def _keys(action) -> dict[tuple[str, int], np.ndarray]:
-    from marionette.operators import compat
+    from marionette.bridge import compat
 
     out = {}
     for fc in compat.action_fcurves(action, action.slots[0]):
@@ -87,9 +87,9 @@ def test_a_take_converted_in_pieces_gives_the_keys_of_one_piece(blender, keep_fr
     """With pieces of 7 file frames (one or two output frames each at 24 fps), every foot contact
     crosses piece borders; Plant Feet still holds the feet where the whole take does."""
     bpy = blender
-    from marionette.core.retarget import RetargetOptions
-    from marionette.operators import jobs
-    from marionette.operators.clip_source import read_bvh_clip
+    from marionette.bridge.clip_source import read_bvh_clip
+    from marionette.core.retarget.geometric import RetargetOptions
+    from marionette.usecases import jobs
 
     path = str(shared_file(CMU))
     bpy.context.scene.render.fps = 24
@@ -112,7 +112,7 @@ def test_a_take_converted_in_pieces_gives_the_keys_of_one_piece(blender, keep_fr
 
 
 def test_only_long_takes_skip_blenders_importer(tmp_path):
-    from marionette.operators.clip_source import LONG_TAKE_FRAMES, is_long_bvh_take
+    from marionette.bridge.clip_source import LONG_TAKE_FRAMES, is_long_bvh_take
 
     text = shared_file(CMU).read_text()
     head, _, _ = text.partition("Frames:")
@@ -151,10 +151,10 @@ def test_a_long_take_onto_its_own_import_gets_the_importers_keys(blender, tmp_pa
     take is bound natively: its keys are those the importer wrote, joint for joint."""
     from tiny_bvh import bvh_text
 
-    from marionette.operators import jobs
-    from marionette.operators.armature_io import clip_from_action
-    from marionette.operators.clip_source import LONG_TAKE_FRAMES, read_bvh_clip
-    from marionette.operators.file_import import load_file
+    from marionette.bridge.armature_io import clip_from_action
+    from marionette.bridge.clip_source import LONG_TAKE_FRAMES, read_bvh_clip
+    from marionette.bridge.file_import import load_file
+    from marionette.usecases import jobs
 
     path = tmp_path / "long.bvh"
     path.write_text(bvh_text(LONG_TAKE_FRAMES + 3))

@@ -46,7 +46,7 @@ def addon(blender):
 
 
 def _assign(obj, action):
-    from marionette.operators import compat
+    from marionette.bridge import compat
 
     compat.assign_action(obj, action, compat.action_slot_for(action, obj))
 
@@ -55,7 +55,7 @@ def _assign(obj, action):
 def walker(addon):
     """The Quaternius character (31 bones and their leaf markers, skinned) playing its walk."""
     bpy = addon
-    from marionette.operators.file_import import load_file
+    from marionette.bridge.file_import import load_file
 
     loaded = load_file(shared_file(CHARACTER))
     arm = loaded.armatures[0]
@@ -70,8 +70,8 @@ def walker(addon):
 def sample(addon):
     """Marionette's sample humanoid (synthetic, 54 bones) playing its sample walk."""
     bpy = addon
-    from marionette.core.samples import sample_humanoid, sample_walk
-    from marionette.operators.armature_io import create_armature, write_action
+    from marionette.bridge.armature_io import create_armature, write_action
+    from marionette.core.rig.samples import sample_humanoid, sample_walk
 
     rig = sample_humanoid()
     arm = create_armature(rig.skeleton, "Sample", tails=rig.tails)
@@ -97,7 +97,7 @@ def _pose_matrices(obj):
 def _key_path(bpy, obj, frames, points):
     """Key ``obj``'s location at ``frames`` (bulk, linear), in the action it plays (a new one if
     it has none)."""
-    from marionette.operators import compat
+    from marionette.bridge import compat
 
     action, slot = compat.current_action(obj)
     if action is None:
@@ -177,7 +177,7 @@ def test_live_preview_never_reads_its_own_output(sample):
     """An unkeyed driven bone (the neck, keys removed) keeps its own value as the base: visiting
     frames in any order gives the same pose, and turning the preview off puts the base back."""
     bpy, arm = sample
-    from marionette.operators import compat
+    from marionette.bridge import compat
 
     scene = bpy.context.scene
     action, slot = compat.current_action(arm)
@@ -255,7 +255,7 @@ def test_euler_bones_of_a_motion_capture_file(addon):
     """A CMU BVH (Euler channels in the file's order, 120 fps): the hand reaches a still empty,
     keys written in each bone's own rotation mode, live and baked."""
     bpy = addon
-    from marionette.operators.file_import import load_file
+    from marionette.bridge.file_import import load_file
 
     loaded = load_file(shared_file("bvh/cmu/12_03_motionbuilder.bvh"))
     arm = loaded.armatures[0]
@@ -288,7 +288,7 @@ def test_euler_bones_of_a_motion_capture_file(addon):
 
 def test_moving_a_target_or_editing_keys_updates_the_pose_without_a_frame_change(sample):
     bpy, arm = sample
-    from marionette.operators import compat
+    from marionette.bridge import compat
 
     scene = bpy.context.scene
     assert bpy.ops.marionette.control_add(kind="TWO_BONE_IK", create_target=True) == {"FINISHED"}
@@ -318,8 +318,8 @@ def test_moving_a_target_or_editing_keys_updates_the_pose_without_a_frame_change
 
 def test_look_at_stays_within_its_limits(sample):
     bpy, arm = sample
-    from marionette.core.look_at import yaw_pitch
-    from marionette.operators import live_preview
+    from marionette.core.controls.look_at import yaw_pitch
+    from marionette.viewport import live_preview
 
     scene = bpy.context.scene
     assert bpy.ops.marionette.control_add(kind="LOOK_AT", create_target=False) == {"FINISHED"}
@@ -386,8 +386,8 @@ def _walking_body(bpy, name: str, frames: int, fps: float = 24.0):
     """The 65-bone humanoid of the core control tests as an armature ``name`` playing its walk
     over ``frames`` frames at ``fps`` (the scene's range and rate set to match). Returns the
     object, the skeleton and the clip's local rotations and translations."""
-    from marionette.core.clip import Clip
-    from marionette.operators.armature_io import create_armature, write_action
+    from marionette.bridge.armature_io import create_armature, write_action
+    from marionette.core.rig.clip import Clip
 
     rigs = _control_rigs()
     skeleton, bones = rigs.humanoid_65()
@@ -429,8 +429,8 @@ def tail(addon):
     """A carrier bone swaying sideways (0.3 units at 1 Hz) with a 4-bone, 1-unit tail hanging
     from it, a spring on the tail."""
     bpy = addon
-    from marionette.core.clip import Clip
-    from marionette.operators.armature_io import create_armature, write_action
+    from marionette.bridge.armature_io import create_armature, write_action
+    from marionette.core.rig.clip import Clip
 
     skeleton, _path = _control_rigs().hanging_chain(4, 1.0)
     rest = skeleton.rest_placements()
@@ -466,7 +466,7 @@ def _play(bpy, obj, frames):
 
 def test_spring_tail_live_scrubbed_and_baked(tail):
     bpy, arm = tail
-    from marionette.operators import live_preview
+    from marionette.viewport import live_preview
 
     scene = bpy.context.scene
     frames = np.arange(1, 49)
@@ -673,8 +673,8 @@ def test_inheritance_fixed_axis_and_closure_live_and_baked(addon):
     """A twist bone taking half the knee's turn, a shin kept to its twist, and both arms closing
     on one point: measured on Blender's pose, live and baked."""
     bpy = addon
-    from marionette.core.rotations import quat_angle, quat_from_matrix, swing_twist
-    from marionette.operators import live_preview
+    from marionette.core.rig.rotations import quat_angle, quat_from_matrix, swing_twist
+    from marionette.viewport import live_preview
 
     arm, skeleton, rot, tr = _walking_body(bpy, "Body", 24)
     scene = bpy.context.scene
@@ -724,7 +724,7 @@ def test_inheritance_fixed_axis_and_closure_live_and_baked(addon):
 
 
 def _local_quat(obj, bone):
-    from marionette.core.rotations import quat_from_matrix
+    from marionette.core.rig.rotations import quat_from_matrix
 
     return quat_from_matrix(np.array(obj.pose.bones[bone].matrix_basis)[:3, :3])
 
@@ -734,9 +734,9 @@ def test_cone_and_hinge_limits_hold_an_arm_within_them(sample):
     turns only about its X axis, within the range; with the cone the upper arm stays within its
     swing and twist. Measured on Blender's pose; without the limits the same reach leaves both."""
     bpy, arm = sample
-    from marionette.core.joint_limits import signed_angle_about
-    from marionette.core.rotations import quat_angle, swing_twist
-    from marionette.operators import live_preview
+    from marionette.core.controls.joint_limits import signed_angle_about
+    from marionette.core.rig.rotations import quat_angle, swing_twist
+    from marionette.viewport import live_preview
 
     scene = bpy.context.scene
     row = _arm_ik(bpy, arm)
@@ -795,7 +795,7 @@ def test_look_at_turn_weights_share_the_turn(sample):
     """The panel's turn weights of a neck-to-head look-at: each bone's turn (its pose against the
     animation's, measured on Blender's pose) takes its weight over their sum of the whole turn."""
     bpy, arm = sample
-    from marionette.core.rotations import quat_angle_between
+    from marionette.core.rig.rotations import quat_angle_between
 
     scene = bpy.context.scene
     assert bpy.ops.marionette.control_add(kind="LOOK_AT", create_target=False) == {"FINISHED"}
@@ -829,7 +829,7 @@ def test_closure_solver_choice_reaches_the_core(addon):
     CCD (which turns the bones in their own axes) lands on another pose than FABRIK, and the
     two-bone solver refuses branches of three bones."""
     bpy = addon
-    from marionette.operators import live_preview
+    from marionette.viewport import live_preview
 
     arm, skeleton, rot, tr = _walking_body(bpy, "Body", 12)
     scene = bpy.context.scene
@@ -963,7 +963,7 @@ def test_render_shows_the_viewport_pose(sample):
     """A Cycles render (1 sample, 8x8) on the main thread shows the pose the viewport shows: for
     frames the viewport showed (kept) and for frames it did not (computed for the render), bone
     by bone in the render's own depsgraph; and pixel by pixel as a render of the baked keys."""
-    from marionette.operators import live_preview
+    from marionette.viewport import live_preview
 
     bpy, arm = sample
     scene = bpy.context.scene
@@ -1010,7 +1010,7 @@ def test_render_shows_the_viewport_pose(sample):
 def test_shutter_steps_are_the_times_a_render_evaluates(addon, engine, steps, position):
     """Prepare Render keeps the times a motion-blurred render asks for: the subframes Blender's
     render evaluates (recorded from its frame changes) are the ones render_times predicts."""
-    from marionette.operators import live_preview
+    from marionette.viewport import live_preview
 
     bpy = addon
     scene = bpy.context.scene
@@ -1050,7 +1050,7 @@ def test_motion_blur_renders_the_controls_between_frames(sample, monkeypatch):
     render thread each is taken as kept by Prepare Render (the same image), or, not kept, blended
     from the two kept frames around it (an approximation: the IK's answer between two frames is
     not their blend). The hand follows a moving target, so the subframes show."""
-    from marionette.operators import live_preview
+    from marionette.viewport import live_preview
 
     bpy, arm = sample
     scene = bpy.context.scene
@@ -1113,7 +1113,7 @@ def _render_pixels(bpy):
 def _on_render_thread(monkeypatch):
     """Renders inside run as they run from the interface (F12, Ctrl+F12): the handlers are told
     they are off the main thread."""
-    from marionette.operators import live_preview
+    from marionette.viewport import live_preview
 
     monkeypatch.setattr(live_preview, "_main_thread", lambda: False)
     try:
@@ -1156,7 +1156,7 @@ def test_render_on_another_thread_shows_the_frames_the_viewport_showed(sample, m
     thread showed are written as it computed them (the same pixels as a render that runs the
     controls itself); a frame never shown, or shown before its target moved, renders without
     the controls and is reported; Prepare Render fills a whole range."""
-    from marionette.operators import live_preview
+    from marionette.viewport import live_preview
 
     bpy, arm = sample
     scene = bpy.context.scene
@@ -1227,7 +1227,7 @@ def test_undo_restores_after_bake(sample):
 
 def test_bad_chain_is_shown_and_bake_refused_with_nothing_changed(sample):
     bpy, arm = sample
-    from marionette.operators import live_preview
+    from marionette.viewport import live_preview
 
     assert bpy.ops.marionette.control_add(kind="TWO_BONE_IK", create_target=True) == {"FINISHED"}
     row = arm.marionette_controls.controls[0]
@@ -1305,8 +1305,8 @@ class _Layout:
 
 def test_panels_draw_every_kind(sample):
     bpy, arm = sample
-    from marionette.operators.control_properties import KIND_ITEMS
     from marionette.panels import controls_panel as cp
+    from marionette.properties.control_settings import KIND_ITEMS
 
     context = bpy.context
     for kind, *_ in KIND_ITEMS:
@@ -1332,8 +1332,9 @@ def test_panels_draw_every_kind(sample):
 
 def test_unregister_leaves_nothing_behind(blender):
     bpy = blender
-    from marionette.operators import controls_register, live_preview
+    from marionette.operators import controls_register
     from marionette.panels import controls_panel
+    from marionette.viewport import live_preview
 
     def ours():
         found = []

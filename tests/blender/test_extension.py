@@ -39,7 +39,7 @@ def test_built_zip_excludes_dev_files_installs_and_enables(blender, tmp_path):
     assert out.returncode == 0, out.stdout + out.stderr
     (zip_path,) = tmp_path.glob("marionette-*.zip")
     names = zipfile.ZipFile(zip_path).namelist()
-    assert "blender_manifest.toml" in names and "__init__.py" in names and "core/skeleton.py" in names
+    assert "blender_manifest.toml" in names and "__init__.py" in names and "core/rig/skeleton.py" in names
     leaked = [n for n in names if n.startswith(DEV_ONLY)]
     assert leaked == []
 

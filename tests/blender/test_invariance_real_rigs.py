@@ -12,8 +12,8 @@ pytestmark = pytest.mark.bpy
 
 
 def _sample_source(bpy):
-    from marionette.core.samples import sample_humanoid, sample_walk
-    from marionette.operators.armature_io import create_armature, write_action
+    from marionette.bridge.armature_io import create_armature, write_action
+    from marionette.core.rig.samples import sample_humanoid, sample_walk
 
     sample = sample_humanoid()
     source = create_armature(sample.skeleton, "Sample", tails=sample.tails)
@@ -29,7 +29,7 @@ def _metarig(bpy, name):
 
 
 def _played(target, outcome, frames):
-    from marionette.operators.armature_io import clip_from_action, skeleton_from_armature
+    from marionette.bridge.armature_io import clip_from_action, skeleton_from_armature
 
     sk = skeleton_from_armature(target)
     clip = clip_from_action(target, outcome.action, frames=frames, fps=24.0)
@@ -38,7 +38,7 @@ def _played(target, outcome, frames):
 
 def test_random_rolls_on_every_target_bone_change_nothing_but_the_rolls(blender):
     bpy = blender
-    from marionette.operators.jobs import retarget_action
+    from marionette.usecases.jobs import retarget_action
 
     bpy.context.scene.render.fps = 24
     source, action = _sample_source(bpy)
@@ -62,7 +62,7 @@ def test_random_rolls_on_every_target_bone_change_nothing_but_the_rolls(blender)
     # Orientation differs by each bone's own rest change only: limb direction errors vanish.
     # Blender stores rests in single precision (columns orthogonal to ~5e-6), so rotations are
     # compared as quaternions of the nearest rotation matrices, not through a trace.
-    from marionette.core.rotations import orthonormalize, quat_angle_between, quat_from_matrix
+    from marionette.core.rig.rotations import orthonormalize, quat_angle_between, quat_from_matrix
 
     def quats(m):
         return quat_from_matrix(orthonormalize(m))
@@ -76,7 +76,7 @@ def test_random_rolls_on_every_target_bone_change_nothing_but_the_rolls(blender)
 @pytest.mark.parametrize("lowered", [45.0, 80.0])
 def test_rest_repose_applied_as_new_rest_gives_the_same_world_result(blender, lowered):
     bpy = blender
-    from marionette.operators.jobs import retarget_action
+    from marionette.usecases.jobs import retarget_action
 
     bpy.context.scene.render.fps = 24
     source, action = _sample_source(bpy)
@@ -119,9 +119,9 @@ FACING = {
 
 @pytest.mark.parametrize("relative", sorted(FACING))
 def test_facing_is_inferred_from_the_body_on_every_shared_humanoid(blender, relative):
-    from marionette.core.canonical_pose import build_anatomy, rest_facing
-    from marionette.operators.file_import import load_file
-    from marionette.operators.jobs import rig_input
+    from marionette.bridge.file_import import load_file
+    from marionette.core.retarget.canonical_pose import build_anatomy, rest_facing
+    from marionette.usecases.jobs import rig_input
 
     loaded = load_file(shared_file(relative))
     arm = max(loaded.armatures, key=lambda a: len(a.data.bones))
@@ -138,8 +138,8 @@ def test_facing_is_inferred_from_the_body_on_every_shared_humanoid(blender, rela
 def test_a_z_up_file_read_without_axis_conversion_lies_down_yet_retargets_upright(blender):
     """MakeHuman's walk imported as if it were Y-up lies on its back; up still comes from the body."""
     bpy = blender
-    from marionette.core.canonical_pose import build_anatomy, rest_facing
-    from marionette.operators.jobs import retarget_action, rig_input
+    from marionette.core.retarget.canonical_pose import build_anatomy, rest_facing
+    from marionette.usecases.jobs import retarget_action, rig_input
 
     bpy.context.scene.render.fps = 24
     bpy.ops.import_anim.bvh(filepath=str(shared_file("bvh/makehuman/walk1_zup.bvh")), use_fps_scale=False)

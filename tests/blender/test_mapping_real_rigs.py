@@ -13,7 +13,7 @@ the imported armature: names, parents, head and tail positions), applying the pr
 * helpers (CMU ``LHipJoint``, MakeHuman ``__`` joints, ``pelvis.L``, heels, palms, end markers,
   IK poles) and intermediate spine/neck segments fill no slot.
 
-Files are loaded the way the add-on loads them (:func:`marionette.operators.file_import.load_file`).
+Files are loaded the way the add-on loads them (:func:`marionette.bridge.file_import.load_file`).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import pytest
 from conftest import shared_file
 
 from marionette.core.errors import FileFormatError, MappingError
-from marionette.core.humanoid import FINGERS, FRAME_SLOTS, MINIMUM_SLOTS, finger_slot
+from marionette.core.mapping.humanoid import FINGERS, FRAME_SLOTS, MINIMUM_SLOTS, finger_slot
 
 pytestmark = pytest.mark.bpy
 
@@ -182,8 +182,8 @@ REAL_RIGS = {
 
 
 def _map_armature(obj):
-    from marionette.core.mapping import auto_map_skeleton
-    from marionette.operators.armature_io import rest_heads_tails, skeleton_from_armature
+    from marionette.bridge.armature_io import rest_heads_tails, skeleton_from_armature
+    from marionette.core.mapping.bone_mapping import auto_map_skeleton
 
     skeleton = skeleton_from_armature(obj)
     _, tails = rest_heads_tails(obj, skeleton)
@@ -191,7 +191,7 @@ def _map_armature(obj):
 
 
 def _load_armature(relative):
-    from marionette.operators.file_import import load_file
+    from marionette.bridge.file_import import load_file
 
     loaded = load_file(shared_file(relative))
     assert len(loaded.armatures) == 1, [a.name for a in loaded.armatures]
@@ -288,7 +288,7 @@ def test_a_two_bone_rig_is_refused_naming_the_missing_slots(blender):
 
 
 def test_a_file_without_armature_is_refused_by_the_loader(blender):
-    from marionette.operators.file_import import load_file
+    from marionette.bridge.file_import import load_file
 
     with pytest.raises(FileFormatError, match="no armature"):
         load_file(shared_file("gltf/kenney_character_no_armature.glb"))

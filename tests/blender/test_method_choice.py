@@ -13,7 +13,7 @@ import pytest
 from conftest import shared_file
 from sample_pair import sample_walk_onto_metarig
 
-from marionette.core import rotations as R
+from marionette.core.rig import rotations as R
 
 pytestmark = pytest.mark.bpy
 
@@ -39,10 +39,10 @@ def pair(blender):
 
 def test_method_column_drives_the_retarget_and_survives_auto_map(pair):
     bpy, source, target, action = pair
-    from marionette.core.binding_cache import BindingCache
-    from marionette.core.retarget_methods import retarget_with_methods
-    from marionette.operators.armature_io import clip_from_action
-    from marionette.operators.jobs import rig_input
+    from marionette.bridge.armature_io import clip_from_action
+    from marionette.core.retarget.binding_cache import BindingCache
+    from marionette.core.retarget.methods import retarget_with_methods
+    from marionette.usecases.jobs import rig_input
 
     s = bpy.context.scene.marionette
     assert bpy.ops.marionette.auto_map() == {"FINISHED"}

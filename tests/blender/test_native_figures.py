@@ -55,7 +55,7 @@ def test_a_clip_onto_its_own_skeleton_reports_no_error(tmp_path: Path, clip: str
 def test_a_long_take_read_without_the_importer_onto_its_own_skeleton_is_native(tmp_path: Path) -> None:
     """A take long enough to be read by numpy (not Blender's importer) is put on the bones the
     importer makes of it: bound natively onto its own skeleton, with no error on any figure."""
-    from marionette.operators.clip_source import LONG_TAKE_FRAMES
+    from marionette.bridge.clip_source import LONG_TAKE_FRAMES
 
     source = tmp_path / "long.bvh"
     source.write_text(bvh_text(LONG_TAKE_FRAMES))

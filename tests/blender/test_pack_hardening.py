@@ -121,7 +121,7 @@ def test_a_fifo_and_a_device_in_the_pack_are_skipped_unopened_and_the_rest_bakes
 def test_planning_refuses_what_is_not_a_regular_file_named_directly_or_in_a_folder(tmp_path) -> None:
     import socket
 
-    from marionette.core.batch import plan_pack
+    from marionette.core.batch.plan import plan_pack
 
     folder = tmp_path / "pack"
     folder.mkdir()
@@ -157,10 +157,10 @@ def test_a_file_that_hangs_its_reader_is_stopped_by_the_timeout_with_one_worker(
     """A file that turned into a named pipe after the pack was planned (the one case the planning
     cannot see): with ``jobs=1`` the read hangs in the worker, ``--timeout`` stops it, and the
     next file bakes in a new worker."""
-    from marionette.core.batch import PackFile, PackPlan
-    from marionette.core.retarget import RetargetOptions
+    from marionette.bridge.file_import import load_file
+    from marionette.core.batch.plan import PackFile, PackPlan
+    from marionette.core.retarget.geometric import RetargetOptions
     from marionette.operators.batch_bake import BatchBake, bake_settings
-    from marionette.operators.file_import import load_file
 
     pack = _pack(tmp_path, 1)
     fifo = pack / "late.bvh"
@@ -185,11 +185,11 @@ def test_a_file_that_hangs_its_reader_is_stopped_by_the_timeout_with_one_worker(
 
 _DRIVER = r"""
 import json, sys, time
-from marionette.core.batch import BakeSettings, bvh_rest_tails
-from marionette.core.bvh import read_bvh
-from marionette.core.mapping import auto_map_skeleton
-from marionette.core.retarget import RigInput
-from marionette.operators.batch_worker import WorkerPool
+from marionette.core.batch.plan import BakeSettings, bvh_rest_tails
+from marionette.core.formats.bvh import read_bvh
+from marionette.core.mapping.bone_mapping import auto_map_skeleton
+from marionette.core.retarget.geometric import RigInput
+from marionette.batch_runner.batch_worker import WorkerPool
 
 bvh, fifo, logs = sys.argv[1:4]
 data = read_bvh(bvh)
@@ -270,7 +270,7 @@ def test_kill_9_of_the_main_process_leaves_no_worker_stuck_on_a_file(tmp_path) -
     ],
 )
 def test_jobs_are_lowered_to_the_cores_and_the_packs_work(requested, cores, files, shared, want, note) -> None:
-    from marionette.core.pack_limits import useful_jobs
+    from marionette.core.batch.pack_limits import useful_jobs
 
     assert useful_jobs(requested, cores, files, shared) == (want, note)
 

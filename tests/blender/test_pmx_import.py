@@ -57,15 +57,15 @@ def leg_file(tmp_path):
 def imported(addon, leg_file):
     bpy = addon
     assert bpy.ops.marionette.import_pmx_rig(filepath=str(leg_file)) == {"FINISHED"}
-    from marionette.core.pmx import read_pmx
-    from marionette.core.pmx_rig import build_rig
+    from marionette.core.formats.pmx import read_pmx
+    from marionette.core.formats.pmx_rig import build_rig
 
     return bpy, bpy.context.view_layer.objects.active, build_rig(read_pmx(leg_file))
 
 
 def test_import_keeps_names_rest_and_stores_the_controls(imported):
     bpy, obj, rig = imported
-    from marionette.operators.armature_io import skeleton_from_armature
+    from marionette.bridge.armature_io import skeleton_from_armature
 
     assert obj.type == "ARMATURE" and obj.name == "テストモデル" and obj.select_get()
     bones = obj.data.bones
@@ -106,8 +106,8 @@ def test_import_keeps_names_rest_and_stores_the_controls(imported):
 
 def test_the_controls_workflow_builds_the_same_stack(imported):
     _bpy, obj, rig = imported
-    from marionette.core.controls import FixedAxisControl, IKControl, InheritControl
-    from marionette.operators.control_bridge import build_controls
+    from marionette.bridge.control_bridge import build_controls
+    from marionette.core.controls.stack import FixedAxisControl, IKControl, InheritControl
 
     built = build_controls(obj)
     assert built.errors == {} and built.stack is not None
@@ -161,7 +161,7 @@ def _animate(bpy, obj, rig, move_center=True):
 
 
 def _baked_pose(bpy, obj):
-    from marionette.operators.control_bridge import bake_controls
+    from marionette.bridge.control_bridge import bake_controls
 
     bake_controls(obj, np.arange(1, FRAMES + 1, dtype=float))
     names = [b.name for b in obj.data.bones]
@@ -174,14 +174,14 @@ def _baked_pose(bpy, obj):
 
 
 def _quat(m):
-    from marionette.core.rotations import quat_from_matrix
+    from marionette.core.rig.rotations import quat_from_matrix
 
     return quat_from_matrix(m)
 
 
 def test_inheritance_and_fixed_axis_run_on_the_armature(imported):
     bpy, obj, rig = imported
-    from marionette.core.rotations import axis_angle_from_quat, quat_angle
+    from marionette.core.rig.rotations import axis_angle_from_quat, quat_angle
 
     _animate(bpy, obj, rig)
     index, world, basis = _baked_pose(bpy, obj)
@@ -214,8 +214,8 @@ def test_inheritance_and_fixed_axis_run_on_the_armature(imported):
 
 def test_ik_leg_reaches_its_ik_bone_within_the_knee_limit(imported):
     bpy, obj, rig = imported
-    from marionette.core.joint_limits import HingeLimit
-    from marionette.operators.control_bridge import build_controls
+    from marionette.bridge.control_bridge import build_controls
+    from marionette.core.controls.joint_limits import HingeLimit
 
     # The rows hold the knee as bone IK limits (X only, Y and Z locked); the Controls workflow
     # must read them back as the hinge the core rig uses (an Euler box stalls CCD on a knee).

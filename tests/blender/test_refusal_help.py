@@ -14,8 +14,8 @@ pytestmark = pytest.mark.bpy
 
 
 def _broken_target(bpy):
-    from marionette.core.samples import sample_humanoid
-    from marionette.operators.armature_io import create_armature
+    from marionette.bridge.armature_io import create_armature
+    from marionette.core.rig.samples import sample_humanoid
 
     sample = sample_humanoid(arms_down_angle=0.5, proportions=0.95)
     target = create_armature(sample.skeleton, "Target", tails=sample.tails)
@@ -38,8 +38,8 @@ def _broken_target(bpy):
 def pair(blender):
     bpy = blender
     import marionette
-    from marionette.core.samples import sample_humanoid, sample_walk
-    from marionette.operators.armature_io import create_armature, write_action
+    from marionette.bridge.armature_io import create_armature, write_action
+    from marionette.core.rig.samples import sample_humanoid, sample_walk
 
     marionette.register()
     bpy.context.scene.render.fps = 24
@@ -68,7 +68,7 @@ def test_the_sidebar_shows_the_missing_foot_and_retargets_once_it_is_picked(pair
     assert bpy.ops.marionette.retarget_clip() == {"FINISHED"}
     new = target.animation_data.action
     assert new is not None and new != action
-    from marionette.operators import compat
+    from marionette.bridge import compat
 
     paths = {fc.data_path for slot in new.slots for fc in compat.action_fcurves(new, slot)}
     assert 'pose.bones["Foot.L"].rotation_quaternion' in paths
@@ -76,15 +76,15 @@ def test_the_sidebar_shows_the_missing_foot_and_retargets_once_it_is_picked(pair
 
 def test_the_command_line_says_the_same_and_takes_the_fix_as_a_mapping_file(pair, tmp_path):
     bpy, source, target, action = pair
-    from marionette.operators.jobs import rig_input
+    from marionette.usecases.jobs import rig_input
 
     bpy.data.objects.remove(source)
     target_file = tmp_path / "target.blend"
     bpy.ops.wm.save_as_mainfile(filepath=str(target_file))
     source_file = tmp_path / "walk.blend"
     bpy.ops.wm.read_factory_settings(use_empty=True)
-    from marionette.core.samples import sample_humanoid, sample_walk
-    from marionette.operators.armature_io import create_armature, write_action
+    from marionette.bridge.armature_io import create_armature, write_action
+    from marionette.core.rig.samples import sample_humanoid, sample_walk
 
     sample = sample_humanoid()
     walker = create_armature(sample.skeleton, "Sample", tails=sample.tails)
@@ -105,8 +105,8 @@ def test_the_command_line_says_the_same_and_takes_the_fix_as_a_mapping_file(pair
     bpy.ops.wm.open_mainfile(filepath=str(target_file))
     with pytest.raises(Exception, match="missing foot.L"):
         rig_input(bpy.data.objects["Target"])
-    from marionette.core.mapping import auto_map_skeleton
-    from marionette.operators.armature_io import rest_heads_tails, skeleton_from_armature
+    from marionette.bridge.armature_io import rest_heads_tails, skeleton_from_armature
+    from marionette.core.mapping.bone_mapping import auto_map_skeleton
 
     obj = bpy.data.objects["Target"]
     mapping = auto_map_skeleton(skeleton_from_armature(obj), rest_heads_tails(obj)[1]).with_bone("foot.L", "Foot.L")

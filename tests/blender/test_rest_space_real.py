@@ -14,12 +14,12 @@ import numpy as np
 import pytest
 from conftest import shared_file
 
-from marionette.core import rotations as R
-from marionette.core.binding_cache import BindingCache, native_binding, native_refusal
-from marionette.core.rest_space import bind_rest_space, retarget_rest_space
-from marionette.core.retarget import bind, retarget
-from marionette.core.retarget_methods import retarget_with_methods
-from marionette.core.skeleton import Skeleton
+from marionette.core.retarget.binding_cache import BindingCache, native_binding, native_refusal
+from marionette.core.retarget.geometric import bind, retarget
+from marionette.core.retarget.methods import retarget_with_methods
+from marionette.core.retarget.rest_space import bind_rest_space, retarget_rest_space
+from marionette.core.rig import rotations as R
+from marionette.core.rig.skeleton import Skeleton
 
 pytestmark = [pytest.mark.bpy, pytest.mark.data]
 
@@ -38,9 +38,9 @@ TURNS = {"own": np.eye(3), "rolled": TURN}
 def rigs():
     import bpy
 
-    from marionette.operators.armature_io import clip_from_action, create_armature, rest_heads_tails
-    from marionette.operators.file_import import load_file
-    from marionette.operators.jobs import rig_input
+    from marionette.bridge.armature_io import clip_from_action, create_armature, rest_heads_tails
+    from marionette.bridge.file_import import load_file
+    from marionette.usecases.jobs import rig_input
 
     bpy.ops.wm.read_factory_settings(use_empty=True)
     loaded = load_file(shared_file(FBX))
@@ -176,7 +176,7 @@ def test_rest_matching_on_the_arms_lowered_copy_plays_the_true_motion(rigs, clip
 def test_keys_written_to_blender_play_the_rest_space_motion(rigs):
     """The rest-space result on the rolled, turned copy, keyed into an Action and read back:
     what Blender plays equals the geometric-frame result where both apply."""
-    from marionette.operators.armature_io import clip_from_action, write_action
+    from marionette.bridge.armature_io import clip_from_action, write_action
 
     _, source, targets, clips = rigs
     _, clip = clips["Man_Run"]

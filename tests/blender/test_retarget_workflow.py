@@ -17,7 +17,7 @@ pytestmark = pytest.mark.bpy
 
 
 def _curves_snapshot(action):
-    from marionette.operators import compat
+    from marionette.bridge import compat
 
     out = {}
     for slot in action.slots:
@@ -59,8 +59,8 @@ def test_auto_map_fills_rows_with_confidence_and_reason(pair):
 
 def test_retarget_clip_bakes_a_new_action_that_plays_the_clip(pair):
     bpy, source, target, action = pair
-    from marionette.core.retarget import source_placements
-    from marionette.operators.armature_io import evaluated_pose_matrices
+    from marionette.bridge.armature_io import evaluated_pose_matrices
+    from marionette.core.retarget.geometric import source_placements
 
     before = _curves_snapshot(action)
     n_actions = len(bpy.data.actions)
@@ -73,7 +73,7 @@ def test_retarget_clip_bakes_a_new_action_that_plays_the_clip(pair):
     # Only mapped bones are keyed.
     s = bpy.context.scene.marionette
     mapped = {r.target_bone for r in s.mapping if r.target_bone and r.source_bone}
-    from marionette.operators import compat
+    from marionette.bridge import compat
 
     keyed = {fc.group.name for fc in compat.action_fcurves(new, target.animation_data.action_slot)}
     assert keyed and keyed <= mapped | {"spine.001", "spine.002", "spine.003", "spine.004", "spine.005"}
@@ -84,10 +84,10 @@ def test_retarget_clip_bakes_a_new_action_that_plays_the_clip(pair):
     # on Blender's own evaluation of the new action, not on the core's output).
     report = json.loads(s.last_report)
     assert report["mean_direction_error"] < 0.5
-    from marionette.core.measure import bone_direction_errors
-    from marionette.core.retarget import bind
-    from marionette.operators.armature_io import clip_from_action
-    from marionette.operators.jobs import rig_input
+    from marionette.bridge.armature_io import clip_from_action
+    from marionette.core.measure.figures import bone_direction_errors
+    from marionette.core.retarget.geometric import bind
+    from marionette.usecases.jobs import rig_input
 
     binding = bind(rig_input(source)[0], rig_input(target)[0])
     clip = clip_from_action(source, action).resample(24.0)
@@ -101,10 +101,10 @@ def test_retarget_clip_bakes_a_new_action_that_plays_the_clip(pair):
 
 def test_plant_feet_off_carries_every_direction_and_on_stops_the_slide(pair):
     bpy, source, target, action = pair
-    from marionette.core.measure import bone_direction_errors
-    from marionette.core.retarget import bind, source_placements
-    from marionette.operators.armature_io import clip_from_action, evaluated_pose_matrices
-    from marionette.operators.jobs import rig_input
+    from marionette.bridge.armature_io import clip_from_action, evaluated_pose_matrices
+    from marionette.core.measure.figures import bone_direction_errors
+    from marionette.core.retarget.geometric import bind, source_placements
+    from marionette.usecases.jobs import rig_input
 
     s = bpy.context.scene.marionette
     binding = bind(rig_input(source)[0], rig_input(target)[0])
@@ -186,7 +186,7 @@ def test_mapping_save_load_and_presets_round_trip(pair, tmp_path):
 
 def test_a_loaded_mapping_naming_missing_bones_is_refused(pair, tmp_path):
     bpy, source, target, action = pair
-    from marionette.core.mapping import BoneMapping, MappedBone
+    from marionette.core.mapping.bone_mapping import BoneMapping, MappedBone
 
     path = tmp_path / "wrong.json"
     BoneMapping({"hips": MappedBone("NoSuchBone", 1.0, "test")}).save(path)
@@ -243,7 +243,7 @@ def test_file_jobs_never_close_an_interactive_session(blender):
     """retarget_files and friends start from an empty session: from an interactive Blender they
     are refused (the open file and its unsaved changes stay); from a command line they run."""
     from marionette.core.errors import MarionetteError
-    from marionette.operators import jobs
+    from marionette.usecases import jobs
 
     blender.ops.object.armature_add()
     blender.context.active_object.name = "UnsavedWork"
@@ -259,9 +259,9 @@ def test_hips_lowered_for_an_out_of_reach_stride_are_reported_as_blender_plays_t
     where a held spot is out of reach. The drop the report gives (and the summary prints) is the
     one measured on what Blender plays, along the up axis only; held spots are all reached."""
     bpy, source, target, action = pair
-    from marionette.core.retarget import RetargetOptions
-    from marionette.operators.armature_io import evaluated_pose_matrices
-    from marionette.operators.jobs import format_summary, retarget_action
+    from marionette.bridge.armature_io import evaluated_pose_matrices
+    from marionette.core.retarget.geometric import RetargetOptions
+    from marionette.usecases.jobs import format_summary, retarget_action
 
     frames = np.arange(1, 37)
     hips, reports = {}, {}

@@ -82,7 +82,7 @@ def table():
 
 
 def _spec_of(obj) -> rv.RigSpec:
-    from marionette.operators.armature_io import rest_heads_tails, skeleton_from_armature
+    from marionette.bridge.armature_io import rest_heads_tails, skeleton_from_armature
 
     sk = skeleton_from_armature(obj)
     _, tails = rest_heads_tails(obj, sk)
@@ -92,8 +92,8 @@ def _spec_of(obj) -> rv.RigSpec:
 
 
 def _build(bpy, spec: rv.RigSpec, name: str):
-    from marionette.core.skeleton import Skeleton
-    from marionette.operators.armature_io import create_armature
+    from marionette.bridge.armature_io import create_armature
+    from marionette.core.rig.skeleton import Skeleton
 
     sk = Skeleton.from_rest_matrices(spec.names, list(spec.parents), spec.rests)
     order = [spec.index(n) for n in sk.names]
@@ -122,8 +122,8 @@ def _played_rotations(obj, frames, bones, turn):
     own frame: world matrices with the object's placement taken off, times the rest's inverse,
     with the variant's turn undone. (Since the rest: Blender keeps a 1/1000-size bone's rest
     orientation only to float precision, ~0.005 deg, which is the rig's, not the retarget's.)"""
-    from marionette.core.rotations import orthonormalize
-    from marionette.operators.armature_io import evaluated_world_matrices, skeleton_from_armature
+    from marionette.bridge.armature_io import evaluated_world_matrices, skeleton_from_armature
+    from marionette.core.rig.rotations import orthonormalize
 
     sk = skeleton_from_armature(obj)
     idx = [sk.index(b) for b in bones]
@@ -136,13 +136,13 @@ def _played_rotations(obj, frames, bones, turn):
 
 
 def _angles(a, b):
-    from marionette.core.rotations import quat_angle_between, quat_from_matrix
+    from marionette.core.rig.rotations import quat_angle_between, quat_from_matrix
 
     return np.degrees(quat_angle_between(quat_from_matrix(a), quat_from_matrix(b)))
 
 
 def _variants(spec, slots, forward):
-    from marionette.core.mapping import preset_mapping
+    from marionette.core.mapping.bone_mapping import preset_mapping
 
     def preset(name):
         return {s: mb.bone for s, mb in preset_mapping(name).slots.items()}
@@ -171,11 +171,11 @@ def _variants(spec, slots, forward):
 
 
 def _original(bpy, rig):
-    from marionette.operators.file_import import load_file
+    from marionette.bridge.file_import import load_file
 
     if RIGS[rig] is None:
-        from marionette.core.samples import sample_humanoid
-        from marionette.operators.armature_io import create_armature
+        from marionette.bridge.armature_io import create_armature
+        from marionette.core.rig.samples import sample_humanoid
 
         sample = sample_humanoid()
         return create_armature(sample.skeleton, "Sample", tails=sample.tails)
@@ -189,9 +189,9 @@ def _original(bpy, rig):
 @pytest.mark.parametrize("rig", list(RIGS))
 def test_every_variant_maps_and_plays_as_the_original(blender, table, rig):
     bpy = blender
-    from marionette.core.canonical_pose import build_anatomy, rest_facing
-    from marionette.operators.file_import import load_file
-    from marionette.operators.jobs import retarget_action, rig_input
+    from marionette.bridge.file_import import load_file
+    from marionette.core.retarget.canonical_pose import build_anatomy, rest_facing
+    from marionette.usecases.jobs import retarget_action, rig_input
 
     bpy.context.scene.render.fps = 24
     clip_file = load_file(shared_file(OTHER_CLIP if RIGS[rig] == CLIP else CLIP))

@@ -15,9 +15,9 @@ def test_the_humanoid_is_picked_over_a_larger_armature_that_is_not_one(blender, 
     bpy = blender
     import numpy as np
 
-    from marionette.core.samples import sample_humanoid, sample_walk
-    from marionette.core.skeleton import Skeleton
-    from marionette.operators.armature_io import create_armature, write_action
+    from marionette.bridge.armature_io import create_armature, write_action
+    from marionette.core.rig.samples import sample_humanoid, sample_walk
+    from marionette.core.rig.skeleton import Skeleton
 
     sample = sample_humanoid()
     walker = create_armature(sample.skeleton, "Sample", tails=sample.tails)

@@ -138,8 +138,8 @@ def sources(tmp_path_factory):
     """The walk, and the files Blender's exporters (and a mocap tool) write of it on a Mixamo rig."""
     import bpy
 
-    from marionette.operators.file_import import load_file
-    from marionette.operators.jobs import retarget_action
+    from marionette.bridge.file_import import load_file
+    from marionette.usecases.jobs import retarget_action
 
     d = tmp_path_factory.mktemp("wild_clips")
     walk = _walk(d / "walk.bvh")
@@ -207,7 +207,7 @@ def _cli(source, target, out):
 
 def _played(bpy, out):
     """Reopen OUT.blend; Blender's evaluated world matrices of the target at each key frame."""
-    from marionette.operators.armature_io import evaluated_world_matrices
+    from marionette.bridge.armature_io import evaluated_world_matrices
 
     bpy.ops.wm.open_mainfile(filepath=str(out))
     arm = next(o for o in bpy.data.objects if o.type == "ARMATURE" and o.animation_data and o.animation_data.action)

@@ -11,11 +11,11 @@ import math
 
 import numpy as np
 
-from marionette.core.chains import JointPath
-from marionette.core.controls import ControlStack, IKControl, LookAtControl
-from marionette.core.look_at import LookAtChain
-from marionette.core.rotations import matrix_from_quat, quat_from_matrix, quat_normalize
-from marionette.core.skeleton import Skeleton
+from marionette.core.controls.chains import JointPath
+from marionette.core.controls.look_at import LookAtChain
+from marionette.core.controls.stack import ControlStack, IKControl, LookAtControl
+from marionette.core.rig.rotations import matrix_from_quat, quat_from_matrix, quat_normalize
+from marionette.core.rig.skeleton import Skeleton
 
 
 def random_quats(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:

@@ -12,14 +12,14 @@ import numpy as np
 import pytest
 from conftest import shared_file
 
-from marionette.core import batch as cb
-from marionette.core.binding_cache import BindingCache
-from marionette.core.bvh import BvhData, parse_bvh, read_bvh
+from marionette.core.batch import plan as cb
 from marionette.core.errors import FileFormatError, MappingError
-from marionette.core.mapping import auto_map_skeleton
-from marionette.core.retarget import RetargetOptions, RigInput, bind, retarget
-from marionette.core.retarget_methods import parse_method_table, retarget_with_methods
-from marionette.core.samples import sample_humanoid, sample_walk
+from marionette.core.formats.bvh import BvhData, parse_bvh, read_bvh
+from marionette.core.mapping.bone_mapping import auto_map_skeleton
+from marionette.core.retarget.binding_cache import BindingCache
+from marionette.core.retarget.geometric import RetargetOptions, RigInput, bind, retarget
+from marionette.core.retarget.methods import parse_method_table, retarget_with_methods
+from marionette.core.rig.samples import sample_humanoid, sample_walk
 
 CMU = "bvh/cmu/12_03_motionbuilder.bvh"
 DAZ = "bvh/cmu/02_02_daz.bvh"

@@ -9,14 +9,14 @@ import dataclasses
 import numpy as np
 import pytest
 
-from marionette.core import rotations as R
-from marionette.core.binding_cache import BindingCache, native_binding, native_refusal
-from marionette.core.clip import Clip
-from marionette.core.rest_space import bind_rest_space
-from marionette.core.retarget import RetargetOptions, RigInput, bind
-from marionette.core.retarget_methods import parse_method_table, retarget_with_methods
-from marionette.core.samples import SampleRig, sample_humanoid, sample_walk
-from marionette.core.skeleton import Skeleton
+from marionette.core.retarget.binding_cache import BindingCache, native_binding, native_refusal
+from marionette.core.retarget.geometric import RetargetOptions, RigInput, bind
+from marionette.core.retarget.methods import parse_method_table, retarget_with_methods
+from marionette.core.retarget.rest_space import bind_rest_space
+from marionette.core.rig import rotations as R
+from marionette.core.rig.clip import Clip
+from marionette.core.rig.samples import SampleRig, sample_humanoid, sample_walk
+from marionette.core.rig.skeleton import Skeleton
 
 SOURCE = sample_humanoid()
 WALK = sample_walk(SOURCE, frames=24, name="Walk")

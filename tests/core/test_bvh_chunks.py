@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from marionette.core.bvh import parse_bvh
+from marionette.core.formats.bvh import parse_bvh
 
 
 def _take(frames: int = 157) -> str:

@@ -1,4 +1,4 @@
-"""The pure-numpy BVH reader (core/bvh.py): structure, channels, timing, maths, and refusals."""
+"""The pure-numpy BVH reader (core/formats/bvh.py): structure, channels, timing, maths, and refusals."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from conftest import shared_file
 
-from marionette.core.bvh import BvhData, detect_up_axis, parse_bvh, read_bvh
 from marionette.core.errors import FileFormatError
-from marionette.core.rotations import matrix_from_quat
+from marionette.core.formats.bvh import BvhData, detect_up_axis, parse_bvh, read_bvh
+from marionette.core.rig.rotations import matrix_from_quat
 
 # What the data README states about each file (joints, frames, rate), and its up axis.
 SHARED_BVH = {

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from marionette.core import rotations as R
-from marionette.core.clip import Clip
 from marionette.core.errors import ClipError
+from marionette.core.rig import rotations as R
+from marionette.core.rig.clip import Clip
 
 
 def spin_clip(frames=121, fps=120.0, speed=1.0):

@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 from control_rigs import _bone_matrix
 
-from marionette.core.chains import JointPath, PoseBuffers
-from marionette.core.closure import STOP_REASONS, DiamondClosure, solve_closure
-from marionette.core.controls import ClosureControl, ControlStack
+from marionette.core.controls.chains import JointPath, PoseBuffers
+from marionette.core.controls.closure import STOP_REASONS, DiamondClosure, solve_closure
+from marionette.core.controls.joint_limits import HingeLimit
+from marionette.core.controls.stack import ClosureControl, ControlStack
 from marionette.core.errors import RigError
-from marionette.core.joint_limits import HingeLimit
-from marionette.core.skeleton import Skeleton
+from marionette.core.rig.skeleton import Skeleton
 
 TOL = 1e-3
 
@@ -53,7 +53,7 @@ def rest_pose(sk: Skeleton, frames: int = 1) -> PoseBuffers:
 
 def ends(sk, lp, rp, solve, pose) -> tuple[np.ndarray, np.ndarray]:
     """End points after writing the solve back (forward kinematics of the written pose)."""
-    from marionette.core.chains import PathKinematics
+    from marionette.core.controls.chains import PathKinematics
 
     rot = pose.rotations.copy()
     rot[:, list(lp.joints)] = solve.left

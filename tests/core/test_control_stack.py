@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 from control_rigs import humanoid_65, humanoid_stack, small_quats
 
-from marionette.core.chains import JointPath, PathKinematics, PoseBuffers
-from marionette.core.controls import ControlStack, IKControl
+from marionette.core.controls.chains import JointPath, PathKinematics, PoseBuffers
+from marionette.core.controls.ik import solve_path_ik
+from marionette.core.controls.stack import ControlStack, IKControl
 from marionette.core.errors import RigError
-from marionette.core.ik import solve_path_ik
-from marionette.core.rotations import quat_angle_between
+from marionette.core.rig.rotations import quat_angle_between
 
 SKELETON, _ = humanoid_65()
 B = len(SKELETON)
@@ -318,7 +318,7 @@ def test_fabrik_control_warm_starts_from_its_previous_solution() -> None:
 
 
 def test_limits_in_the_stack_report_blocked_targets() -> None:
-    from marionette.core.joint_limits import HingeLimit
+    from marionette.core.controls.joint_limits import HingeLimit
 
     leg = JointPath.between(SKELETON, "thigh.L", "shin.L", end="foot.L")
     knee = HingeLimit(axis=[1.0, 0.0, 0.0], min_angle=-math.radians(150), max_angle=math.radians(150))
@@ -335,8 +335,8 @@ def test_limits_in_the_stack_report_blocked_targets() -> None:
 
 
 def test_translations_blend_by_the_weight_and_moved_joints_gain_coverage() -> None:
-    from marionette.core.controls import GroundControl
-    from marionette.core.ground import GroundRig
+    from marionette.core.controls.ground import GroundRig
+    from marionette.core.controls.stack import GroundControl
 
     rig = GroundRig.build(SKELETON, [(f"thigh.{s}", f"shin.{s}", f"foot.{s}") for s in "LR"], pelvis="hips")
     stack = ControlStack(SKELETON, [GroundControl("ground", rig)])
@@ -377,8 +377,8 @@ def test_scene_time_drives_smoothing_like_dt() -> None:
 
 
 def test_controls_refuse_inputs_of_another_kind() -> None:
-    from marionette.core.controls import SpringControl
-    from marionette.core.springs import SpringChain
+    from marionette.core.controls.springs import SpringChain
+    from marionette.core.controls.stack import SpringControl
 
     tail = JointPath.between(SKELETON, "spine", "neck", end="head")
     stack = ControlStack(SKELETON, [SpringControl("tail", SpringChain.build(tail))])
@@ -396,7 +396,7 @@ def test_placements_kept_across_writes_are_those_of_a_fresh_forward_kinematics()
     the spine's): after writes to scattered joints, every placement it gives equals the forward
     kinematics of the pose as it now stands (to rounding; a stale one would be off by the
     writes' turns, tenths of a unit)."""
-    from marionette.core.chains import Lineage
+    from marionette.core.controls.chains import Lineage
 
     rng = np.random.default_rng(5)
     rot, tr = animation(3)
@@ -418,8 +418,8 @@ def test_a_live_frame_blends_as_the_batched_arrays_do() -> None:
     rotations, translations and coverage as a batch of the same frames gives, to 1e-12, with
     IK, look-at and ground (which moves the pelvis) at full weight, coverage given, and one
     control whose target misses some frames."""
-    from marionette.core.controls import GroundControl
-    from marionette.core.ground import GroundRig
+    from marionette.core.controls.ground import GroundRig
+    from marionette.core.controls.stack import GroundControl
 
     base = humanoid_stack(SKELETON)
     rig = GroundRig.build(SKELETON, [(f"thigh.{s}", f"shin.{s}", f"foot.{s}") for s in "LR"], pelvis="hips")

@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 from conftest import shared_file
 
-from marionette.core.bvh import read_bvh
-from marionette.core.chains import JointPath, PathKinematics, PoseBuffers
-from marionette.core.ik import fabrik, solve_path_ik
-from marionette.core.look_at import LookAtChain, look_at, yaw_pitch
+from marionette.core.controls.chains import JointPath, PathKinematics, PoseBuffers
+from marionette.core.controls.ik import fabrik, solve_path_ik
+from marionette.core.controls.look_at import LookAtChain, look_at, yaw_pitch
+from marionette.core.formats.bvh import read_bvh
 
 pytestmark = pytest.mark.data
 

@@ -39,8 +39,8 @@ def test_core_imports_in_a_python_without_blender():
         f"        if name.split('.')[0] in {sorted(BLENDER_MODULES)!r}: raise ImportError('blocked ' + name)\n"
         "sys.meta_path.insert(0, Block())\n"
         "import marionette.core as core\n"
-        "names = [m.name for m in pkgutil.iter_modules(core.__path__)]\n"
-        "for n in names: importlib.import_module('marionette.core.' + n)\n"
+        "names = [m.name for m in pkgutil.walk_packages(core.__path__, 'marionette.core.')]\n"
+        "for n in names: importlib.import_module(n)\n"
         "print(len(names))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

@@ -1,4 +1,4 @@
-"""Planted feet (core/foot_plant.py): contacts found on the source, target ankles held on their
+"""Planted feet (core/retarget/foot_plant.py): contacts found on the source, target ankles held on their
 spot while the source foot is planted, nothing else touched."""
 
 from __future__ import annotations
@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 from test_retarget import rig_input, with_root_and_ik_feet
 
-from marionette.core.foot_plant import (
+from marionette.core.measure.figures import foot_skating
+from marionette.core.retarget.foot_plant import (
     DROP_EASE,
     DROP_SPEED,
     LEAD,
@@ -20,9 +21,15 @@ from marionette.core.foot_plant import (
     planted_frames,
     smooth_drop,
 )
-from marionette.core.measure import foot_skating
-from marionette.core.retarget import RetargetOptions, bind, ground_points, heights_along, retarget, source_placements
-from marionette.core.samples import sample_humanoid, sample_walk
+from marionette.core.retarget.geometric import (
+    RetargetOptions,
+    bind,
+    ground_points,
+    heights_along,
+    retarget,
+    source_placements,
+)
+from marionette.core.rig.samples import sample_humanoid, sample_walk
 
 UP = np.array([0.0, 0.0, 1.0])
 SOURCE = sample_humanoid()
@@ -175,8 +182,8 @@ def test_feet_parented_to_the_root_are_held_through_their_keyed_location():
 
 
 def test_feet_are_planted_on_a_result_merged_from_two_methods():
-    from marionette.core.binding_cache import BindingCache
-    from marionette.core.retarget_methods import parse_method_table, retarget_with_methods
+    from marionette.core.retarget.binding_cache import BindingCache
+    from marionette.core.retarget.methods import parse_method_table, retarget_with_methods
 
     target = sample_humanoid(leg_scale=1.25)
     table = parse_method_table("geometric,legs=rest-space,hips=rest-space")

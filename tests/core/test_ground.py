@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 from control_rigs import humanoid_65, walk_cycle
 
-from marionette.core.controls import ControlStack, GroundControl
+from marionette.core.controls.ground import MAX_TILT, GroundRig
+from marionette.core.controls.stack import ControlStack, GroundControl
 from marionette.core.errors import RigError
-from marionette.core.ground import MAX_TILT, GroundRig
-from marionette.core.rotations import quat_angle_between, quat_from_axis_angle, quat_from_matrix
+from marionette.core.rig.rotations import quat_angle_between, quat_from_axis_angle, quat_from_matrix
 
 SKELETON, _ = humanoid_65()
 B = len(SKELETON)
@@ -209,8 +209,8 @@ def test_legs_read_from_placements_or_walked_down_the_path_agree() -> None:
     with child frames: every joint's frame turned by its own rotation ``R`` (``C1 = R``, its
     children's ``C0`` premultiplied by it), which places every joint as before (``M = P C0 T
     inv(C1)``) and leaves the locals as they are."""
-    from marionette.core.rotations import matrix_from_quat
-    from marionette.core.skeleton import Skeleton
+    from marionette.core.rig.rotations import matrix_from_quat
+    from marionette.core.rig.skeleton import Skeleton
 
     turns = np.broadcast_to(np.eye(4), (B, 4, 4)).copy()
     turns[:, :3, :3] = matrix_from_quat(quat_from_axis_angle(np.random.default_rng(7).normal(size=(B, 3)), np.linspace(0.3, 2.5, B)))
@@ -308,7 +308,7 @@ def test_the_knee_bends_toward_the_rigs_facing() -> None:
     turn = quat_from_axis_angle([0.0, 0.0, 1.0], math.pi / 2)
     hips_frame = REST[HIPS, :3, :3]
     # A local rotation of the hips that turns it about armature +Z: conjugate by its rest frame.
-    from marionette.core.rotations import quat_multiply
+    from marionette.core.rig.rotations import quat_multiply
 
     q_rest = quat_from_matrix(hips_frame)
     rot[:, HIPS] = quat_multiply(quat_multiply(np.array([q_rest[0], *-q_rest[1:]]), turn), q_rest)
@@ -392,7 +392,7 @@ def test_a_motion_capture_walk_on_a_y_up_skeleton(degrees: float, uphill) -> Non
     Y up into Z up as Blender's importer does and rides the terrain under the hips."""
     from conftest import shared_file
 
-    from marionette.core.bvh import read_bvh
+    from marionette.core.formats.bvh import read_bvh
 
     bvh = read_bvh(shared_file("bvh/cmu/12_03_motionbuilder.bvh"))
     sk, clip = bvh.skeleton(), bvh.clip()

@@ -1,7 +1,7 @@
 """Ground adaptation of a single frame (the live preview) against the batched arrays.
 
 One frame at a time, a skeleton without child frames is probed and smoothed in plain floats
-(``core.ground._adapt_one``); several frames at once take the arrays. Both must give the same
+(``core.controls.ground._adapt_one``); several frames at once take the arrays. Both must give the same
 pose, diagnostics and smoothing memory, to 1e-12, on terrain that exercises every branch: the
 animation's own floor (the legs kept as animated), slopes (tilted feet), stairs (lifts and a
 lowered pelvis), rays that miss, hit beyond the probe or come back non-finite, a frame whose pose
@@ -16,11 +16,11 @@ import numpy as np
 import pytest
 from control_rigs import humanoid_65, small_quats, walk_cycle
 
-from marionette.core import ground
-from marionette.core.controls import ControlStack, GroundControl
-from marionette.core.ground import GroundMemory, GroundRig
-from marionette.core.rotation_kernels import quat_mul
-from marionette.core.rotations import matrix_from_quat, quat_from_axis_angle
+from marionette.core.controls import ground
+from marionette.core.controls.ground import GroundMemory, GroundRig
+from marionette.core.controls.stack import ControlStack, GroundControl
+from marionette.core.rig.rotation_kernels import quat_mul
+from marionette.core.rig.rotations import matrix_from_quat, quat_from_axis_angle
 
 SKELETON, _ = humanoid_65()
 LEGS = [(f"thigh.{s}", f"shin.{s}", f"foot.{s}") for s in "LR"]
@@ -154,7 +154,7 @@ def test_a_live_frame_of_ground_feet_matches_the_batched_arrays(kind: str, weigh
 def test_the_single_frame_route_is_the_one_taken_and_skeletons_with_child_frames_take_the_arrays(monkeypatch) -> None:
     """The comparison above is between two routes: one frame goes through ``_adapt_one``
     unless the skeleton has child frames."""
-    from marionette.core.skeleton import Skeleton
+    from marionette.core.rig.skeleton import Skeleton
 
     calls: list[int] = []
     original = ground._adapt_one

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from control_rigs import random_chain, random_quats, small_quats
 
-from marionette.core.chains import JointPath, PathKinematics, PoseBuffers
-from marionette.core.ik import REACH_MARGIN, ccd, fabrik, solve_path_ik, two_bone_ik
-from marionette.core.rotations import quat_conjugate, quat_multiply, swing_twist
+from marionette.core.controls.chains import JointPath, PathKinematics, PoseBuffers
+from marionette.core.controls.ik import REACH_MARGIN, ccd, fabrik, solve_path_ik, two_bone_ik
+from marionette.core.rig.rotations import quat_conjugate, quat_multiply, swing_twist
 
 
 def unit(v: np.ndarray) -> np.ndarray:
@@ -461,14 +461,14 @@ def test_no_twist_drift_when_only_the_target_moves() -> None:
 
 
 def _rotation_matrices(q: np.ndarray) -> np.ndarray:
-    from marionette.core.rotations import matrix_from_quat
+    from marionette.core.rig.rotations import matrix_from_quat
 
     return matrix_from_quat(q)
 
 
 def test_end_orientation_is_exact_in_skeleton_space() -> None:
-    from marionette.core.chains import end_rotations
-    from marionette.core.skeleton import Skeleton
+    from marionette.core.controls.chains import end_rotations
+    from marionette.core.rig.skeleton import Skeleton
 
     rng = np.random.default_rng(35)
     sk0, _, lengths = random_chain(rng, 3, child_frames=True)
@@ -486,7 +486,7 @@ def test_end_orientation_is_exact_in_skeleton_space() -> None:
     full[:, :2] = sol.rotations
     full[:, 2] = foot
     world = sk.forward_kinematics(full)
-    from marionette.core.rotations import quat_angle_between, quat_from_matrix
+    from marionette.core.rig.rotations import quat_angle_between, quat_from_matrix
 
     err = quat_angle_between(quat_from_matrix(world[:, 2]), wanted)
     assert err.max() <= 1e-9
@@ -513,7 +513,7 @@ def test_fused_rotation_kernels_match_the_separate_ones() -> None:
     """The kernels that take a quaternion product and a rotation matrix (or a matrix and the
     quaternion's length) from one table product agree with the separate kernels to rounding,
     zero-length quaternions included."""
-    from marionette.core.rotation_kernels import (
+    from marionette.core.rig.rotation_kernels import (
         normalized_rotation_matrices,
         quat_mul,
         quat_mul_and_matrix,
@@ -537,7 +537,7 @@ def test_a_few_rows_are_written_back_as_the_batched_arrays_do(monkeypatch, child
     """A live frame's paths (a few rows) are written back in plain floats: the same rotations,
     points and last placement as the batched arrays give, to 1e-12, over many poses, with and
     without C1 frames and scales."""
-    from marionette.core import chains
+    from marionette.core.controls import chains
 
     plain = 0
     for seed in range(40):

@@ -8,18 +8,26 @@ import numpy as np
 import pytest
 from control_rigs import random_chain, random_quats
 
-from marionette.core.chains import JointPath
-from marionette.core.controls import ControlStack, FixedAxisControl, IKControl, InheritControl
+from marionette.core.controls.chains import JointPath
+from marionette.core.controls.inheritance import (
+    FixedAxes,
+    Grant,
+    Inheritance,
+    inherit,
+    quat_power,
+    rotation_frames,
+    twist_about,
+)
+from marionette.core.controls.stack import ControlStack, FixedAxisControl, IKControl, InheritControl
 from marionette.core.errors import RigError
-from marionette.core.inheritance import FixedAxes, Grant, Inheritance, inherit, quat_power, rotation_frames, twist_about
-from marionette.core.rotations import (
+from marionette.core.rig.rotations import (
     axis_angle_from_quat,
     matrix_from_quat,
     quat_angle_between,
     quat_from_axis_angle,
     quat_multiply,
 )
-from marionette.core.skeleton import Skeleton
+from marionette.core.rig.skeleton import Skeleton
 
 
 def aligned_rig() -> Skeleton:

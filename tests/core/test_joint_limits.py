@@ -8,18 +8,18 @@ import numpy as np
 import pytest
 from control_rigs import random_quats, small_quats
 
-from marionette.core.chains import JointPath, PathKinematics, PoseBuffers
-from marionette.core.errors import RigError
-from marionette.core.ik import solve_path_ik
-from marionette.core.joint_limits import (
+from marionette.core.controls.chains import JointPath, PathKinematics, PoseBuffers
+from marionette.core.controls.ik import solve_path_ik
+from marionette.core.controls.joint_limits import (
     ConeLimit,
     EulerBoxLimit,
     HingeLimit,
     clamp_angle,
     limit_violations,
 )
-from marionette.core.rotations import quat_angle_between, quat_from_axis_angle, swing_twist
-from marionette.core.skeleton import Skeleton
+from marionette.core.errors import RigError
+from marionette.core.rig.rotations import quat_angle_between, quat_from_axis_angle, swing_twist
+from marionette.core.rig.skeleton import Skeleton
 
 LIMITS = {
     "cone": ConeLimit(axis=[0.0, 1.0, 0.0], max_swing=math.radians(50)),

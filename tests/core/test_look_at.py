@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 from control_rigs import humanoid_65, humanoid_stack, rest_axis, small_quats
 
-from marionette.core.chains import PathKinematics, PoseBuffers
+from marionette.core.controls.chains import PathKinematics, PoseBuffers
+from marionette.core.controls.look_at import LookAtChain, look_at, yaw_pitch
 from marionette.core.errors import RigError
-from marionette.core.look_at import LookAtChain, look_at, yaw_pitch
-from marionette.core.rotations import quat_angle_between, quat_from_axis_angle, quat_multiply
+from marionette.core.rig.rotations import quat_angle_between, quat_from_axis_angle, quat_multiply
 
 SKELETON, _ = humanoid_65()
 CHAIN = humanoid_stack(SKELETON).control("look").chain  # type: ignore[union-attr]
@@ -83,7 +83,7 @@ def test_limits_hold_in_rig_space_after_turning_the_character_90_degrees() -> No
     # Targets everywhere, most of them outside the limits.
     target = eye + rng.normal(size=(frames, 3)) * 2.0
     turn = quat_from_axis_angle([0.0, 0.0, 1.0], math.pi / 2)
-    from marionette.core.rotations import quat_apply
+    from marionette.core.rig.rotations import quat_apply
 
     turned = turned_pose(pose, math.pi / 2)
     turned_target = quat_apply(turn, target)  # the root bone sits at the origin

@@ -17,8 +17,7 @@ import numpy as np
 import pytest
 
 from marionette.core.errors import MappingError
-from marionette.core.humanoid import FINGER_SLOTS, FINGERS, MINIMUM_SLOTS, SLOTS, finger_slot, mirror_slot
-from marionette.core.mapping import (
+from marionette.core.mapping.bone_mapping import (
     CONVENTIONS,
     FORMAT_VERSION,
     BoneMapping,
@@ -33,7 +32,8 @@ from marionette.core.mapping import (
     preset_names,
     write_presets,
 )
-from marionette.core.skeleton import Skeleton
+from marionette.core.mapping.humanoid import FINGER_SLOTS, FINGERS, MINIMUM_SLOTS, SLOTS, finger_slot, mirror_slot
+from marionette.core.rig.skeleton import Skeleton
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -903,7 +903,7 @@ def test_name_keys_fold_spelling_variants():
 
 
 def test_methods_per_slot_travel_with_the_mapping_json(tmp_path):
-    from marionette.core.mapping import BoneMapping, MappedBone
+    from marionette.core.mapping.bone_mapping import BoneMapping, MappedBone
 
     m = BoneMapping(
         {"hips": MappedBone("Hips", 1.0, "test"), "index_1.L": MappedBone("Index1.L", 0.9, "test")},

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from marionette.core.errors import MappingError
-from marionette.core.mapping import FIX_ADVICE, auto_map, check_humanoid
-from marionette.core.samples import sample_humanoid
+from marionette.core.mapping.bone_mapping import FIX_ADVICE, auto_map, check_humanoid
+from marionette.core.rig.samples import sample_humanoid
 
 
 def _arrays():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from marionette.core.measure import capsule_rasters
+from marionette.core.measure.figures import capsule_rasters
 
 
 def _dense_raster(segments: np.ndarray, radius: float, size: int) -> np.ndarray:
@@ -46,10 +46,10 @@ def test_rotation_since_first_frame_ignores_bone_axes_and_sees_a_lost_twist() ->
     nothing; other bone axes (every bone's rest rotated about itself) change nothing; a hand that
     keeps its direction but stops turning about it on the second half of the clip is off by
     exactly that turn, which bone directions alone cannot show."""
-    from marionette.core import rotations as R
-    from marionette.core.measure import rotation_since_first_frame, rotation_since_first_frame_by_group
-    from marionette.core.retarget import RigInput, bind, source_placements
-    from marionette.core.samples import sample_humanoid, sample_walk
+    from marionette.core.measure.figures import rotation_since_first_frame, rotation_since_first_frame_by_group
+    from marionette.core.retarget.geometric import RigInput, bind, source_placements
+    from marionette.core.rig import rotations as R
+    from marionette.core.rig.samples import sample_humanoid, sample_walk
 
     rig = sample_humanoid()
     clip = sample_walk(rig, frames=40)
@@ -79,8 +79,8 @@ def test_rotation_since_first_frame_ignores_bone_axes_and_sees_a_lost_twist() ->
 def _spine_rig(spine_bones: int):
     """The sample humanoid (no fingers) with a straight upright spine of ``spine_bones`` bones
     from 1.08 to 1.45 m; the neck and clavicles hang from its top bone."""
-    from marionette.core import samples
-    from marionette.core.skeleton import Skeleton
+    from marionette.core.rig import samples
+    from marionette.core.rig.skeleton import Skeleton
 
     names = ["Spine", "Chest", "UpperChest"][:spine_bones]
     slots = ["spine", "chest", "upper_chest"][:spine_bones]
@@ -102,7 +102,7 @@ def _bent(sk, deltas: dict[str, np.ndarray], frames: int) -> np.ndarray:
     """Placements of ``sk`` where each named bone's orientation is turned by its skeleton-space
     rotation ``deltas[name]`` ``(T, 3, 3)`` from rest (children follow; others keep their rest
     orientation relative to their parent)."""
-    from marionette.core import rotations as R
+    from marionette.core.rig import rotations as R
 
     rest = sk.rest_placements()[:, :3, :3]
     eye = np.broadcast_to(np.eye(3), (frames, 3, 3))
@@ -121,9 +121,9 @@ def test_trunk_over_spines_of_different_counts_is_judged_by_the_run_as_a_whole()
     first bone, the twist spread over the three; the shoulders and the neck base end up where the
     source's do) reads ~0 on the trunk, where bone for bone it reads the spread twist; 10 degrees
     too much twist on the top of the run is still caught; equal counts keep the per-bone figure."""
-    from marionette.core import rotations as R
-    from marionette.core.measure import rotation_since_first_frame_by_group
-    from marionette.core.retarget import RigInput, bind
+    from marionette.core.measure.figures import rotation_since_first_frame_by_group
+    from marionette.core.retarget.geometric import RigInput, bind
+    from marionette.core.rig import rotations as R
 
     t = 30
     ramp = np.linspace(0.0, 1.0, t)

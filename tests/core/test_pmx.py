@@ -1,4 +1,4 @@
-"""The PMX reader (core/pmx.py) and its conversion into generic rig definitions (core/pmx_rig.py).
+"""The PMX reader (core/formats/pmx.py) and its conversion into generic rig definitions (core/formats/pmx_rig.py).
 
 Expected values for the three shared files were read from their bytes by hand (``xxd``), not
 from the reader: each is written next to the offsets it came from. The synthetic files are
@@ -38,11 +38,11 @@ from pmx_files import (
     write_pmx,
 )
 
-from marionette.core.controls import FixedAxisControl, IKControl, InheritControl
+from marionette.core.controls.joint_limits import EulerBoxLimit, HingeLimit, limit_violations
+from marionette.core.controls.stack import FixedAxisControl, IKControl, InheritControl
 from marionette.core.errors import FileFormatError
-from marionette.core.joint_limits import EulerBoxLimit, HingeLimit, limit_violations
-from marionette.core.pmx import BoneFlag, parse_pmx, read_pmx
-from marionette.core.pmx_rig import (
+from marionette.core.formats.pmx import BoneFlag, parse_pmx, read_pmx
+from marionette.core.formats.pmx_rig import (
     DEFAULT_SCALE,
     blender_euler_box,
     blender_points,
@@ -52,7 +52,7 @@ from marionette.core.pmx_rig import (
     link_frame,
     mmd_euler_order,
 )
-from marionette.core.rotations import (
+from marionette.core.rig.rotations import (
     axis_angle_from_quat,
     matrix_from_quat,
     quat_angle,

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from marionette.core.reframe import reframing
-from marionette.core.rotations import matrix_from_quat, quat_normalize
-from marionette.core.samples import sample_humanoid, sample_walk
-from marionette.core.skeleton import Skeleton
+from marionette.core.formats.reframe import reframing
+from marionette.core.rig.rotations import matrix_from_quat, quat_normalize
+from marionette.core.rig.samples import sample_humanoid, sample_walk
+from marionette.core.rig.skeleton import Skeleton
 
 
 def _turned_copy(sk: Skeleton, rng: np.random.Generator, move: np.ndarray, nudge: float = 0.0) -> tuple[Skeleton, np.ndarray]:

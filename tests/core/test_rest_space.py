@@ -7,14 +7,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from marionette.core import rotations as R
-from marionette.core.clip import Clip
 from marionette.core.errors import ClipError, MappingError
-from marionette.core.measure import bone_direction_errors
-from marionette.core.rest_space import bind_rest_space, clip_placements, retarget_rest_space
-from marionette.core.retarget import RetargetOptions, RigInput, bind, retarget, source_placements
-from marionette.core.samples import SampleRig, bone_matrix, sample_humanoid, sample_walk
-from marionette.core.skeleton import Joint, Skeleton
+from marionette.core.measure.figures import bone_direction_errors
+from marionette.core.retarget.geometric import RetargetOptions, RigInput, bind, retarget, source_placements
+from marionette.core.retarget.rest_space import bind_rest_space, clip_placements, retarget_rest_space
+from marionette.core.rig import rotations as R
+from marionette.core.rig.clip import Clip
+from marionette.core.rig.samples import SampleRig, bone_matrix, sample_humanoid, sample_walk
+from marionette.core.rig.skeleton import Joint, Skeleton
 
 SOURCE = sample_humanoid()
 CLIP = sample_walk(SOURCE, frames=32)

@@ -7,13 +7,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from marionette.core import rotations as R
 from marionette.core.errors import MappingError, RigError
-from marionette.core.facing import Leg, infer_facing
-from marionette.core.measure import bone_direction_errors, limb_plane_errors, measure
-from marionette.core.retarget import RetargetOptions, RigInput, bind, retarget, source_placements
-from marionette.core.samples import SampleRig, bone_matrix, sample_humanoid, sample_walk
-from marionette.core.skeleton import Skeleton
+from marionette.core.measure.figures import bone_direction_errors, limb_plane_errors, measure
+from marionette.core.retarget.facing import Leg, infer_facing
+from marionette.core.retarget.geometric import RetargetOptions, RigInput, bind, retarget, source_placements
+from marionette.core.rig import rotations as R
+from marionette.core.rig.samples import SampleRig, bone_matrix, sample_humanoid, sample_walk
+from marionette.core.rig.skeleton import Skeleton
 
 SOURCE = sample_humanoid()
 CLIP = sample_walk(SOURCE, frames=40)

@@ -6,14 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from marionette.core import rotations as R
-from marionette.core.binding_cache import BindingCache
 from marionette.core.errors import ClipError, MappingError
-from marionette.core.humanoid import FINGER_SLOTS, SLOTS
-from marionette.core.measure import frames_in_motion, segment_vectors
-from marionette.core.rest_space import bind_rest_space, retarget_rest_space
-from marionette.core.retarget import RigInput, bind, retarget, source_placements
-from marionette.core.retarget_methods import (
+from marionette.core.mapping.humanoid import FINGER_SLOTS, SLOTS
+from marionette.core.measure.figures import frames_in_motion, segment_vectors
+from marionette.core.retarget.binding_cache import BindingCache
+from marionette.core.retarget.geometric import RigInput, bind, retarget, source_placements
+from marionette.core.retarget.methods import (
     GEOMETRIC,
     LOCAL_CURL,
     REST_SPACE,
@@ -22,8 +20,10 @@ from marionette.core.retarget_methods import (
     parse_method_table,
     retarget_with_methods,
 )
-from marionette.core.samples import SampleRig, bone_matrix, sample_humanoid, sample_walk
-from marionette.core.skeleton import Skeleton
+from marionette.core.retarget.rest_space import bind_rest_space, retarget_rest_space
+from marionette.core.rig import rotations as R
+from marionette.core.rig.samples import SampleRig, bone_matrix, sample_humanoid, sample_walk
+from marionette.core.rig.skeleton import Skeleton
 
 SOURCE = sample_humanoid()
 CLIP = sample_walk(SOURCE, frames=24)

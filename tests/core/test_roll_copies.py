@@ -12,15 +12,15 @@ import numpy as np
 import pytest
 from conftest import shared_file
 
-from marionette.core import batch as cb
-from marionette.core import rotations as R
-from marionette.core.bvh import read_bvh
-from marionette.core.clip import Clip
-from marionette.core.mapping import auto_map_skeleton
-from marionette.core.measure import bone_direction_errors
-from marionette.core.retarget import RigInput, bind, retarget, source_placements
-from marionette.core.samples import SampleRig, bone_matrix, sample_humanoid, sample_walk
-from marionette.core.skeleton import Skeleton
+from marionette.core.batch import plan as cb
+from marionette.core.formats.bvh import read_bvh
+from marionette.core.mapping.bone_mapping import auto_map_skeleton
+from marionette.core.measure.figures import bone_direction_errors
+from marionette.core.retarget.geometric import RigInput, bind, retarget, source_placements
+from marionette.core.rig import rotations as R
+from marionette.core.rig.clip import Clip
+from marionette.core.rig.samples import SampleRig, bone_matrix, sample_humanoid, sample_walk
+from marionette.core.rig.skeleton import Skeleton
 
 BVH_CLIPS = ["bvh/cmu/12_03_motionbuilder.bvh", "bvh/cmu/02_02_daz.bvh", "bvh/makehuman/walk1_zup.bvh"]
 

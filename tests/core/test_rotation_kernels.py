@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from marionette.core import rotation_kernels as K
-from marionette.core import rotations as R
+from marionette.core.rig import rotation_kernels as K
+from marionette.core.rig import rotations as R
 
 
 def _same_rotation(a, b):

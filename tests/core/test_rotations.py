@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from marionette.core import rotations as R
+from marionette.core.rig import rotations as R
 
 
 @pytest.fixture

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from marionette.core import rotations as R
 from marionette.core.errors import RigError
-from marionette.core.skeleton import Joint, Skeleton
+from marionette.core.rig import rotations as R
+from marionette.core.rig.skeleton import Joint, Skeleton
 
 
 def random_transforms(rng, n, scale=1.0):

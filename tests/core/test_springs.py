@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 from control_rigs import hanging_chain
 
-from marionette.core import springs
-from marionette.core.controls import ControlStack, SpringControl
+from marionette.core.controls import springs
+from marionette.core.controls.springs import SpringChain, SpringSnapshot
+from marionette.core.controls.stack import ControlStack, SpringControl
 from marionette.core.errors import RigError
-from marionette.core.rotations import matrix_from_quat, quat_from_axis_angle
-from marionette.core.springs import SpringChain, SpringSnapshot
+from marionette.core.rig.rotations import matrix_from_quat, quat_from_axis_angle
 
 SKELETON, PATH = hanging_chain(4, 1.0)
 B = len(SKELETON)
@@ -88,7 +88,7 @@ def test_the_same_motion_at_24_25_30_60_fps_stays_within_a_millimetre_of_240_hz(
     chain = stack.control("tail").chain
     times = np.arange(4 * 24 + 1) / 24
     rot, tr = walk(times)
-    from marionette.core.chains import PathKinematics, PoseBuffers
+    from marionette.core.controls.chains import PathKinematics, PoseBuffers
 
     world = PathKinematics(SKELETON, PATH, PoseBuffers(SKELETON, rot, tr)).points()
     plain = float(np.linalg.norm(plain_substeps(chain, world, 1 / 24) - at(times, ref_t, ref_tip), axis=1).max())
@@ -372,7 +372,7 @@ def test_moving_the_object_drives_the_spring_like_moving_the_bone() -> None:
     still[:, 0] = 0.0
     rot_still = rot.copy()
     rot_still[:, 0] = [1.0, 0.0, 0.0, 0.0]
-    from marionette.core.rotations import matrix_from_quat
+    from marionette.core.rig.rotations import matrix_from_quat
 
     places[:, :3, :3] = matrix_from_quat(rot[:, 0])
     # With the carrier's head at the object's origin, moving and turning the object is the
@@ -424,7 +424,7 @@ def test_two_spring_chains_batched_move_as_each_alone() -> None:
     stack of its own."""
     from control_rigs import humanoid_65, walk_cycle
 
-    from marionette.core.chains import JointPath
+    from marionette.core.controls.chains import JointPath
 
     sk, _ = humanoid_65()
     times = np.arange(40) / 30.0
@@ -458,7 +458,7 @@ def test_a_live_frame_matches_the_batched_arrays() -> None:
     batched together on a walking humanoid whose object moves and turns."""
     from control_rigs import humanoid_65, walk_cycle
 
-    from marionette.core.chains import JointPath
+    from marionette.core.controls.chains import JointPath
 
     sk, _ = humanoid_65()
     times = np.arange(60) / 30.0

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 from test_retarget import rig_input, with_extra_bone
 
-from marionette.core import rotations as R
-from marionette.core.measure import bone_direction_errors
-from marionette.core.retarget import RetargetOptions, bind, retarget, source_placements
-from marionette.core.samples import SampleRig, bone_matrix, sample_humanoid, sample_walk
-from marionette.core.skeleton import Skeleton
+from marionette.core.measure.figures import bone_direction_errors
+from marionette.core.retarget.geometric import RetargetOptions, bind, retarget, source_placements
+from marionette.core.rig import rotations as R
+from marionette.core.rig.samples import SampleRig, bone_matrix, sample_humanoid, sample_walk
+from marionette.core.rig.skeleton import Skeleton
 
 SOURCE = sample_humanoid()
 

@@ -1,0 +1,1 @@
+"""The bridge between Blender data and core arrays: armatures and actions read and written in bulk, files loaded, the pose Blender plays, controls on armatures, and the one module for Blender-version differences."""

@@ -1,0 +1,1 @@
+"""The command line: ``python -m marionette`` and ``blender --command marionette``."""

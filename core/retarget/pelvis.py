@@ -1,0 +1,74 @@
+"""Where the body meets the ground, and the hips point where the hips' height and travel are
+measured and placed (SPEC 4.6).
+
+The hips point is the hips bone's head, unless that head lies more than :data:`HIPS_MARGIN` of
+the hip height below the thigh roots (a hips bone rising from under the pelvis): then it is the
+point straight above the head at that depth. Rigs put the head anywhere from about 12 % of hip
+height above the thigh roots (BVH hips at the top of the pelvis) to about 9 % below them, and
+their figures stay as they were; a head further down would otherwise shrink the hip height the
+travel is scaled by (to 3 % of it for a head at the floor) and swing the pelvis about a point
+below it. The point is rigid with the hips bone (a fixed offset in its axes), so the same rule
+holds at rest and in motion, on both rigs.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..mapping.humanoid import SIDES, sided
+from ..rig.rotations import FloatArray
+from .canonical_pose import RigAnatomy, evaluate_point
+
+#: How far below the thigh roots (in hip heights, measured there) the hips point may lie.
+HIPS_MARGIN = 0.15
+
+
+def ground_points(anatomy: RigAnatomy) -> list[tuple[int, FloatArray]]:
+    """Points on the feet used to find the ground: ankle and toe heads and their ends."""
+    cached: list[tuple[int, FloatArray]] | None = anatomy.__dict__.get("_ground_points")
+    if cached is not None:  # kept on the (immutable) anatomy: the summary asks for them often
+        return list(cached)
+    pts: list[tuple[int, FloatArray]] = []
+    for side in SIDES:
+        for part in ("foot", "toes"):
+            slot = sided(part, side)
+            if slot in anatomy.slots:
+                b = anatomy.slots[slot]
+                pts.append((b, np.zeros(3)))
+                # The inverse of these few rests only: each matrix inverted is a LAPACK solve,
+                # which a threaded BLAS hands to its threads (they then spin for a while).
+                pts.append((b, (np.linalg.inv(anatomy.rest[b]) @ np.append(anatomy.ends[b], 1.0))[:3]))
+    for _, off in pts:
+        off.flags.writeable = False
+    object.__setattr__(anatomy, "_ground_points", pts)
+    return list(pts)
+
+
+def heights_along(points: list[tuple[int, FloatArray]], placements: FloatArray, up: FloatArray) -> FloatArray:
+    """Height along ``up`` of each ground point, ``(..., P)``."""
+    return np.stack([evaluate_point(((b, off),), placements) @ up for b, off in points], axis=-1)
+
+
+def hips_offset(anatomy: RigAnatomy, up: FloatArray) -> FloatArray:
+    """The hips point in the hips bone's own axes, from its head: zero unless the head lies more
+    than :data:`HIPS_MARGIN` hip heights below the middle of the thigh roots along ``up``."""
+    b = anatomy.slots["hips"]
+    rest = anatomy.rest[b]
+    head = rest[:3, 3]
+    start = anatomy.segment_start.get("hips")
+    points = ground_points(anatomy)
+    if start is None or not points:
+        return np.zeros(3)
+    roots = float(evaluate_point(start, anatomy.rest) @ up)
+    ground = float(heights_along(points, anatomy.rest, up).min())
+    lowest = roots - HIPS_MARGIN * max(roots - ground, 0.0)
+    lift = max(0.0, lowest - float(head @ up))
+    rot = rest[:3, :3] / np.linalg.norm(rest[:3, :3], axis=0, keepdims=True)
+    return np.asarray(rot.T @ (lift * np.asarray(up, dtype=np.float64)), dtype=np.float64)
+
+
+def hips_points(anatomy: RigAnatomy, placements: FloatArray, up: FloatArray) -> FloatArray:
+    """The hips point for placements ``(..., B, 4, 4)``: ``(..., 3)``."""
+    m = placements[..., anatomy.slots["hips"], :, :]
+    rot = m[..., :3, :3] / np.linalg.norm(m[..., :3, :3], axis=-2, keepdims=True)
+    return np.asarray(rot @ hips_offset(anatomy, up) + m[..., :3, 3], dtype=np.float64)
