@@ -18,7 +18,7 @@ process, which reports its own peak memory and its workers' (largest) peak.
   on the scene rate), Copy Rotation constraints (world space) on every mapped target bone plus
   Copy Location on the hips, ``nla.bake`` with visual keying, source removed, one save at the end.
 
-Run: ``python bench/bench_batch_bake.py [--clips 200] [--recipe-clips 20]``. Goals: <= 60 ms per
+Run: ``python -m bench.bench_batch_bake [--clips 200] [--recipe-clips 20]``. Goals: <= 60 ms per
 clip per core, ``--jobs 2`` >= 1.7x faster than ``--jobs 1`` on a two-core machine.
 """
 
@@ -35,7 +35,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench_files import DATA
+from bench.bench_files import DATA
 
 CLIPS = ("bvh/cmu/12_03_motionbuilder.bvh", "bvh/cmu/02_02_daz.bvh")
 TARGET = "gltf/male_base_mesh_apose.glb"

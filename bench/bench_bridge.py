@@ -11,7 +11,7 @@ translation), then times:
 * nla.bake -- ``bpy.ops.nla.bake(visual_keying=True)`` of a second armature following the first
   through Copy Transforms constraints.
 
-Run: ``python bench/bench_bridge.py [--frames N] [--skip-slow]``. Goals: read <= 40 ms,
+Run: ``python -m bench.bench_bridge [--frames N] [--skip-slow]``. Goals: read <= 40 ms,
 write <= 30 ms for 1000 frames x 65 bones.
 """
 

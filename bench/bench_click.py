@@ -1,6 +1,6 @@
 """Retarget Clip as a user clicks it, against the constraints recipe, measured side by side in one run.
 
-Run on demand: ``python bench/bench_click.py [--runs N]`` (files from ``tests/data``). The pair is
+Run on demand: ``python -m bench.bench_click [--runs N]`` (files from ``tests/data``). The pair is
 the one a user retargets most: a 1,100-frame 120 fps CMU walk (``12_03``, played back and forth
 without a seam, see :mod:`long_clips`) onto the Quaternius character (FBX, skinned), the scene at
 120 fps so both sides key 1,100 frames.
@@ -37,7 +37,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from long_clips import CMU_WALK, QUATERNIUS, write_ping_pong_bvh
+from bench.long_clips import CMU_WALK, QUATERNIUS, write_ping_pong_bvh
 
 FRAMES = 1100
 FPS = 120

@@ -14,7 +14,7 @@ of a 65-bone humanoid (4 two-bone limbs, feet oriented, plus a 3-joint look-at) 
 (one frame per call) and baked (240 frames per call); its baseline is one forward kinematics of
 the same rig, timed here.
 
-Run on demand: ``python bench/bench_controls.py [--batch N] [--repeat R]``. Goals (issue 7):
+Run on demand: ``python -m bench.bench_controls [--batch N] [--repeat R]``. Goals (issue 7):
 batched two-bone <= 0.2 us per solve, the whole stack <= 1 ms per frame.
 """
 
@@ -22,21 +22,17 @@ from __future__ import annotations
 
 import argparse
 import math
-import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import numpy as np
 
-# Dev-only: the synthetic rigs live with the tests.
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "core"))
+from marionette.core.controls.chains import PoseBuffers
+from marionette.core.controls.ik import fabrik, two_bone_ik
+from marionette.core.controls.look_at import look_at
 
-from control_rigs import humanoid_65, humanoid_stack, small_quats  # noqa: E402
-
-from marionette.core.controls.chains import PoseBuffers  # noqa: E402
-from marionette.core.controls.ik import fabrik, two_bone_ik  # noqa: E402
-from marionette.core.controls.look_at import look_at  # noqa: E402
+# The synthetic rigs of the control tests.
+from tests.helpers.control_rigs import humanoid_65, humanoid_stack, small_quats
 
 
 def best_of(fn: Callable[[], object], repeat: int, number: int) -> float:

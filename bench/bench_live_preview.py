@@ -20,23 +20,19 @@ Printed, per frame (milliseconds, best of ``--repeat`` runs over ``--frames-time
 And Bake Controls over all 1000 frames (seconds). Goals (issue 9): at most 2 ms per frame on top
 of Blender's frame change, at most 2 s for the bake.
 
-Run on demand: ``python bench/bench_live_preview.py [--mesh-verts N] [--repeat R]``.
+Run on demand: ``python -m bench.bench_live_preview [--mesh-verts N] [--repeat R]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import math
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
-# Dev-only: the synthetic rigs live with the tests.
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "core"))
-
-from control_rigs import humanoid_65, walk_cycle  # noqa: E402
+# The synthetic rigs of the control tests.
+from tests.helpers.control_rigs import humanoid_65, walk_cycle
 
 
 def _key_locations(bpy, obj, frames, points) -> None:

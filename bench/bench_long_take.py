@@ -1,6 +1,6 @@
 """A long mocap take: ``retarget`` against ``bake-pack`` of the same file, measured side by side in one run.
 
-Run on demand: ``python bench/bench_long_take.py [--frames 20000] [--runs 3]`` (files
+Run on demand: ``python -m bench.bench_long_take [--frames 20000] [--runs 3]`` (files
 from ``tests/data``). The take is the CMU walk ``12_03`` (120 fps) played back and forth without a
 seam for ``--frames`` frames (200,000 is a 28-minute take); the target is the Quaternius
 character (FBX). Each command runs in its own process, as a user runs it; wall time and peak
@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from long_clips import CMU_WALK, QUATERNIUS, write_ping_pong_bvh
+from bench.long_clips import CMU_WALK, QUATERNIUS, write_ping_pong_bvh
 
 REPO_PARENT = Path(__file__).resolve().parents[2]
 

@@ -1,7 +1,7 @@
 """The quality report after a retarget, measured on the pose Blender plays, against reading the
 keys alone and against evaluating every sampled frame, side by side in one run.
 
-Run on demand: ``python bench/bench_played_pose.py``. A 1000-frame sample walk is retargeted onto
+Run on demand: ``python -m bench.bench_played_pose``. A 1000-frame sample walk is retargeted onto
 Marionette's sample humanoid posed otherwise (no mesh) and onto a real skinned character
 (``male_base_mesh_apose.glb`` from ``tests/data``); the report is then
 judged on <= 120 evenly spread frames three ways:
@@ -19,7 +19,8 @@ from __future__ import annotations
 import time
 
 import numpy as np
-from bench_files import DATA
+
+from bench.bench_files import DATA
 
 FRAMES = 1000
 SAMPLES = 120

@@ -1,6 +1,6 @@
 """Core retarget speed: a 1000-frame clip onto a ~65-bone target.
 
-Run on demand: ``python bench/bench_retarget.py``. Prints the binding time (once per pair) and the
+Run on demand: ``python -m bench.bench_retarget``. Prints the binding time (once per pair) and the
 per-clip retarget time, against a baseline measured in the same run: the same transfer written as
 the obvious per-frame loop (one frame at a time through the same core maths).
 """

@@ -1,6 +1,6 @@
 """Retarget Clip end to end against the common recipe, measured side by side in one run.
 
-Run on demand: ``python bench/bench_retarget_clip.py``. Both sides take a 1000-frame clip on a
+Run on demand: ``python -m bench.bench_retarget_clip``. Both sides take a 1000-frame clip on a
 source armature and produce a baked Action on a target with another rest pose, proportions and
 rolls, for two targets: Marionette's sample humanoid posed otherwise (51 bones, no mesh) and,
 a real skinned character from ``tests/data``
@@ -22,7 +22,8 @@ from __future__ import annotations
 import time
 
 import numpy as np
-from bench_files import DATA
+
+from bench.bench_files import DATA
 
 FRAMES = 1000
 CHARACTER = DATA / "gltf" / "male_base_mesh_apose.glb"

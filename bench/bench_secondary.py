@@ -11,32 +11,25 @@ evaluates) and baked (a batch of frames per call), and the ratio to its baseline
 * ground, inheritance, the full stack: one forward kinematics of the same rig (65 bones);
 * closure: one FABRIK solve of one of its branches (what a closure iterates on).
 
-Run on demand: ``python bench/bench_secondary.py [--repeat R]``.
+Run on demand: ``python -m bench.bench_secondary [--repeat R]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import math
-import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import numpy as np
 
-# Dev-only: the synthetic rigs live with the tests.
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "core"))
-
-from control_rigs import _bone_matrix, hanging_chain, humanoid_65, humanoid_stack, walk_cycle  # noqa: E402
-
-from marionette.core.controls import springs  # noqa: E402
-from marionette.core.controls.chains import JointPath, PathKinematics, PoseBuffers  # noqa: E402
-from marionette.core.controls.closure import DiamondClosure  # noqa: E402
-from marionette.core.controls.ground import GroundRig  # noqa: E402
-from marionette.core.controls.ik import solve_path_ik  # noqa: E402
-from marionette.core.controls.inheritance import FixedAxes, Grant, Inheritance  # noqa: E402
-from marionette.core.controls.springs import SpringChain  # noqa: E402
+from marionette.core.controls import springs
+from marionette.core.controls.chains import JointPath, PathKinematics, PoseBuffers
+from marionette.core.controls.closure import DiamondClosure
+from marionette.core.controls.ground import GroundRig
+from marionette.core.controls.ik import solve_path_ik
+from marionette.core.controls.inheritance import FixedAxes, Grant, Inheritance
+from marionette.core.controls.springs import SpringChain
 from marionette.core.controls.stack import (
     ClosureControl,
     ControlStack,
@@ -45,7 +38,10 @@ from marionette.core.controls.stack import (
     InheritControl,
     SpringControl,
 )
-from marionette.core.rig.skeleton import Skeleton  # noqa: E402
+from marionette.core.rig.skeleton import Skeleton
+
+# The synthetic rigs of the control tests.
+from tests.helpers.control_rigs import _bone_matrix, hanging_chain, humanoid_65, humanoid_stack, walk_cycle
 
 
 def best_of(fn: Callable[[], object], repeat: int, number: int) -> float:
@@ -156,7 +152,7 @@ def bench_ground(repeat: int, sk: Skeleton) -> None:
 def bench_inheritance(repeat: int, sk: Skeleton) -> None:
     rng = np.random.default_rng(3)
     frames = 120
-    from control_rigs import small_quats
+    from tests.helpers.control_rigs import small_quats
 
     rot = small_quats(rng, (frames, len(sk)), 0.1)
     tr = np.zeros((frames, len(sk), 3))

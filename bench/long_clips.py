@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bench_files import DATA
+from bench.bench_files import DATA
 
 CMU_WALK = DATA / "bvh" / "cmu" / "12_03_motionbuilder.bvh"
 QUATERNIUS = DATA / "fbx" / "quaternius_male_casual.fbx"

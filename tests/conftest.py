@@ -1,75 +1,30 @@
-"""Shared fixtures.
+"""Shared fixtures (``blender``, ``addon``); shared helpers are in ``tests/helpers``.
+
+The tests mirror the source tree: the tests of ``core/retarget/rest_space.py`` are in
+``tests/core/retarget/``, those of the bridge in ``tests/bridge/``, and so on. Tests driven as a user
+drives the add-on sit under the layer they exercise: ``tests/operators/`` (sidebar and operators),
+``tests/cli/`` (the command line, in its own process), ``tests/batch_runner/`` (Batch Bake's
+processes), ``tests/usecases/`` (the use-case entry functions on real rigs and clips). The package
+as a whole (extension, packaging, import contract) is tested at the top.
 
 Two tiers: pure-core tests run anywhere; tests marked ``bpy`` run on real Blender imported as a
 Python module (``pip install bpy==5.0.1``). The ``bpy`` tier is required in CI, so a missing
-``bpy`` is an error there, not a skip. Third-party rigs and clips live in ``tests/data`` (their
-origins and licences in ``tests/data/README.md``); ``MARIONETTE_SHARED_DATA`` points the tests at
-another copy of that folder. A missing file fails the test that needs it: it is never skipped.
+``bpy`` is an error there, not a skip. Third-party rigs and clips live in ``tests/data``
+(see :mod:`tests.helpers.data`): a missing file fails the test that needs it, never skips it.
 
 Every test that registers the add-on unregisters it whatever happens (``try``/``finally``, or a
-yield fixture); the ``blender`` fixture checks that nothing of the add-on is left registered after
-each test, removes what is, and fails that test, so one leak cannot break the tests after it.
+yield fixture such as ``addon``); the ``blender`` fixture checks that nothing of the add-on is left
+registered after each test, removes what is, and fails that test, so one leak cannot break the
+tests after it.
 """
 
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
-SHARED_DATA = Path(os.environ.get("MARIONETTE_SHARED_DATA") or REPO / "tests" / "data")
-
-
-def shared_file(relative: str) -> Path:
-    """Path of a third-party file in ``tests/data`` (``relative`` as ``"bvh/cmu/02_02_daz.bvh"``);
-    fails the test, naming the file, when it is absent."""
-    path = SHARED_DATA / relative
-    if not path.is_file():
-        pytest.fail(f"third-party test file {relative} is missing (looked in {SHARED_DATA}; see tests/data/README.md)", pytrace=False)
-    return path
-
-
-def addon_state(bpy) -> tuple[set[str], set[tuple[str, str]]]:
-    """What registering the add-on adds: its RNA types and its properties on common ID types."""
-    types = {name for name in dir(bpy.types) if "MARIONETTE" in name.upper()}
-    props = {
-        (owner.__name__, p.identifier)
-        for owner in (bpy.types.Scene, bpy.types.Object, bpy.types.Armature, bpy.types.WindowManager)
-        for p in owner.bl_rna.properties
-        if "marionette" in p.identifier
-    }
-    return types, props
-
-
-def _unregister_leftovers(bpy) -> None:
-    """Remove what a test left registered: the add-on's own unregister functions first (they also
-    take its handlers and command away), then any property or type still there, one by one."""
-    import importlib
-
-    for module in ("marionette", "marionette.operators.controls_register", "marionette.operators.pmx_import"):
-        try:
-            importlib.import_module(module).unregister()
-        except Exception:  # best effort: part of it was not registered
-            pass
-    for owner in (bpy.types.Scene, bpy.types.Object, bpy.types.Armature, bpy.types.WindowManager):
-        for identifier in [p.identifier for p in owner.bl_rna.properties if "marionette" in p.identifier]:
-            try:
-                delattr(owner, identifier)
-            except Exception:
-                pass
-    pending = [getattr(bpy.types, n) for n in dir(bpy.types) if "MARIONETTE" in n.upper()]
-    while pending:  # a property group goes once nothing registered refers to it
-        left = []
-        for cls in pending:
-            try:
-                bpy.utils.unregister_class(cls)
-            except Exception:
-                left.append(cls)
-        if len(left) == len(pending):
-            break
-        pending = left
+from tests.helpers.addon_state import addon_state, unregister_leftovers
 
 
 @pytest.fixture
@@ -91,7 +46,7 @@ def blender():
     bpy.ops.wm.read_factory_settings(use_empty=True)
     left = addon_state(bpy)
     if left != before:
-        _unregister_leftovers(bpy)
+        unregister_leftovers(bpy)
         types, props = (sorted(a - b) for a, b in zip(left, before, strict=True))
         now_types, now_props = addon_state(bpy)
         stuck = sorted(now_types - before[0]) + sorted(f"{o}.{p}" for o, p in now_props - before[1])
@@ -100,3 +55,17 @@ def blender():
             + (f"could not remove {stuck}" if stuck else "removed now"),
             pytrace=False,
         )
+
+
+@pytest.fixture
+def addon(blender):
+    """The add-on registered in the fresh session (operators, controls, PMX import, panels), the
+    scene at 24 fps; unregistered afterwards, whatever happens."""
+    import marionette
+
+    marionette.register()
+    try:
+        blender.context.scene.render.fps = 24
+        yield blender
+    finally:
+        marionette.unregister()
