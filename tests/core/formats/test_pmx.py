@@ -8,8 +8,8 @@ written by :mod:`pmx_files` from the format's layout, independently of the reade
 from __future__ import annotations
 
 import math
+import re
 import struct
-import time
 import tracemalloc
 
 import numpy as np
@@ -243,14 +243,14 @@ def test_truncation_at_each_section_boundary_names_the_missing_section(version: 
 
 def test_truncation_anywhere_is_refused_never_crashes() -> None:
     data, starts = _leg_file()
-    t0 = time.perf_counter()
     for cut in range(len(data)):
         with pytest.raises(FileFormatError) as err:
             parse_pmx(data[:cut])
-        # The message names the section the cut falls in.
+        # The message names the section the cut falls in, and a byte inside what was given.
         inside = max((start, section) for section, start in starts.items() if start <= cut)[1]
         assert f"{inside} section" in str(err.value), (cut, str(err.value))
-    assert time.perf_counter() - t0 < 10.0
+        at = re.search(r"byte (\d+):", str(err.value))
+        assert at and starts[inside] <= int(at.group(1)) <= cut, (cut, str(err.value))
 
 
 @pytest.mark.parametrize(
@@ -291,17 +291,17 @@ def test_absurd_counts_fail_at_once_without_allocating(section: str, count: int)
     data, starts = _leg_file()
     bad = _patched(data, starts[section], "<i", count)
     tracemalloc.start()
-    t0 = time.perf_counter()
     try:
         with pytest.raises(FileFormatError) as err:
             parse_pmx(bad)
-        elapsed = time.perf_counter() - t0
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
     assert f"{section} section" in str(err.value)
     assert ("negative" if count < 0 else "declares 2147483647") in str(err.value)
-    assert elapsed < 0.5 and peak < 1_000_000, (elapsed, peak)
+    # At once: refused at the count itself, before reading a record; and nothing large allocated.
+    assert f"byte {starts[section]}:" in str(err.value), str(err.value)
+    assert peak < 1_000_000, peak
 
 
 def _offset_of_bone_field(bones: list[Bone], which: int, field_offset: int) -> int:
