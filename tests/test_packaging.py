@@ -10,9 +10,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parent.parent
 
 
+@pytest.mark.slow
 def test_a_plain_install_carries_the_presets_and_builds_without_configuration_warnings(tmp_path: Path) -> None:
     site = tmp_path / "site"
     build = subprocess.run(

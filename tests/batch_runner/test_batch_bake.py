@@ -162,6 +162,7 @@ def baked_pack(shared_pack, tmp_path_factory) -> dict[int, tuple[subprocess.Comp
     return runs
 
 
+@pytest.mark.slow
 def test_pack_bakes_every_good_clip_and_names_every_bad_file(blender, baked_pack) -> None:
     proc, blend, report = baked_pack[2]
     assert proc.returncode == 1, proc.stderr[-2000:]  # some files did not bake
@@ -212,6 +213,7 @@ def test_pack_bakes_every_good_clip_and_names_every_bad_file(blender, baked_pack
     assert target.animation_data.action.name in saved and target.animation_data.action_slot is not None
 
 
+@pytest.mark.slow
 def test_jobs_1_and_jobs_2_write_the_same_keys(blender, baked_pack) -> None:
     (p2, blend2, r2), (p1, blend1, r1) = baked_pack[2], baked_pack[1]
     assert p1.returncode == p2.returncode == 1
@@ -225,6 +227,7 @@ def test_jobs_1_and_jobs_2_write_the_same_keys(blender, baked_pack) -> None:
         assert a1[name][2] == a2[name][2], name  # byte-identical keys
 
 
+@pytest.mark.slow
 def test_bvh_read_without_blender_agrees_with_blenders_importer(blender, baked_pack) -> None:
     """The numpy BVH path (tails, mapping, retarget) against the single retarget of the same file
     imported by Blender, onto the same target."""
@@ -301,6 +304,7 @@ def method_runs(tmp_path_factory) -> dict[int, tuple[subprocess.CompletedProcess
     return runs
 
 
+@pytest.mark.slow
 def test_a_method_pack_has_the_keys_of_single_retargets_with_that_method(blender, method_runs) -> None:
     from marionette.bridge import compat
     from marionette.bridge.file_import import load_file
@@ -349,6 +353,7 @@ def test_a_method_pack_has_the_keys_of_single_retargets_with_that_method(blender
     assert compared > 13 * 50 and worst <= 1e-9
 
 
+@pytest.mark.slow
 def test_a_method_pack_is_the_same_with_jobs_1_and_jobs_2(blender, method_runs) -> None:
     (_, blend2, r2), (_, blend1, r1) = method_runs[2], method_runs[1]
     assert _statuses(r1) == _statuses(r2)
@@ -361,6 +366,7 @@ def test_a_method_pack_is_the_same_with_jobs_1_and_jobs_2(blender, method_runs) 
         assert a1[name] == a2[name], name  # byte-identical keys
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", ["sideways", "trunk=local-curl", "tail=rest-space"])
 def test_a_bad_method_is_refused_before_anything_is_read_or_written(tmp_path, method) -> None:
     pack = tmp_path / "pack"
@@ -413,6 +419,7 @@ def _clean_run(pack: Path, tmp_path: Path) -> Path:
     return out
 
 
+@pytest.mark.slow
 def test_a_killed_worker_loses_one_named_clip_and_resume_completes(blender, small_pack, tmp_path) -> None:
     out, report = tmp_path / "out.blend", tmp_path / "report.json"
     parts = Path(str(out) + ".parts")
@@ -459,6 +466,7 @@ def test_a_killed_worker_loses_one_named_clip_and_resume_completes(blender, smal
     assert _read_output(blender, out) == clean
 
 
+@pytest.mark.slow
 def test_ctrl_c_saves_every_finished_clip_and_resume_completes(blender, small_pack, tmp_path) -> None:
     out, report = tmp_path / "out.blend", tmp_path / "report.json"
     parts = Path(str(out) + ".parts")
@@ -486,6 +494,7 @@ def test_ctrl_c_saves_every_finished_clip_and_resume_completes(blender, small_pa
     assert _read_output(blender, out) == clean
 
 
+@pytest.mark.slow
 def test_resume_after_the_main_process_died_writes_its_parts(blender, small_pack, tmp_path) -> None:
     out, report = tmp_path / "out.blend", tmp_path / "report.json"
     parts = Path(str(out) + ".parts")
@@ -509,6 +518,7 @@ def test_resume_after_the_main_process_died_writes_its_parts(blender, small_pack
     assert _read_output(blender, out) == clean
 
 
+@pytest.mark.slow
 def test_resume_never_continues_an_older_unrelated_output(blender, small_pack, tmp_path) -> None:
     """OUT.blend from an earlier bake, then a fresh run onto the same path dies: the resume starts
     from the target and the parts, not from the old file."""
@@ -556,6 +566,7 @@ def scene_with_target(blender):
         marionette.unregister()
 
 
+@pytest.mark.slow
 def test_operator_bakes_a_folder_and_saves_its_report(scene_with_target, tmp_path) -> None:
     bpy, target = scene_with_target
     pack = tmp_path / "pack"
@@ -576,6 +587,7 @@ def test_operator_bakes_a_folder_and_saves_its_report(scene_with_target, tmp_pat
     assert json.loads(bpy.context.scene["marionette_batch_report"])["files_by_status"] == {"baked": 3, "failed": 1}
 
 
+@pytest.mark.slow
 def test_operator_takes_the_sidebars_method_column_and_match_rest(scene_with_target, tmp_path) -> None:
     from marionette.bridge.armature_io import clip_from_action
     from marionette.core.batch.plan import bvh_rest_tails
@@ -683,6 +695,7 @@ def volume_pack(tmp_path_factory) -> Path:
     return pack
 
 
+@pytest.mark.slow
 def test_an_output_past_its_budget_is_saved_in_volumes_holding_few_actions_at_once(blender, volume_pack, tmp_path) -> None:
     """18 clips, four per file: the main process never holds more than four Actions, each volume
     is the target plus the next clips in pack order, and together they hold exactly the keys of a
@@ -716,6 +729,7 @@ def test_an_output_past_its_budget_is_saved_in_volumes_holding_few_actions_at_on
     assert _read_volumes(blender, many) == _read_output(blender, whole)
 
 
+@pytest.mark.slow
 def test_main_process_memory_does_not_grow_with_the_pack_when_split(blender, tmp_path) -> None:
     """Peak memory of the main process (the kernel's high-water mark) for 8 and for 32 clips,
     four per file, against one file: what one file grows by per clip, volumes do not."""
@@ -744,6 +758,7 @@ def test_main_process_memory_does_not_grow_with_the_pack_when_split(blender, tmp
 # --- a hanging importer --------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_file_that_takes_longer_than_the_timeout_fails_and_the_rest_bake(blender, tmp_path) -> None:
     """The FBX is imported by a worker that has not loaded Blender yet (about a second of silence
     for Blender's start and the import); 0.4 s is far longer than any BVH here takes."""
@@ -800,6 +815,7 @@ def long_clips_blend(blender, tmp_path) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_a_file_of_long_clips_is_shared_by_two_workers_with_the_keys_of_one(blender, long_clips_blend, tmp_path) -> None:
     target = str(shared_file(TARGET))
     runs = {}
@@ -828,6 +844,7 @@ def test_a_file_of_long_clips_is_shared_by_two_workers_with_the_keys_of_one(blen
 # --- clips on the target's own layout ------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_pack_on_the_targets_own_rig_is_bound_natively_without_a_method(blender, tmp_path) -> None:
     """The Quaternius man's clips baked onto the Quaternius man: keys carried unchanged (as a
     single retarget binds them), not converted through the geometric frames."""
@@ -859,6 +876,7 @@ def test_a_pack_on_the_targets_own_rig_is_bound_natively_without_a_method(blende
 # --- resuming under other settings ---------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_resume_rebakes_clips_baked_with_other_settings_and_says_why(blender, tmp_path) -> None:
     pack = tmp_path / "pack"
     pack.mkdir()
@@ -884,6 +902,7 @@ def test_resume_rebakes_clips_baked_with_other_settings_and_says_why(blender, tm
     assert _read_output(blender, out) == rest_space
 
 
+@pytest.mark.slow
 def test_resume_continues_every_volume_and_rebakes_only_changed_clips(blender, volume_pack, tmp_path) -> None:
     """A run in volumes killed after its first volumes were saved; the resume keeps what those
     volumes hold, and the whole equals an uninterrupted bake."""
@@ -918,6 +937,7 @@ def test_resume_continues_every_volume_and_rebakes_only_changed_clips(blender, v
 # --- the operator's modal path -------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_modal_path_bakes_on_timer_ticks_and_esc_keeps_what_is_baked(scene_with_target, tmp_path) -> None:
     """The operator's event handling (ModalDriver) driven with the events Blender sends it: timer
     ticks write what arrived within the tick's budget, other events pass through, Esc cancels."""
@@ -955,6 +975,7 @@ def test_the_modal_path_bakes_on_timer_ticks_and_esc_keeps_what_is_baked(scene_w
     assert all(s in ("baked", "cancelled") for s in statuses.values())
 
 
+@pytest.mark.slow
 def test_the_modal_path_runs_to_the_end_on_timer_ticks(scene_with_target, tmp_path) -> None:
     from marionette.operators.batch_bake import ModalDriver
 
@@ -972,6 +993,7 @@ def test_the_modal_path_runs_to_the_end_on_timer_ticks(scene_with_target, tmp_pa
     assert sorted(a.name for a in bpy.data.actions if a.get("marionette_batch_source")) == ["clip0", "clip1", "clip2"]
 
 
+@pytest.mark.slow
 def test_clips_waiting_for_their_turn_past_the_limit_are_read_back_from_their_parts(scene_with_target, tmp_path) -> None:
     """With no room for waiting clips, every clip is dropped from memory on arrival and written
     from its part: the same Actions, key for key, as when they wait in memory."""

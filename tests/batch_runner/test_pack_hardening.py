@@ -98,6 +98,7 @@ def _children(pid: int) -> set[int]:
 needs_fifo = pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes (os.mkfifo) exist on POSIX only")
 
 
+@pytest.mark.slow
 @pytest.mark.bpy
 @pytest.mark.data
 @needs_fifo
@@ -151,6 +152,7 @@ def test_planning_refuses_what_is_not_a_regular_file_named_directly_or_in_a_fold
     }
 
 
+@pytest.mark.slow
 @pytest.mark.bpy
 @pytest.mark.data
 @needs_fifo
@@ -212,6 +214,7 @@ time.sleep(3600)
 """
 
 
+@pytest.mark.slow
 @pytest.mark.data
 @needs_fifo
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads the process table from /proc (Linux)")
@@ -276,6 +279,7 @@ def test_jobs_are_lowered_to_the_cores_and_the_packs_work(requested, cores, file
     assert useful_jobs(requested, cores, files, shared) == (want, note)
 
 
+@pytest.mark.slow
 @pytest.mark.bpy
 @pytest.mark.data
 def test_jobs_500_is_lowered_and_says_so(tmp_path) -> None:
@@ -304,6 +308,7 @@ def _quadruped() -> str:
     return str(shared_file("gltf/khronos_fox_quadruped.glb"))
 
 
+@pytest.mark.slow
 @pytest.mark.bpy
 @pytest.mark.data
 @pytest.mark.parametrize(
@@ -337,6 +342,7 @@ def test_a_refused_run_leaves_no_parts_folder_and_no_output(tmp_path, case, mess
     assert _tree(tmp_path) == before  # no out.blend, no out.blend.parts/, nothing else
 
 
+@pytest.mark.slow
 @pytest.mark.bpy
 @pytest.mark.data
 def test_a_refused_resume_keeps_the_interrupted_runs_parts(tmp_path) -> None:
@@ -351,6 +357,7 @@ def test_a_refused_resume_keeps_the_interrupted_runs_parts(tmp_path) -> None:
     assert not (tmp_path / "out.blend").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.data
 @pytest.mark.parametrize("case", ["misspelled folder", "only a fifo"])
 def test_a_pack_with_nothing_to_bake_is_refused_and_writes_nothing(tmp_path, case) -> None:

@@ -178,6 +178,7 @@ def round_trips():
     return results
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", CASE_IDS)
 def test_round_trip_matches_blender(round_trips, case: str) -> None:
     r = round_trips[case]
@@ -187,12 +188,14 @@ def test_round_trip_matches_blender(round_trips, case: str) -> None:
     assert r["written_fps"] == r["fps"] == r["action_fps"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", CASE_IDS)
 def test_core_forward_kinematics_matches_blender(round_trips, case: str) -> None:
     r = round_trips[case]
     assert r["core_fk"] <= TOL, r
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", CASE_IDS)
 def test_bulk_read_agrees_with_frame_set_read(round_trips, case: str) -> None:
     r = round_trips[case]
@@ -200,6 +203,7 @@ def test_bulk_read_agrees_with_frame_set_read(round_trips, case: str) -> None:
     assert r["bulk_vs_frame_set_deg"] <= 0.01, r
 
 
+@pytest.mark.slow
 def test_every_animated_file_was_covered(round_trips) -> None:
     missing = [c for c in CASE_IDS if c not in round_trips]
     assert missing == []
@@ -277,6 +281,7 @@ def test_fbx_with_a_light_imports(blender) -> None:
     assert cls is None or "cast_shadow" not in cls.bl_rna.properties
 
 
+@pytest.mark.slow
 def test_fbx_keeps_every_bone_and_names_actions(blender) -> None:
     from marionette.bridge import file_import
 
@@ -288,6 +293,7 @@ def test_fbx_keeps_every_bone_and_names_actions(blender) -> None:
     assert all(a.name.startswith("HumanArmature|HumanArmature|") for a in loaded.actions)
 
 
+@pytest.mark.slow
 def test_gltf_fortune_points_bones_at_children_and_keeps_the_motion(blender) -> None:
     """bone_heuristic='FORTUNE' (what load_file uses) against the importer's default: bones point
     at their only child, and world joint positions over the clip are the same."""
@@ -374,6 +380,7 @@ BAD = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(BAD))
 def test_bad_files_are_refused_and_change_nothing(blender, tmp_path, name: str) -> None:
     from marionette.bridge import file_import
@@ -505,6 +512,7 @@ def test_nan_keys_are_refused_naming_bone_and_frame(blender) -> None:
 # --- reading ---------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_reading_changes_neither_action_nor_object(blender) -> None:
     from marionette.bridge import armature_io as aio
     from marionette.bridge import compat, file_import
@@ -526,6 +534,7 @@ def test_reading_changes_neither_action_nor_object(blender) -> None:
     assert obj.animation_data.use_nla is True
 
 
+@pytest.mark.slow
 def test_a_constraint_switches_to_evaluation_and_is_honoured(blender) -> None:
     from marionette.bridge import armature_io as aio
     from marionette.bridge import file_import
@@ -711,6 +720,7 @@ def test_written_action_layout(blender) -> None:
     )
 
 
+@pytest.mark.slow
 def test_writing_keeps_source_timing_on_the_scene_rate(blender) -> None:
     """A 120 fps clip written with the default rate lands on the 24 fps scene five keys per
     scene frame from frame 1 (frame 1 is time zero at any rate), and plays the same motion at
@@ -760,6 +770,7 @@ def test_bones_that_do_not_fully_inherit(blender) -> None:
     assert np.abs(_points(_fk_world(skeleton, back), lengths) - ref).max() <= TOL * height
 
 
+@pytest.mark.slow
 def test_scaled_and_rotated_parent_is_honoured(blender) -> None:
     from marionette.bridge import armature_io as aio
     from marionette.bridge import file_import
@@ -781,6 +792,7 @@ def test_scaled_and_rotated_parent_is_honoured(blender) -> None:
     assert np.abs(_points(_fk_world(skeleton, clip), lengths) - ref).max() <= TOL * height
 
 
+@pytest.mark.slow
 def test_world_to_local_to_world_on_a_real_rig(blender) -> None:
     from marionette.bridge import armature_io as aio
     from marionette.bridge import file_import

@@ -45,6 +45,7 @@ def _rest_position_copy(bpy, tmp_path):
     return path
 
 
+@pytest.mark.slow
 def test_command_line_switches_a_rest_position_character_to_pose_position_and_it_plays(blender, tmp_path):
     bpy = blender
     from marionette.bridge.armature_io import clip_from_action, evaluated_pose_matrices
@@ -102,6 +103,7 @@ def test_command_line_switches_a_rest_position_character_to_pose_position_and_it
     assert bad["summary"]["mean_limb_direction_error"] > 5.0
 
 
+@pytest.mark.slow
 def test_bake_pack_switches_a_rest_position_character_and_its_clips_play(blender, tmp_path):
     bpy = blender
     from marionette.bridge.armature_io import evaluated_pose_matrices
@@ -184,6 +186,7 @@ def test_a_constraint_or_a_driver_on_a_mapped_bone_is_named_and_its_error_measur
     assert driven.report["direction_error_deg"]["forearm.L"]["mean"] < 1.0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("hide", ["zero influence", "solo NLA track"])
 def test_an_action_hidden_by_the_animation_settings_is_named_and_not_scored_zero(vrm_pair, hide):
     bpy, source, action, target = vrm_pair

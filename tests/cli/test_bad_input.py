@@ -141,6 +141,7 @@ CASES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("line, status, fragment", CASES, ids=[c[0] for c in CASES])
 def test_bad_input_is_one_line_and_changes_nothing(work: Path, line: str, status: int, fragment: str) -> None:
     before = snapshot(work)
@@ -162,6 +163,7 @@ def test_read_only_folder_is_one_line(work: Path) -> None:
     assert snapshot(work) == before
 
 
+@pytest.mark.slow
 def test_a_pack_file_with_an_absurd_frame_time_is_reported_failed_not_an_internal_error(tmp_path: Path) -> None:
     (tmp_path / "pack").mkdir()
     (tmp_path / "pack" / "x.bvh").write_text(bvh_text(12, frame_time="1e300"))

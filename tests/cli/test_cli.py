@@ -27,6 +27,7 @@ def test_version_and_help():
         assert sub in helped.stdout
 
 
+@pytest.mark.slow
 def test_retarget_real_pair_writes_blend_report_and_picture(tmp_path):
     out_blend, report, picture = tmp_path / "out.blend", tmp_path / "r.json", tmp_path / "r.png"
     res = run(
@@ -51,6 +52,7 @@ def test_retarget_real_pair_writes_blend_report_and_picture(tmp_path):
     assert figures["clip"]["retargeted"] == "02_02_daz"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "source, target, message",
     [
@@ -69,6 +71,7 @@ def test_refusals_exit_non_zero_with_one_line_and_no_output(tmp_path, source, ta
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_missing_file_is_a_clear_error(tmp_path):
     res = run("retarget", str(tmp_path / "nope.bvh"), str(shared_file("gltf/male_base_mesh_apose.glb")), "-o", str(tmp_path / "o.blend"))
     assert res.returncode == 1

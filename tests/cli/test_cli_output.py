@@ -42,6 +42,7 @@ def run(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "marionette", *args], cwd=cwd, capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow
 def test_success_prints_no_blender_chatter_and_verbose_shows_it(tmp_path: Path) -> None:
     (tmp_path / "clip.bvh").write_text(bvh_text(12))
     (tmp_path / "char.bvh").write_text(bvh_text(6))
@@ -56,6 +57,7 @@ def test_success_prints_no_blender_chatter_and_verbose_shows_it(tmp_path: Path) 
     assert loud.stdout.replace("out2.blend", "out.blend") == res.stdout  # stdout stays the result alone
 
 
+@pytest.mark.slow
 def test_success_onto_a_gltf_character_prints_no_importer_lines(tmp_path: Path) -> None:
     (tmp_path / "clip.bvh").write_text(bvh_text(12))
     res = run(["retarget", "clip.bvh", str(shared_file("gltf/male_base_mesh_apose.glb")), "-o", "out.blend"], tmp_path)
@@ -63,6 +65,7 @@ def test_success_onto_a_gltf_character_prints_no_importer_lines(tmp_path: Path) 
     assert res.stderr == ""  # the glTF importer's INFO lines stay out
 
 
+@pytest.mark.slow
 def test_failure_after_blender_ran_is_exactly_one_line(tmp_path: Path) -> None:
     (tmp_path / "clip.bvh").write_text(bvh_text(12))
     (tmp_path / "stick.bvh").write_text(NOT_HUMANOID)

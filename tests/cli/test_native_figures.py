@@ -30,6 +30,7 @@ def _assert_no_error(summary: dict[str, float], root: dict[str, dict[str, float]
     assert summary["silhouette_front"] > 0.999 and summary["silhouette_side"] > 0.999
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("clip", ["tiny", "bvh/cmu/12_03_motionbuilder.bvh"])
 def test_a_clip_onto_its_own_skeleton_reports_no_error(tmp_path: Path, clip: str) -> None:
     if clip == "tiny":
@@ -53,6 +54,7 @@ def test_a_clip_onto_its_own_skeleton_reports_no_error(tmp_path: Path, clip: str
     _assert_no_error(figures["summary"], figures["root"])
 
 
+@pytest.mark.slow
 def test_a_long_take_read_without_the_importer_onto_its_own_skeleton_is_native(tmp_path: Path) -> None:
     """A take long enough to be read by numpy (not Blender's importer) is put on the bones the
     importer makes of it: bound natively onto its own skeleton, with no error on any figure."""

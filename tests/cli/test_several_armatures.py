@@ -11,6 +11,7 @@ import pytest
 pytestmark = pytest.mark.bpy
 
 
+@pytest.mark.slow
 def test_the_humanoid_is_picked_over_a_larger_armature_that_is_not_one(blender, tmp_path):
     bpy = blender
     import numpy as np

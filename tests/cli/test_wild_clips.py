@@ -262,6 +262,7 @@ TARGETS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("target_name", list(TARGETS))
 def test_exported_clips_play_as_the_original_walk(blender, sources, target_name, capsys):
     d, files = sources
@@ -287,6 +288,7 @@ def test_exported_clips_play_as_the_original_walk(blender, sources, target_name,
     assert not bad, "\n".join(bad)
 
 
+@pytest.mark.slow
 def test_a_file_with_two_clips_says_which_it_took(sources):
     d, files = sources
     out = _cli(files["glb_two"], shared_file("fbx/quaternius_male_casual.fbx"), d / "two.blend")

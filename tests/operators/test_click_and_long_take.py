@@ -83,6 +83,7 @@ def test_a_retarget_deleted_before_its_summary_leaves_an_empty_panel(pair, monke
     assert s.last_report == ""  # nothing to show, rather than "Measuring…" for ever
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("keep_frames", [False, True])
 def test_a_take_converted_in_pieces_gives_the_keys_of_one_piece(blender, keep_frames):
     """With pieces of 7 file frames (one or two output frames each at 24 fps), every foot contact
@@ -147,6 +148,7 @@ def test_undo_back_to_the_click_shows_the_figures_measured_after_it(pair, monkey
     assert retarget_ops.measured_summary(restored["action"]) == shown  # what the panel draws then
 
 
+@pytest.mark.slow
 def test_a_long_take_onto_its_own_import_gets_the_importers_keys(blender, tmp_path):
     """Read without the importer and retarget onto the armature the importer makes of it, a long
     take is bound natively: its keys are those the importer wrote, joint for joint."""

@@ -799,6 +799,7 @@ def test_look_at_turn_weights_share_the_turn(sample):
     assert shares[(0.0, 1.0)][0] <= 1e-5
 
 
+@pytest.mark.slow
 def test_closure_solver_choice_reaches_the_core(addon):
     """Both arms closing on one point with each solver of the panel: every one closes the loop,
     CCD (which turns the bones in their own axes) lands on another pose than FABRIK, and the
@@ -934,6 +935,7 @@ def _rendered_poses(bpy, arm):
         scene.render.use_persistent_data = False
 
 
+@pytest.mark.slow
 def test_render_shows_the_viewport_pose(sample):
     """A Cycles render (1 sample, 8x8) on the main thread shows the pose the viewport shows: for
     frames the viewport showed (kept) and for frames it did not (computed for the render), bone
@@ -978,6 +980,7 @@ def test_render_shows_the_viewport_pose(sample):
     assert np.abs(live_pixels - plain_pixels).max() > 0.05
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("engine", "steps", "position"),
     [("CYCLES", 1, "CENTER"), ("CYCLES", 2, "CENTER"), ("CYCLES", 2, "END"), ("BLENDER_EEVEE", 2, "START")],
@@ -1126,6 +1129,7 @@ def _rendered_on_main_thread(bpy, frames):
     return out
 
 
+@pytest.mark.slow
 def test_render_on_another_thread_shows_the_frames_the_viewport_showed(sample, monkeypatch):
     """F12 / Ctrl+F12 render on a render thread, where no control runs: the frames the main
     thread showed are written as it computed them (the same pixels as a render that runs the
@@ -1224,6 +1228,7 @@ def test_bad_chain_is_shown_and_bake_refused_with_nothing_changed(sample):
     assert 0 not in errors and "share" in errors[1] and "Forearm.L" in errors[1]
 
 
+@pytest.mark.slow
 def test_bake_controls_command_line(sample, tmp_path):
     bpy, arm = sample
     assert bpy.ops.marionette.control_add(kind="TWO_BONE_IK", create_target=True) == {"FINISHED"}

@@ -84,6 +84,7 @@ def test_cli_refuses_a_bad_method_table_before_reading_anything(tmp_path):
     assert not out.exists()
 
 
+@pytest.mark.slow
 @pytest.mark.data
 def test_cli_same_rig_binds_natively_and_method_table_reaches_the_report(tmp_path):
     fbx = str(shared_file("fbx/quaternius_male_casual.fbx"))

@@ -118,6 +118,7 @@ FACING = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("relative", sorted(FACING))
 def test_facing_is_inferred_from_the_body_on_every_shared_humanoid(blender, relative):
     from marionette.bridge.file_import import load_file

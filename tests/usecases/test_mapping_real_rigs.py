@@ -208,6 +208,7 @@ def _compare(mapping, expected):
     assert not extra, f"unexpected finger slots {extra}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("rig", sorted(REAL_RIGS))
 def test_real_rig_maps_to_its_hand_written_anatomy(blender, rig):
     relative, expected, conflicts, convention = REAL_RIGS[rig]

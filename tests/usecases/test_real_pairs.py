@@ -84,6 +84,7 @@ def _knees_forward(binding, source, target_world, forward_world, min_bend=20.0):
     return ok / total if total else 1.0, total
 
 
+@pytest.mark.slow
 def test_every_clip_onto_every_target(scene, capsys):
     bpy, loaded = scene
     from marionette.bridge.armature_io import clip_from_action, evaluated_pose_matrices
@@ -183,6 +184,7 @@ PLANT_PAIRS = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("clip_file, target_file", PLANT_PAIRS)
 def test_planted_feet_stop_mocap_feet_sliding_on_real_characters(scene, clip_file, target_file):
     """CMU walks onto characters whose legs are proportioned otherwise: carried direction by
@@ -225,6 +227,7 @@ def test_planted_feet_stop_mocap_feet_sliding_on_real_characters(scene, clip_fil
     assert knees >= 0.99 and bent > 50
 
 
+@pytest.mark.slow
 def test_hips_come_down_where_the_legs_cannot_reach_a_held_spot(scene, capsys):
     """CMU walks onto every target. CesiumMan's (and the rigged figure's) legs are short for the
     stride the walk asks at their hip height: held with the hips where the retarget put them,

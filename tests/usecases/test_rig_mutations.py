@@ -187,6 +187,7 @@ def _original(bpy, rig):
     return max(loaded.armatures, key=lambda a: len(a.data.bones))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("rig", list(RIGS))
 def test_every_variant_maps_and_plays_as_the_original(blender, table, rig):
     bpy = blender

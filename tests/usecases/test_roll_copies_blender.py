@@ -32,6 +32,7 @@ def _rolled_copy(bpy, source, seed):
     return copy
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("clip_file", CLIPS)
 def test_every_mapped_bone_plays_the_clip_on_a_roll_randomised_copy(blender, clip_file):
     bpy = blender

@@ -67,6 +67,7 @@ def _played(bpy, source, action, target, name):
     return outcome, measure(outcome.binding, src, local), groups
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("names", ["names", "no names", "prefixed", "copy numbers"])
 @pytest.mark.parametrize("family", list(RIGS))
 def test_wild_rig_maps_every_slot_to_the_right_bone(scene, family, names):
@@ -88,6 +89,7 @@ def test_wild_rig_maps_every_slot_to_the_right_bone(scene, family, names):
     assert wrong == {}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family", list(RIGS))
 def test_cmu_clips_onto_wild_rig_and_back(scene, family, capsys):
     bpy, clips, metarig = scene

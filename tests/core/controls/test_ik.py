@@ -417,6 +417,7 @@ def test_ccd_on_rotations_matches_ccd_on_points() -> None:
     np.testing.assert_array_equal(on_points.iterations, on_rotations.iterations)
 
 
+@pytest.mark.slow
 def test_no_twist_drift_when_only_the_target_moves() -> None:
     """A target loop solved frame after frame with FABRIK warm starts: the written rotations
     depend on the animated pose and the solved points only, every correction is a pure swing

@@ -138,6 +138,7 @@ def test_limited_solves_end_with_zero_violations_and_report_blocked_targets(solv
     assert sol.limited[easy].mean() <= 1.0 - sol.converged[easy].mean()
 
 
+@pytest.mark.slow
 def test_limited_solve_projection_is_the_final_word_for_euler_boxes() -> None:
     rng = np.random.default_rng(5)
     c0 = np.broadcast_to(np.eye(4), (4, 4, 4)).copy()

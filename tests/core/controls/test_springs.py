@@ -154,6 +154,7 @@ def energy(chain: SpringChain, snap: SpringSnapshot) -> float:
     return float(0.5 * np.sum(v * v) + 0.5 * np.sum(k * np.sum((x - targets) ** 2, axis=1)) - np.sum(x @ np.array(chain.gravity)))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("segments", "stiffness"), [(1, 60.0), (4, 20.0), (4, 60.0), (4, 300.0), (16, 60.0)])
 def test_energy_does_not_grow_without_damping_over_ten_seconds(segments: int, stiffness: float) -> None:
     sk, path = hanging_chain(segments, 1.0)
