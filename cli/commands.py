@@ -346,8 +346,8 @@ def bake_controls(args: argparse.Namespace) -> int:
     check_outputs([Output("-o", args.output, BLEND), *_report_outputs(args)], [("input file", args.file)])
     check_inputs([("input file", args.file)])
     _check_blend(args.file)
-    from ..bridge.control_bridge import bake_file  # loads Blender
-    from ..operators.controls_register import registered
+    from ..usecases.bake_controls import bake_file  # loads Blender
+    from ..usecases.controls import registered
 
     with job_output(args.verbose), registered():
         report = bake_file(args.file, args.object, args.output, args.frames, args.action_name)
