@@ -62,7 +62,7 @@ def _has_active(cls: Any, context: Any) -> bool:
 def _suggest(obj: Any, kind: str) -> dict[str, Any]:
     """Bones for a new control from the humanoid mapping (empty when the rig is not humanoid
     or every limb already has a control of this kind)."""
-    from ..core.mapping.bone_mapping import auto_map_skeleton
+    from ..core.mapping.auto_map import auto_map_skeleton
 
     try:
         skeleton = skeleton_from_armature(obj)
