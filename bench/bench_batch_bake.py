@@ -58,7 +58,7 @@ print("PEAK " + json.dumps({
 _RECIPE = r"""
 import json, os, sys, time
 import bpy
-from marionette.core.mapping import auto_map_skeleton
+from marionette.core.mapping.auto_map import auto_map_skeleton
 from marionette.operators.armature_io import rest_heads_tails, skeleton_from_armature
 from marionette.operators.file_import import load_file
 

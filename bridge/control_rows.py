@@ -176,7 +176,7 @@ def _row_limits(obj: bpy.types.Object, skeleton: Skeleton, joints: list[int], ro
 def rig_forward(skeleton: Skeleton, tails: FloatArray) -> FloatArray:
     """The rig's rest forward in armature space: from the legs' knees and feet when the
     humanoid mapper finds them, else Blender's convention (-Y)."""
-    from ..core.mapping.bone_mapping import auto_map_skeleton
+    from ..core.mapping.auto_map import auto_map_skeleton
     from ..core.retarget.facing import Leg, infer_facing
 
     heads = skeleton.rest_placements()[:, :3, 3]

@@ -16,7 +16,9 @@ from ..bridge import played_pose
 from ..bridge.armature_io import linked_problem, rest_heads_tails, skeleton_from_armature
 from ..bridge.file_import import scene_fps
 from ..core.errors import MarionetteError
-from ..core.mapping.bone_mapping import BoneMapping, auto_map_skeleton, preset_mapping, preset_names
+from ..core.mapping.auto_map import auto_map_skeleton
+from ..core.mapping.bone_mapping import BoneMapping
+from ..core.mapping.presets import preset_mapping, preset_names
 from ..core.retarget.geometric import RetargetOptions
 from ..properties.retarget_settings import fill_rows, mapping_from_rows, mappings_from_rows, methods_from_rows, pair_key
 from ..usecases import jobs

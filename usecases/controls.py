@@ -17,7 +17,7 @@ from ..bridge.armature_io import rest_heads_tails, skeleton_from_armature
 from ..bridge.control_kinds import IK_KINDS
 from ..bridge.control_rows import rig_forward
 from ..core.errors import MarionetteError
-from ..core.mapping.bone_mapping import auto_map_skeleton
+from ..core.mapping.auto_map import auto_map_skeleton
 from ..properties import control_settings
 from ..properties.control_settings import KIND_LABEL
 from ..viewport import control_overrides, live_preview

@@ -29,7 +29,8 @@ from ..bridge.played_pose import driven_bones, played_placements, switch_to_pose
 from ..core.errors import MappingError, MarionetteError, RigError
 from ..core.formats.bvh import CHUNK_FRAMES
 from ..core.formats.reframe import onto_own_frames
-from ..core.mapping.bone_mapping import BoneMapping, check_humanoid_skeleton
+from ..core.mapping.bone_mapping import BoneMapping
+from ..core.mapping.humanoid_check import check_humanoid_skeleton
 from ..core.measure.figures import measure
 from ..core.retarget.binding_cache import BindingCache, native_refusal
 from ..core.retarget.geometric import Binding, RetargetOptions, RigInput, bind, source_placements

@@ -58,7 +58,8 @@ import numpy as np
 
 from ..errors import MarionetteError
 from ..formats.bvh import BvhData, read_bvh
-from ..mapping.bone_mapping import BoneMapping, auto_map_skeleton
+from ..mapping.auto_map import auto_map_skeleton
+from ..mapping.bone_mapping import BoneMapping
 from ..mapping.humanoid import SLOTS
 from ..retarget.binding_cache import BindingCache, native_binding
 from ..retarget.geometric import Binding, RetargetOptions, RigInput, retarget

@@ -232,7 +232,7 @@ def test_bvh_read_without_blender_agrees_with_blenders_importer(blender, baked_p
     from marionette.bridge.file_import import load_file
     from marionette.core.batch.plan import bvh_rest_tails
     from marionette.core.formats.bvh import detect_up_axis, read_bvh
-    from marionette.core.mapping.bone_mapping import auto_map_skeleton
+    from marionette.core.mapping.auto_map import auto_map_skeleton
     from marionette.usecases import jobs
 
     _, blend, _ = baked_pack[2]
@@ -579,7 +579,7 @@ def test_operator_takes_the_sidebars_method_column_and_match_rest(scene_with_tar
     from marionette.bridge.armature_io import clip_from_action
     from marionette.core.batch.plan import bvh_rest_tails
     from marionette.core.formats.bvh import read_bvh
-    from marionette.core.mapping.bone_mapping import auto_map_skeleton
+    from marionette.core.mapping.auto_map import auto_map_skeleton
     from marionette.core.retarget.binding_cache import BindingCache
     from marionette.core.retarget.geometric import RigInput
     from marionette.core.retarget.methods import retarget_with_methods

@@ -106,7 +106,7 @@ def test_the_command_line_says_the_same_and_takes_the_fix_as_a_mapping_file(pair
     with pytest.raises(Exception, match="missing foot.L"):
         rig_input(bpy.data.objects["Target"])
     from marionette.bridge.armature_io import rest_heads_tails, skeleton_from_armature
-    from marionette.core.mapping.bone_mapping import auto_map_skeleton
+    from marionette.core.mapping.auto_map import auto_map_skeleton
 
     obj = bpy.data.objects["Target"]
     mapping = auto_map_skeleton(skeleton_from_armature(obj), rest_heads_tails(obj)[1]).with_bone("foot.L", "Foot.L")

@@ -142,7 +142,7 @@ def _angles(a, b):
 
 
 def _variants(spec, slots, forward):
-    from marionette.core.mapping.bone_mapping import preset_mapping
+    from marionette.core.mapping.presets import preset_mapping
 
     def preset(name):
         return {s: mb.bone for s, mb in preset_mapping(name).slots.items()}

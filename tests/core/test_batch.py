@@ -15,7 +15,7 @@ from conftest import shared_file
 from marionette.core.batch import plan as cb
 from marionette.core.errors import FileFormatError, MappingError
 from marionette.core.formats.bvh import BvhData, parse_bvh, read_bvh
-from marionette.core.mapping.bone_mapping import auto_map_skeleton
+from marionette.core.mapping.auto_map import auto_map_skeleton
 from marionette.core.retarget.binding_cache import BindingCache
 from marionette.core.retarget.geometric import RetargetOptions, RigInput, bind, retarget
 from marionette.core.retarget.methods import parse_method_table, retarget_with_methods

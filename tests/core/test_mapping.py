@@ -17,22 +17,13 @@ import numpy as np
 import pytest
 
 from marionette.core.errors import MappingError
-from marionette.core.mapping.bone_mapping import (
-    CONVENTIONS,
-    FORMAT_VERSION,
-    BoneMapping,
-    MappedBone,
-    auto_map,
-    auto_map_skeleton,
-    check_humanoid,
-    check_humanoid_skeleton,
-    detect_convention,
-    name_key,
-    preset_mapping,
-    preset_names,
-    write_presets,
-)
+from marionette.core.mapping.auto_map import auto_map, auto_map_skeleton
+from marionette.core.mapping.bone_mapping import FORMAT_VERSION, BoneMapping, MappedBone
+from marionette.core.mapping.conventions import CONVENTIONS
 from marionette.core.mapping.humanoid import FINGER_SLOTS, FINGERS, MINIMUM_SLOTS, SLOTS, finger_slot, mirror_slot
+from marionette.core.mapping.humanoid_check import check_humanoid, check_humanoid_skeleton
+from marionette.core.mapping.name_hints import detect_convention, name_key
+from marionette.core.mapping.presets import preset_mapping, preset_names, write_presets
 from marionette.core.rig.skeleton import Skeleton
 
 REPO = Path(__file__).resolve().parents[2]
