@@ -146,8 +146,8 @@ def _retarget_arguments(p: argparse.ArgumentParser) -> None:
 
 @command("retarget", "retarget one clip from SOURCE onto the armature in TARGET and save OUT.blend", _retarget_arguments)
 def retarget(args: argparse.Namespace) -> int:
+    from ..core.mapping.method_names import parse_method_table
     from ..core.retarget.geometric import RetargetOptions
-    from ..core.retarget.methods import parse_method_table
 
     methods = parse_method_table(args.method)  # a bad table is refused before any file is read
     args.mapping = _mapping_file(args.mapping)
@@ -261,8 +261,8 @@ def _bake_pack_arguments(p: argparse.ArgumentParser) -> None:
 )
 def bake_pack(args: argparse.Namespace) -> int:
     from ..batch_runner.batch_worker import start_pack
+    from ..core.mapping.method_names import parse_method_table
     from ..core.retarget.geometric import RetargetOptions
-    from ..core.retarget.methods import parse_method_table
 
     limits = (
         ("--jobs", args.jobs, 1),

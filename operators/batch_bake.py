@@ -1207,7 +1207,7 @@ def bake_pack(
     to ``report_path``. ``methods`` and ``match_rest`` choose the retarget method as for a single
     retarget (the table is checked before any file is read or written). ``start``: the pack
     planned and its workers started already (:func:`.batch_worker.start_pack`)."""
-    from ..core.retarget.methods import check_method_table
+    from ..core.mapping.method_names import check_method_table
 
     t0 = time.perf_counter()
     if start is None:

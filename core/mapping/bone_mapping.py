@@ -23,6 +23,7 @@ from typing import Any
 from ..batch.pack_limits import not_regular
 from ..errors import MappingError
 from .humanoid import MINIMUM_SLOTS, SLOT_PARENT, SLOTS
+from .method_names import GEOMETRIC, check_method_table
 
 FORMAT = "marionette.bone_mapping"
 #: How a user fills slots the auto-mapper left empty (the end of every refusal for missing slots).
@@ -50,20 +51,8 @@ class MappedBone:
         object.__setattr__(self, "confidence", c)
 
 
-RETARGET_METHODS = ("GEOMETRIC", "REST_SPACE", "LOCAL_CURL")
-
-
 def _checked_methods(methods: Mapping[str, str] | None) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for slot, method in (methods or {}).items():
-        if slot not in SLOT_PARENT:
-            raise MappingError(f"unknown humanoid slot {slot!r} in the mapping's methods")
-        m = str(method).strip().upper().replace("-", "_")
-        if m not in RETARGET_METHODS:
-            raise MappingError(f"slot {slot!r}: unknown retarget method {method!r} ({', '.join(RETARGET_METHODS)})")
-        if m != "GEOMETRIC":
-            out[slot] = m
-    return out
+    return {s: m for s, m in check_method_table(methods).items() if m != GEOMETRIC}
 
 
 class BoneMapping:

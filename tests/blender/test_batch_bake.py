@@ -303,7 +303,7 @@ def method_runs(tmp_path_factory) -> dict[int, tuple[subprocess.CompletedProcess
 def test_a_method_pack_has_the_keys_of_single_retargets_with_that_method(blender, method_runs) -> None:
     from marionette.bridge import compat
     from marionette.bridge.file_import import load_file
-    from marionette.core.retarget.methods import parse_method_table
+    from marionette.core.mapping.method_names import parse_method_table
     from marionette.usecases import jobs
 
     _, blend, report = method_runs[2]
