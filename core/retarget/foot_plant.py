@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from ..controls.ik import two_bone_ik
+from ..controls.ik_two_bone import two_bone_ik
 from ..rig.rotations import FloatArray, matrix_between_vectors, quat_from_matrix
 from ..rig.skeleton import Skeleton
 
