@@ -53,11 +53,13 @@ from ..core.rig.clip import Clip
 from ..core.rig.rotations import (
     EULER_ORDERS,
     FloatArray,
+    blender_axis_angle_from_quat,
     euler_from_quat,
     make_euler_continuous,
     make_quat_continuous,
     orthonormalize,
     parts_from_transform,
+    quat_from_blender_axis_angle,
     quat_from_euler,
     transform_from_parts,
 )
@@ -717,7 +719,7 @@ def clip_from_action(
         if mode == "QUATERNION":
             rotations[:, sel] = channel("rotation_quaternion", sel)
         elif mode == "AXIS_ANGLE":
-            rotations[:, sel] = _quat_from_blender_axis_angle(channel("rotation_axis_angle", sel))
+            rotations[:, sel] = quat_from_blender_axis_angle(channel("rotation_axis_angle", sel))
         elif mode in EULER_ORDERS:
             rotations[:, sel] = quat_from_euler(channel("rotation_euler", sel), mode)
         else:  # pragma: no cover - Blender has no other rotation mode
@@ -765,17 +767,6 @@ def _validated(clip: Clip, suspect: bool = False) -> Clip:
     if suspect or not np.isfinite(total):
         clip.validate()
     return clip
-
-
-def _quat_from_blender_axis_angle(aa: FloatArray) -> FloatArray:
-    """Blender stores axis-angle as ``(angle, x, y, z)``; a zero axis is no rotation."""
-    angle = aa[..., 0]
-    axis = aa[..., 1:]
-    n = np.linalg.norm(axis, axis=-1, keepdims=True)
-    unit = np.where(n > 0.0, axis / np.where(n > 0.0, n, 1.0), 0.0)
-    half = 0.5 * angle[..., None]
-    q = np.concatenate([np.cos(half), np.sin(half) * unit], axis=-1)
-    return np.where(n > 0.0, q, np.array([1.0, 0.0, 0.0, 0.0]))
 
 
 # --- evaluation through Blender --------------------------------------------------------------
@@ -1088,7 +1079,7 @@ def write_action(
         if mode == "QUATERNION":
             blocks.append(("rotation_quaternion", sel, rot[:, sel]))
         elif mode == "AXIS_ANGLE":
-            aa = np.stack([_blender_axis_angle_from_quat(rot[:, k]) for k in sel], axis=1)
+            aa = np.stack([blender_axis_angle_from_quat(rot[:, k], carry=True) for k in sel], axis=1)
             blocks.append(("rotation_axis_angle", sel, aa))
         else:
             e = make_euler_continuous(euler_from_quat(rot[:, sel], mode), mode, axis=0)
@@ -1183,26 +1174,6 @@ def _new_action(name: str, replace: bool) -> bpy.types.Action:
         bpy.data.actions.remove(old)
         action.name = name
     return action
-
-
-def _blender_axis_angle_from_quat(q: FloatArray) -> FloatArray:
-    """``(T, 4)`` Blender axis-angle ``(angle, x, y, z)`` from continuous quaternions: the angle
-    runs over ``[0, 2 pi)`` and the axis keeps its last direction through null rotations, so the
-    curves stay continuous where the quaternions are."""
-    v = q[..., 1:]
-    s = np.linalg.norm(v, axis=-1)
-    angle = 2.0 * np.arctan2(s, q[..., 0])
-    ok = s > 1e-9
-    axis = np.zeros_like(v)
-    axis[ok] = v[ok] / s[ok, None]
-    if not np.all(ok):
-        # Carry the previous frame's axis forward through null rotations (Blender's default
-        # axis, +Y, before the first defined one).
-        idx = np.where(ok, np.arange(ok.shape[0]), -1)
-        idx = np.maximum.accumulate(idx)
-        filled = np.where(idx[:, None] >= 0, axis[np.maximum(idx, 0)], np.array([0.0, 1.0, 0.0]))
-        axis = np.where(ok[:, None], axis, filled)
-    return np.concatenate([angle[:, None], axis], axis=-1)
 
 
 def _inheritance_overrides(

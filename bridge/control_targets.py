@@ -20,11 +20,16 @@ import bpy
 import numpy as np
 
 from ..core.controls.stack import ControlInstance
-from ..core.rig.rotations import FloatArray, orthonormalize, quat_from_euler, quat_from_matrix
+from ..core.rig.rotations import (
+    FloatArray,
+    orthonormalize,
+    quat_from_blender_axis_angle,
+    quat_from_euler,
+    quat_from_matrix,
+)
 from . import compat
 from .armature_io import evaluate_fcurves
 from .control_rows import BuiltControls, TargetRef
-from .pose_channels import quat_from_axis_angle
 
 _OBJECT_PATHS = {"location", "rotation_euler", "rotation_quaternion", "rotation_axis_angle", "scale", "delta_location", "delta_rotation_euler", "delta_rotation_quaternion", "delta_scale"}
 
@@ -45,7 +50,7 @@ def _object_basis(channels: dict[str, FloatArray], mode: str) -> FloatArray:
         dq = channels["delta_rotation_quaternion"]
         r = _quat_matrices(dq) @ _quat_matrices(q)
     elif mode == "AXIS_ANGLE":
-        r = _quat_matrices(channels["delta_rotation_quaternion"]) @ _quat_matrices(quat_from_axis_angle(channels["rotation_axis_angle"]))
+        r = _quat_matrices(channels["delta_rotation_quaternion"]) @ _quat_matrices(quat_from_blender_axis_angle(channels["rotation_axis_angle"]))
     else:
         r = _quat_matrices(quat_from_euler(channels["delta_rotation_euler"], mode)) @ _quat_matrices(quat_from_euler(channels["rotation_euler"], mode))
     m = np.zeros(loc.shape[:-1] + (4, 4))

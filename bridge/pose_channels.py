@@ -12,7 +12,14 @@ from typing import Any
 import bpy
 import numpy as np
 
-from ..core.rig.rotations import FloatArray, euler_from_quat, make_euler_continuous, quat_from_euler
+from ..core.rig.rotations import (
+    FloatArray,
+    blender_axis_angle_from_quat,
+    euler_from_quat,
+    make_euler_continuous,
+    quat_from_blender_axis_angle,
+    quat_from_euler,
+)
 from ..core.rig.skeleton import Skeleton
 
 SIZES = {"rotation_quaternion": 4, "rotation_euler": 3, "rotation_axis_angle": 4, "location": 3, "scale": 3}
@@ -81,7 +88,7 @@ class PoseIO:
             if mode == "QUATERNION":
                 q = channels["rotation_quaternion"][..., sel, :].astype(np.float64)
             elif mode == "AXIS_ANGLE":
-                q = quat_from_axis_angle(channels["rotation_axis_angle"][..., sel, :].astype(np.float64))
+                q = quat_from_blender_axis_angle(channels["rotation_axis_angle"][..., sel, :].astype(np.float64))
             else:
                 q = quat_from_euler(channels["rotation_euler"][..., sel, :].astype(np.float64), mode)
             n = np.sqrt(np.einsum("...i,...i->...", q, q))[..., None]
@@ -113,27 +120,8 @@ class PoseIO:
                 flip = np.einsum("ji,ji->j", qs, cur) < 0.0
                 arr[sel] = np.where(flip[:, None], -qs, qs)
             elif mode == "AXIS_ANGLE":
-                arr[sel] = _axis_angle_from_quat(qs, cur)
+                arr[sel] = blender_axis_angle_from_quat(qs, cur[:, 1:])
             else:
                 e = euler_from_quat(qs, mode)
                 arr[sel] = make_euler_continuous(np.stack([cur, e]), mode, axis=0)[1]
         return out
-
-
-def quat_from_axis_angle(aa: FloatArray) -> FloatArray:
-    """Blender's axis-angle ``(angle, x, y, z)``; a zero axis is no rotation."""
-    axis = aa[..., 1:]
-    n = np.linalg.norm(axis, axis=-1, keepdims=True)
-    unit = np.where(n > 0.0, axis / np.where(n > 0.0, n, 1.0), 0.0)
-    half = 0.5 * aa[..., :1]
-    q = np.concatenate([np.cos(half), np.sin(half) * unit], axis=-1)
-    return np.where(n > 0.0, q, np.array([1.0, 0.0, 0.0, 0.0]))
-
-
-def _axis_angle_from_quat(q: FloatArray, current: FloatArray) -> FloatArray:
-    v = q[:, 1:]
-    s = np.linalg.norm(v, axis=-1)
-    ok = s > 1e-9
-    axis = np.where(ok[:, None], v / np.where(ok, s, 1.0)[:, None], current[:, 1:])
-    angle = 2.0 * np.arctan2(s, q[:, 0])
-    return np.concatenate([angle[:, None], axis], axis=1)

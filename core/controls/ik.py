@@ -24,8 +24,8 @@ the result is judged by the residual after writeback.
 Three additions to the textbook solvers, each measured in the tests:
 
 * FABRIK rescales the sideways bend of chains that run forward along the target line after a
-  pass (``slack_correction``); plain FABRIK misses 16 passes on a quarter of 10-joint chains
-  started straight, nearly all near full reach, where its passes barely change the bend.
+  pass (``slack_correction``), which finishes chains near full reach, where plain FABRIK's
+  passes barely change the bend.
 * A FABRIK pole turns the intermediate points together about the root-end line (see
   :func:`apply_pole`); for two bones that is the usual pole plane.
 * With joint limits, hinges are honoured during writeback (the parent bone is twisted so the

@@ -39,6 +39,8 @@ class IKControl(ControlKind):
     ``ccd``; ``limits`` one entry per path joint (``None`` = free); ``orient_end`` lets the
     instance give the path's ``end_joint`` an orientation after the positional solve."""
 
+    feed: ClassVar[str] = "target"
+
     name: str
     path: JointPath
     solver: str = "two_bone"
@@ -68,8 +70,6 @@ class IKControl(ControlKind):
             raise RigError(f"control {self.name!r}: orient_end needs a path with an end joint")
         if not (math.isfinite(self.tolerance) and self.tolerance >= 0.0) or self.max_passes < 1:
             raise RigError(f"control {self.name!r}: tolerance must be >= 0 and max_passes >= 1")
-
-    feed: ClassVar[str] = "target"
 
     @property
     def written(self) -> tuple[int, ...]:
