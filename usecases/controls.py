@@ -53,8 +53,8 @@ def _suggest(obj: Any, kind: str) -> dict[str, Any]:
         return {"name": "Look At", "bone_start": start, "bone_end": slots["head"], "space_bone": slots.get("hips", ""), "_look": slots["head"]}
     if kind == "GROUND" and all(f"{p}.{s}" in slots for p in ("thigh", "foot") for s in ("L", "R")):
         # The pelvis is the bone both legs hang from (whatever the mapper calls the hips).
-        left = _ancestors(skeleton, skeleton.index(slots["thigh.L"]))
-        right = set(_ancestors(skeleton, skeleton.index(slots["thigh.R"])))
+        left = skeleton.ancestors(skeleton.index(slots["thigh.L"]))
+        right = set(skeleton.ancestors(skeleton.index(slots["thigh.R"])))
         pelvis = next((skeleton.names[j] for j in left if j in right), "")
         return {
             "name": "Ground Feet",
@@ -63,15 +63,6 @@ def _suggest(obj: Any, kind: str) -> dict[str, Any]:
             "pelvis_bone": pelvis, "smooth_time": 0.08,
         }
     return {}
-
-
-def _ancestors(skeleton: Any, j: int) -> list[int]:
-    out = []
-    p = int(skeleton.parents[j])
-    while p >= 0:
-        out.append(p)
-        p = int(skeleton.parents[p])
-    return out
 
 
 def _unique(rows: Any, name: str) -> str:
