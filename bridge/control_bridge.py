@@ -1491,7 +1491,7 @@ def bake_file(path: str, object_name: str, output: str, frames: Sequence[int] | 
     itself is not written). Returns the report."""
     from pathlib import Path
 
-    from ..usecases.jobs import save_blend
+    from ..usecases.session import save_blend
 
     src = Path(path)
     if not src.is_file():

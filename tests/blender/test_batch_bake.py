@@ -233,7 +233,7 @@ def test_bvh_read_without_blender_agrees_with_blenders_importer(blender, baked_p
     from marionette.core.batch.plan import bvh_rest_tails
     from marionette.core.formats.bvh import detect_up_axis, read_bvh
     from marionette.core.mapping.bone_mapping import auto_map_skeleton
-    from marionette.usecases import jobs
+    from marionette.usecases import retarget
 
     _, blend, _ = baked_pack[2]
     batch = {src: curves for src, _clip, curves in _read_output(blender, blend).values()}
@@ -257,7 +257,7 @@ def test_bvh_read_without_blender_agrees_with_blenders_importer(blender, baked_p
             # Its one frame puts thigh and shin heads on the same point (the file's position
             # channels): the measured segment has no direction, so neither path means anything there.
             continue
-        outcome = jobs.retarget_action(obj, obj.animation_data.action, target, scene_fps=24.0, options=_planted())  # as bake-pack
+        outcome = retarget.retarget_action(obj, obj.animation_data.action, target, scene_fps=24.0, options=_planted())  # as bake-pack
         mine_keys = next(c for src, c in batch.items() if src.endswith(os.sep + os.path.basename(rel)))
         theirs = {}
         for fc in compat.action_fcurves(outcome.action, outcome.action.slots[0]):
@@ -304,7 +304,7 @@ def test_a_method_pack_has_the_keys_of_single_retargets_with_that_method(blender
     from marionette.bridge import compat
     from marionette.bridge.file_import import load_file
     from marionette.core.retarget.methods import parse_method_table
-    from marionette.usecases import jobs
+    from marionette.usecases import retarget
 
     _, blend, report = method_runs[2]
     table = parse_method_table("rest-space")
@@ -325,7 +325,7 @@ def test_a_method_pack_has_the_keys_of_single_retargets_with_that_method(blender
         actions = list(loaded.actions)
         target = load_file(shared_file(TARGET)).armatures[0]
         for action in actions:
-            outcome = jobs.retarget_action(
+            outcome = retarget.retarget_action(
                 source, action, target, scene_fps=fps, methods=table, name=f"single_{action.name}", options=_planted()
             )
             assert outcome.report["method"]["native"] is False and outcome.report["method"]["table"] == table
@@ -379,7 +379,7 @@ def test_bake_settings_take_the_target_mappings_methods_and_let_explicit_ones_wi
     from marionette.bridge.file_import import load_file
     from marionette.core.retarget.geometric import RetargetOptions
     from marionette.operators.batch_bake import bake_settings
-    from marionette.usecases.jobs import rig_input
+    from marionette.usecases.rigs import rig_input
 
     target = load_file(shared_file(TARGET)).armatures[0]
     _, auto = rig_input(target)
@@ -583,9 +583,8 @@ def test_operator_takes_the_sidebars_method_column_and_match_rest(scene_with_tar
     from marionette.core.retarget.binding_cache import BindingCache
     from marionette.core.retarget.geometric import RigInput
     from marionette.core.retarget.methods import retarget_with_methods
-    from marionette.operators.retarget_ops import options_of
-    from marionette.properties.retarget_settings import fill_rows
-    from marionette.usecases.jobs import rig_input
+    from marionette.properties.retarget_settings import fill_rows, options_of
+    from marionette.usecases.rigs import rig_input
 
     bpy, target = scene_with_target
     s = bpy.context.scene.marionette

@@ -268,7 +268,7 @@ def test_shared_file_imports(addon):
 def test_import_job_writes_a_blend_and_a_json_report(addon, leg_file, tmp_path):
     bpy = addon
     from marionette.core.errors import FileFormatError
-    from marionette.operators.pmx_import import import_pmx_file
+    from marionette.usecases.import_pmx import import_pmx_file
 
     out = tmp_path / "rig.blend"
     report = import_pmx_file(str(leg_file), str(out))

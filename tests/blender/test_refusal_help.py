@@ -76,7 +76,7 @@ def test_the_sidebar_shows_the_missing_foot_and_retargets_once_it_is_picked(pair
 
 def test_the_command_line_says_the_same_and_takes_the_fix_as_a_mapping_file(pair, tmp_path):
     bpy, source, target, action = pair
-    from marionette.usecases.jobs import rig_input
+    from marionette.usecases.rigs import rig_input
 
     bpy.data.objects.remove(source)
     target_file = tmp_path / "target.blend"

@@ -40,7 +40,7 @@ def rigs():
 
     from marionette.bridge.armature_io import clip_from_action, create_armature, rest_heads_tails
     from marionette.bridge.file_import import load_file
-    from marionette.usecases.jobs import rig_input
+    from marionette.usecases.rigs import rig_input
 
     bpy.ops.wm.read_factory_settings(use_empty=True)
     loaded = load_file(shared_file(FBX))

@@ -191,7 +191,8 @@ def test_every_variant_maps_and_plays_as_the_original(blender, table, rig):
     bpy = blender
     from marionette.bridge.file_import import load_file
     from marionette.core.retarget.canonical_pose import build_anatomy, rest_facing
-    from marionette.usecases.jobs import retarget_action, rig_input
+    from marionette.usecases.retarget import retarget_action
+    from marionette.usecases.rigs import rig_input
 
     bpy.context.scene.render.fps = 24
     clip_file = load_file(shared_file(OTHER_CLIP if RIGS[rig] == CLIP else CLIP))

@@ -37,7 +37,7 @@ def test_every_mapped_bone_plays_the_clip_on_a_roll_randomised_copy(blender, cli
     from marionette.bridge.armature_io import evaluated_pose_matrices, skeleton_from_armature
     from marionette.bridge.file_import import load_file
     from marionette.core.rig.rotations import orthonormalize, quat_angle_between, quat_from_matrix
-    from marionette.usecases.jobs import retarget_action
+    from marionette.usecases.retarget import retarget_action
 
     loaded = load_file(shared_file(clip_file))
     source = loaded.armatures[0]

@@ -139,7 +139,7 @@ def sources(tmp_path_factory):
     import bpy
 
     from marionette.bridge.file_import import load_file
-    from marionette.usecases.jobs import retarget_action
+    from marionette.usecases.retarget import retarget_action
 
     d = tmp_path_factory.mktemp("wild_clips")
     walk = _walk(d / "walk.bvh")
