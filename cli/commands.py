@@ -12,7 +12,8 @@ from typing import Any
 
 from ..core.errors import FileFormatError, MappingError, MarionetteError
 from ..core.paths import BLEND, Output, check_inputs, check_outputs
-from .main import command, job_output
+from .job_output import job_output
+from .registry import command
 
 #: The first bytes of a .blend file: plain, gzip- or zstd-compressed.
 _BLEND_MAGIC = (b"BLENDER", b"\x1f\x8b", b"\x28\xb5\x2f\xfd")
