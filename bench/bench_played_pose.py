@@ -36,7 +36,8 @@ def _best(run, runs: int = 5) -> float:
 
 
 def _compare(label: str, source, action, target) -> None:
-    from marionette.bridge.armature_io import clip_from_action, evaluated_pose_matrices
+    from marionette.bridge.clip_read import clip_from_action
+    from marionette.bridge.evaluated_pose import evaluated_pose_matrices
     from marionette.core.measure.figures import measure
     from marionette.core.retarget.geometric import source_placements
     from marionette.usecases import retarget, rigs
@@ -71,7 +72,7 @@ def _compare(label: str, source, action, target) -> None:
 def main() -> None:
     import bpy
 
-    from marionette.bridge.armature_io import create_armature, write_action
+    from marionette.bridge.action_write import create_armature, write_action
     from marionette.core.rig.samples import sample_humanoid, sample_walk
 
     bpy.ops.wm.read_factory_settings(use_empty=True)

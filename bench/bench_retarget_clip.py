@@ -94,7 +94,7 @@ def _compare(label: str, source, action, target, source_slots: dict[str, str]) -
 def main() -> None:
     import bpy
 
-    from marionette.bridge.armature_io import create_armature, write_action
+    from marionette.bridge.action_write import create_armature, write_action
     from marionette.core.rig.samples import sample_humanoid, sample_walk
 
     bpy.ops.wm.read_factory_settings(use_empty=True)

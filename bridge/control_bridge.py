@@ -67,8 +67,11 @@ from ..core.rig.rotations import (
 from ..core.rig.skeleton import Skeleton
 from ..properties.control_settings import AXIS_VECTORS, CLOSURE_SOLVERS, IK_KINDS, LOOK_AT_BONES
 from . import compat
-from .armature_io import evaluate_fcurves, needs_evaluation, rest_heads_tails, write_action
+from .action_write import write_action
+from .clip_read import needs_evaluation
+from .fcurve_eval import evaluate_fcurves
 from .file_import import FPS_PROPERTY, scene_fps
+from .skeleton_read import rest_heads_tails
 
 SIZES = {"rotation_quaternion": 4, "rotation_euler": 3, "rotation_axis_angle": 4, "location": 3, "scale": 3}
 _ROTATION_PROP = {"QUATERNION": "rotation_quaternion", "AXIS_ANGLE": "rotation_axis_angle"}

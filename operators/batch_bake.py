@@ -83,7 +83,7 @@ from ..batch_runner.batch_worker import (
 )
 from ..batch_runner.worker_process import openblas_threads, peak_memory_mb
 from ..bridge import compat
-from ..bridge.armature_io import write_action
+from ..bridge.action_write import write_action
 from ..bridge.file_import import load_file, scene_fps
 from ..bridge.played_pose import switch_to_pose_position
 from ..core.batch import plan as cb

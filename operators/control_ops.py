@@ -12,8 +12,8 @@ import bpy
 import numpy as np
 from bpy.props import BoolProperty, EnumProperty, IntProperty, StringProperty
 
-from ..bridge.armature_io import rest_heads_tails, skeleton_from_armature
 from ..bridge.control_bridge import bake_controls, frames_of, rig_forward
+from ..bridge.skeleton_read import rest_heads_tails, skeleton_from_armature
 from ..core.errors import MarionetteError
 from ..properties.control_settings import IK_KINDS, KIND_ITEMS, KIND_LABEL
 from ..viewport import control_overrides, live_preview

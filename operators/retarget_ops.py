@@ -13,7 +13,7 @@ from bpy.props import EnumProperty, StringProperty
 from bpy_extras.io_utils import ExportHelper, ImportHelper
 
 from ..bridge import played_pose
-from ..bridge.armature_io import linked_problem
+from ..bridge.action_write import linked_problem
 from ..core.errors import MarionetteError
 from ..core.mapping.bone_mapping import preset_names
 from ..properties.retarget_settings import clip_of, pair_key

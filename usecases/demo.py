@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..bridge.armature_io import write_action
+from ..bridge.action_write import write_action
 from ..core.retarget.geometric import RetargetOptions
 from .retarget import RetargetOutcome, retarget_action
 from .session import fresh_session, save_blend
@@ -17,7 +17,7 @@ def demo(output: str | Path, frames: int = 96) -> RetargetOutcome:
     import addon_utils
     import bpy
 
-    from ..bridge.armature_io import create_armature
+    from ..bridge.action_write import create_armature
     from ..core.rig.samples import sample_humanoid, sample_walk
 
     fresh_session()

@@ -36,7 +36,7 @@ from typing import Any
 import bpy
 import numpy as np
 
-from ..bridge.armature_io import create_armature
+from ..bridge.action_write import create_armature
 from ..core.controls.stack import FixedAxisControl, IKControl, InheritControl
 from ..core.errors import RigError
 from ..core.formats.pmx import PmxModel, read_pmx

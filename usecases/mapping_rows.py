@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..bridge.armature_io import rest_heads_tails, skeleton_from_armature
+from ..bridge.skeleton_read import rest_heads_tails, skeleton_from_armature
 from ..core.errors import MarionetteError
 from ..core.mapping.bone_mapping import BoneMapping, auto_map_skeleton, preset_mapping
 from ..properties.retarget_settings import fill_rows, mapping_from_rows

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ..bridge import compat
-from ..bridge.armature_io import clip_from_action
+from ..bridge.clip_read import clip_from_action
 from ..bridge.played_pose import driven_bones, played_placements, what_overrides
 from ..core.errors import MappingError
 from ..core.measure.figures import measure
@@ -25,7 +25,7 @@ def measure_files(source_path: str, retargeted_path: str, *, clip: str | None = 
     so the figures judge the result whoever produced it."""
     import bpy
 
-    from ..bridge.armature_io import action_fps
+    from ..bridge.clip_read import action_fps
     from ..bridge.file_import import load_file
 
     fresh_session()

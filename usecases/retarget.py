@@ -18,7 +18,8 @@ from typing import Any
 import numpy as np
 
 from ..bridge import compat
-from ..bridge.armature_io import clip_from_action, linked_problem, write_action
+from ..bridge.action_write import linked_problem, write_action
+from ..bridge.clip_read import clip_from_action
 from ..bridge.clip_source import FileClip, is_long_bvh_take, read_bvh_clip
 from ..bridge.file_import import load_file, scene_fps
 from ..bridge.played_pose import driven_bones, played_placements, switch_to_pose_position, what_overrides

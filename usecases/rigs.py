@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ..bridge.armature_io import rest_heads_tails, skeleton_from_armature
+from ..bridge.skeleton_read import rest_heads_tails, skeleton_from_armature
 from ..core.errors import MappingError, MarionetteError, RigError
 from ..core.mapping.bone_mapping import BoneMapping, check_humanoid_skeleton
 from ..core.retarget.geometric import RigInput

@@ -151,7 +151,7 @@ def test_a_long_take_onto_its_own_import_gets_the_importers_keys(blender, tmp_pa
     take is bound natively: its keys are those the importer wrote, joint for joint."""
     from tiny_bvh import bvh_text
 
-    from marionette.bridge.armature_io import clip_from_action
+    from marionette.bridge.clip_read import clip_from_action
     from marionette.bridge.clip_source import LONG_TAKE_FRAMES, read_bvh_clip
     from marionette.bridge.file_import import load_file
     from marionette.usecases import retarget

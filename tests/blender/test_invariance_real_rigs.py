@@ -12,7 +12,7 @@ pytestmark = pytest.mark.bpy
 
 
 def _sample_source(bpy):
-    from marionette.bridge.armature_io import create_armature, write_action
+    from marionette.bridge.action_write import create_armature, write_action
     from marionette.core.rig.samples import sample_humanoid, sample_walk
 
     sample = sample_humanoid()
@@ -29,7 +29,8 @@ def _metarig(bpy, name):
 
 
 def _played(target, outcome, frames):
-    from marionette.bridge.armature_io import clip_from_action, skeleton_from_armature
+    from marionette.bridge.clip_read import clip_from_action
+    from marionette.bridge.skeleton_read import skeleton_from_armature
 
     sk = skeleton_from_armature(target)
     clip = clip_from_action(target, outcome.action, frames=frames, fps=24.0)

@@ -39,7 +39,7 @@ def pair(blender):
 
 def test_method_column_drives_the_retarget_and_survives_auto_map(pair):
     bpy, source, target, action = pair
-    from marionette.bridge.armature_io import clip_from_action
+    from marionette.bridge.clip_read import clip_from_action
     from marionette.core.retarget.binding_cache import BindingCache
     from marionette.core.retarget.methods import retarget_with_methods
     from marionette.usecases.rigs import rig_input

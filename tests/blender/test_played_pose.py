@@ -46,7 +46,8 @@ def _rest_position_copy(bpy, tmp_path):
 
 def test_command_line_switches_a_rest_position_character_to_pose_position_and_it_plays(blender, tmp_path):
     bpy = blender
-    from marionette.bridge.armature_io import clip_from_action, evaluated_pose_matrices
+    from marionette.bridge.clip_read import clip_from_action
+    from marionette.bridge.evaluated_pose import evaluated_pose_matrices
     from marionette.bridge.file_import import load_file
     from marionette.core.retarget.geometric import bind
     from marionette.usecases.rigs import rig_input
@@ -103,7 +104,7 @@ def test_command_line_switches_a_rest_position_character_to_pose_position_and_it
 
 def test_bake_pack_switches_a_rest_position_character_and_its_clips_play(blender, tmp_path):
     bpy = blender
-    from marionette.bridge.armature_io import evaluated_pose_matrices
+    from marionette.bridge.evaluated_pose import evaluated_pose_matrices
 
     target = _rest_position_copy(bpy, tmp_path)
     pack = tmp_path / "pack"
@@ -189,7 +190,8 @@ def test_an_action_hidden_by_the_animation_settings_is_named_and_not_scored_zero
     bpy, source, action, target = vrm_pair
     import dataclasses
 
-    from marionette.bridge.armature_io import clip_from_action, write_action
+    from marionette.bridge.action_write import write_action
+    from marionette.bridge.clip_read import clip_from_action
 
     # The character holds a still pose of its own in an NLA track (as imported glTF clips come).
     walk = clip_from_action(target, _retarget(source, action, target)[0].action)
@@ -253,7 +255,7 @@ def test_keys_stand_for_the_played_pose_only_where_blender_plays_them(blender):
     Position from frame 24 on), the check sees it: every frame is evaluated, a warning says so and
     the figures show the statue."""
     bpy = blender
-    from marionette.bridge.armature_io import evaluated_pose_matrices
+    from marionette.bridge.evaluated_pose import evaluated_pose_matrices
     from marionette.bridge.played_pose import played_placements
     from marionette.core.retarget.geometric import RetargetOptions
     from marionette.usecases.retarget import retarget_action

@@ -65,7 +65,7 @@ def imported(addon, leg_file):
 
 def test_import_keeps_names_rest_and_stores_the_controls(imported):
     bpy, obj, rig = imported
-    from marionette.bridge.armature_io import skeleton_from_armature
+    from marionette.bridge.skeleton_read import skeleton_from_armature
 
     assert obj.type == "ARMATURE" and obj.name == "テストモデル" and obj.select_get()
     bones = obj.data.bones

@@ -59,7 +59,7 @@ def test_auto_map_fills_rows_with_confidence_and_reason(pair):
 
 def test_retarget_clip_bakes_a_new_action_that_plays_the_clip(pair):
     bpy, source, target, action = pair
-    from marionette.bridge.armature_io import evaluated_pose_matrices
+    from marionette.bridge.evaluated_pose import evaluated_pose_matrices
     from marionette.core.retarget.geometric import source_placements
 
     before = _curves_snapshot(action)
@@ -84,7 +84,7 @@ def test_retarget_clip_bakes_a_new_action_that_plays_the_clip(pair):
     # on Blender's own evaluation of the new action, not on the core's output).
     report = json.loads(s.last_report)
     assert report["mean_direction_error"] < 0.5
-    from marionette.bridge.armature_io import clip_from_action
+    from marionette.bridge.clip_read import clip_from_action
     from marionette.core.measure.figures import bone_direction_errors
     from marionette.core.retarget.geometric import bind
     from marionette.usecases.rigs import rig_input
@@ -101,7 +101,8 @@ def test_retarget_clip_bakes_a_new_action_that_plays_the_clip(pair):
 
 def test_plant_feet_off_carries_every_direction_and_on_stops_the_slide(pair):
     bpy, source, target, action = pair
-    from marionette.bridge.armature_io import clip_from_action, evaluated_pose_matrices
+    from marionette.bridge.clip_read import clip_from_action
+    from marionette.bridge.evaluated_pose import evaluated_pose_matrices
     from marionette.core.measure.figures import bone_direction_errors
     from marionette.core.retarget.geometric import bind, source_placements
     from marionette.usecases.rigs import rig_input
@@ -259,7 +260,7 @@ def test_hips_lowered_for_an_out_of_reach_stride_are_reported_as_blender_plays_t
     where a held spot is out of reach. The drop the report gives (and the summary prints) is the
     one measured on what Blender plays, along the up axis only; held spots are all reached."""
     bpy, source, target, action = pair
-    from marionette.bridge.armature_io import evaluated_pose_matrices
+    from marionette.bridge.evaluated_pose import evaluated_pose_matrices
     from marionette.core.retarget.geometric import RetargetOptions
     from marionette.usecases.retarget import retarget_action
     from marionette.usecases.summary import format_summary

@@ -51,7 +51,8 @@ def scene():
 
 def _played(bpy, source, action, target, name):
     """Retarget with the product's job; measure what Blender plays on the target."""
-    from marionette.bridge.armature_io import clip_from_action, evaluated_pose_matrices
+    from marionette.bridge.clip_read import clip_from_action
+    from marionette.bridge.evaluated_pose import evaluated_pose_matrices
     from marionette.core.measure.figures import measure, rotation_since_first_frame_by_group
     from marionette.core.retarget.geometric import source_placements
     from marionette.usecases.retarget import retarget_action
