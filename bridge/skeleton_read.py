@@ -14,7 +14,7 @@ Conventions (those of :mod:`core.rig.skeleton`, :mod:`core.rig.clip` and :mod:`c
 * A connected bone's location is ignored by Blender (its head sits on its parent's tail), so it
   reads as zero and is never written.
 * Time. An action's frame numbers count at its own rate, the ``marionette_fps`` custom property
-  written by :mod:`.file_import` and :func:`write_action` (else the scene's ``fps / fps_base``).
+  written by :mod:`.file_import` and :func:`.action_write.write_action` (else the scene's ``fps / fps_base``).
   A clip's ``times`` are seconds from its first sampled frame and ``first_frame`` is that frame's
   number, so ``clip.frame_numbers()`` gives back the action's frame numbers.
 

@@ -1,7 +1,7 @@
 """Import a PMX (MikuMikuDance) model's rig: an armature with the model's IK chains, inheritance
 ("append"/"grant") and fixed axes as controls of the object's stack.
 
-The file is read and converted in ``core`` (:mod:`..core.pmx`, :mod:`..core.pmx_rig`) before
+The file is read and converted in ``core`` (:mod:`..core.formats.pmx`, :mod:`..core.formats.pmx_rig`) before
 anything in Blender changes; a file that cannot be read or converted is refused with nothing
 created. No mesh is imported: this is the rig, for retargeting and controls.
 
@@ -12,9 +12,9 @@ properties ``mmd_name`` and ``mmd_name_english`` (``mmd_name`` is the whole name
 63-byte limit or a twin forced a shorter or suffixed bone name). The importer can use the English
 names instead where the model gives every bone a distinct one.
 
-Controls. They are stored as rows of ``object.marionette_controls`` (:mod:`.control_properties`),
+Controls. They are stored as rows of ``object.marionette_controls`` (:mod:`..properties.control_settings`),
 the per-object definitions the Controls panel, the live preview and Bake Controls build their
-stack from (:func:`.control_bridge.build_controls`): one CCD row per IK bone (the IK bone of this
+stack from (:func:`..bridge.control_bridge.build_controls`): one CCD row per IK bone (the IK bone of this
 armature is its target; its links' limits are the bones' IK limits, Use Bone IK Limits on), one
 Inheritance row per append bone and one Fixed Axis row per fixed-axis bone, in MMD's evaluation
 order as priorities. What a row cannot hold is reported, not stored silently wrong:

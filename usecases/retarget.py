@@ -190,7 +190,7 @@ def retarget_files(
 ) -> RetargetOutcome:
     """The command line's retarget: both files into a fresh scene, one clip retargeted, the target
     (with its meshes and the new Action) saved to ``output``. Nothing is written on failure.
-    A long BVH take is read without Blender (:mod:`.clip_source`), ``chunk_frames`` file frames at a time."""
+    A long BVH take is read without Blender (:mod:`..bridge.clip_source`), ``chunk_frames`` file frames at a time."""
     import bpy
 
     fresh_session()
