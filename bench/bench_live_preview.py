@@ -91,7 +91,7 @@ def _skin(bpy, arm, skeleton, bones, verts: int):
 
 def build(bpy, frames: int, mesh_verts: int):
     import marionette
-    from marionette.bridge.armature_io import create_armature, write_action
+    from marionette.bridge.action_write import create_armature, write_action
     from marionette.core.rig.clip import Clip
 
     bpy.ops.wm.read_factory_settings(use_empty=True)

@@ -1,5 +1,5 @@
 """The animated pose of an armature object: what the animation alone gives, never what the
-controls wrote before (SPEC 7.1). Conventions are those of :mod:`.armature_io`: skeleton space is
+controls wrote before (SPEC 7.1). Conventions are those of :mod:`.clip_read` and :mod:`.action_write`: skeleton space is
 the armature object's space, bones are in the skeleton's order (parents first), local rotations
 are w-first quaternions of ``pose_bone.matrix_basis``.
 
@@ -36,7 +36,8 @@ import numpy as np
 from ..core.rig.rotations import FloatArray
 from ..core.rig.skeleton import Skeleton
 from . import compat
-from .armature_io import evaluate_fcurves, needs_evaluation
+from .clip_read import needs_evaluation
+from .fcurve_eval import evaluate_fcurves
 from .pose_channels import SIZES, PoseIO, rotation_prop
 
 _BONE_PATH = re.compile(r'^pose\.bones\["((?:[^"\\]|\\.)*)"\]\.([A-Za-z_]+)$')

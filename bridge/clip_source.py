@@ -51,7 +51,7 @@ def is_long_bvh_take(path: str) -> bool:
 
 @dataclass(frozen=True)
 class FileClip:
-    """A clip file's rig (auto-mapped) and motion, for :func:`.jobs.retarget_action` in place of
+    """A clip file's rig (auto-mapped) and motion, for :func:`..usecases.retarget.retarget_action` in place of
     an armature and its Action."""
 
     name: str

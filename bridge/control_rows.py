@@ -23,8 +23,8 @@ from ..core.controls.stack import Control, ControlStack, IKControl, LookAtContro
 from ..core.errors import MarionetteError, RigError
 from ..core.rig.rotations import FloatArray
 from ..core.rig.skeleton import Skeleton
-from .armature_io import rest_heads_tails
 from .control_kinds import AXIS_VECTORS, CLOSURE_SOLVERS, IK_KINDS, LOOK_AT_BONES
+from .skeleton_read import rest_heads_tails
 
 
 def rest_skeleton(obj: bpy.types.Object) -> Skeleton:

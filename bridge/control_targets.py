@@ -28,8 +28,8 @@ from ..core.rig.rotations import (
     quat_from_matrix,
 )
 from . import compat
-from .armature_io import evaluate_fcurves
 from .control_rows import BuiltControls, TargetRef
+from .fcurve_eval import evaluate_fcurves
 
 _OBJECT_PATHS = {"location", "rotation_euler", "rotation_quaternion", "rotation_axis_angle", "scale", "delta_location", "delta_rotation_euler", "delta_rotation_quaternion", "delta_scale"}
 

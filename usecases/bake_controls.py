@@ -16,8 +16,8 @@ import bpy
 import numpy as np
 
 from ..bridge import compat
+from ..bridge.action_write import write_action
 from ..bridge.animated_pose import AnimatedPose, carry_other_curves, pose_problems
-from ..bridge.armature_io import write_action
 from ..bridge.control_evaluation import evaluate, report_summary
 from ..bridge.control_rows import BuiltControls, build_controls
 from ..bridge.control_targets import TargetReader
@@ -26,7 +26,7 @@ from ..core.errors import ClipError, RigError
 from ..core.rig.clip import Clip
 from ..core.rig.rotations import FloatArray
 from ..viewport import live_preview
-from .jobs import save_blend
+from .session import save_blend
 
 
 @dataclass

@@ -13,9 +13,9 @@ from typing import Any
 import bpy
 import numpy as np
 
-from ..bridge.armature_io import rest_heads_tails, skeleton_from_armature
 from ..bridge.control_kinds import IK_KINDS
 from ..bridge.control_rows import rig_forward
+from ..bridge.skeleton_read import rest_heads_tails, skeleton_from_armature
 from ..core.errors import MarionetteError
 from ..core.mapping.auto_map import auto_map_skeleton
 from ..properties import control_settings

@@ -65,7 +65,7 @@ def imported(addon, leg_file):
 
 def test_import_keeps_names_rest_and_stores_the_controls(imported):
     bpy, obj, rig = imported
-    from marionette.bridge.armature_io import skeleton_from_armature
+    from marionette.bridge.skeleton_read import skeleton_from_armature
 
     assert obj.type == "ARMATURE" and obj.name == "テストモデル" and obj.select_get()
     bones = obj.data.bones
@@ -268,7 +268,7 @@ def test_shared_file_imports(addon):
 def test_import_job_writes_a_blend_and_a_json_report(addon, leg_file, tmp_path):
     bpy = addon
     from marionette.core.errors import FileFormatError
-    from marionette.operators.pmx_import import import_pmx_file
+    from marionette.usecases.import_pmx import import_pmx_file
 
     out = tmp_path / "rig.blend"
     report = import_pmx_file(str(leg_file), str(out))
