@@ -28,7 +28,8 @@ from collections.abc import Callable
 import numpy as np
 
 from marionette.core.controls.chains import PoseBuffers
-from marionette.core.controls.ik import fabrik, two_bone_ik
+from marionette.core.controls.ik_fabrik import fabrik
+from marionette.core.controls.ik_two_bone import two_bone_ik
 from marionette.core.controls.look_at import look_at
 
 # The synthetic rigs of the control tests.

@@ -83,7 +83,7 @@ from ..batch_runner.batch_worker import (
 )
 from ..batch_runner.worker_process import openblas_threads, peak_memory_mb
 from ..bridge import compat
-from ..bridge.armature_io import write_action
+from ..bridge.action_write import write_action
 from ..bridge.file_import import load_file, scene_fps
 from ..bridge.played_pose import switch_to_pose_position
 from ..core.batch import plan as cb
@@ -771,7 +771,7 @@ class BatchBake:
             clip = cb.clip_from_message(msg, base)
             action = write_action(self.target, clip, base, frames=msg["frames"], fps=msg["fps"])
             if self.settings.options.root_motion == "OBJECT":
-                from ..usecases.jobs import write_object_travel
+                from ..usecases.retarget import write_object_travel
 
                 write_object_travel(self.target, action, msg["root_motion"], msg["frames"])
         except MarionetteError as exc:
@@ -899,7 +899,7 @@ class BatchBake:
         record = {**_file_records(), **self._records}
         scene[FILES_RECORD] = json.dumps(record)
         if path is not None and (self._volume == 0 or self._volume_clips > 0):
-            from ..usecases.jobs import save_blend
+            from ..usecases.session import save_blend
 
             save_blend(path)
             self._outputs.append(path)
@@ -1068,7 +1068,7 @@ def bake_settings(
 
     The method table is the one :func:`.jobs.retarget_action` uses: the given target mapping's
     ``methods`` (saved from the sidebar), overridden by ``methods``."""
-    from ..usecases.jobs import rig_input
+    from ..usecases.rigs import rig_input
 
     table = {**(mapping.methods if mapping is not None else {}), **(methods or {})}
     rig, tmap = rig_input(target, mapping)
@@ -1088,7 +1088,7 @@ def _pick_armature(candidates: Sequence[Any], name: str | None, label: str) -> A
         raise RigError(f"{label}: no armature called {name!r} (armatures: {listed})")
     if not arms:
         raise RigError(f"{label}: the file has no armature to bake onto")
-    from ..usecases.jobs import character_of
+    from ..usecases.rigs import character_of
 
     return character_of(arms)  # the armature a single retarget of this file would take
 
@@ -1112,7 +1112,7 @@ def _continued_volumes(output: str, resume: bool, earlier_start: float | None) -
 def _open_target(target_path: str, volume: str | None, armature: str | None) -> Any:
     """Open what the run writes into: the output volume it continues, else the target file.
     Returns the target armature."""
-    from ..usecases.jobs import fresh_session, refuse_in_interactive_session
+    from ..usecases.session import fresh_session, refuse_in_interactive_session
 
     refuse_in_interactive_session()
     if volume is not None:
@@ -1136,7 +1136,7 @@ def _open_target(target_path: str, volume: str | None, armature: str | None) -> 
 def _scan_volumes(volumes: Sequence[str], record: Mapping[str, Any]) -> EarlierOutput:
     """Open each volume in turn: the clips it holds, its files' clip ids, and the clips baked
     with other settings, which are removed from it (and it is saved again)."""
-    from ..usecases.jobs import save_blend
+    from ..usecases.session import save_blend
 
     found = EarlierOutput()
     for path in volumes:
@@ -1207,7 +1207,7 @@ def bake_pack(
     to ``report_path``. ``methods`` and ``match_rest`` choose the retarget method as for a single
     retarget (the table is checked before any file is read or written). ``start``: the pack
     planned and its workers started already (:func:`.batch_worker.start_pack`)."""
-    from ..core.retarget.methods import check_method_table
+    from ..core.mapping.method_names import check_method_table
 
     t0 = time.perf_counter()
     if start is None:
@@ -1341,8 +1341,7 @@ class MARIONETTE_OT_batch_bake(bpy.types.Operator, ImportHelper):
         return [self.directory or self.filepath]
 
     def execute(self, context: Any) -> set[str]:
-        from ..properties.retarget_settings import mappings_from_rows, methods_from_rows
-        from .retarget_ops import options_of
+        from ..properties.retarget_settings import mappings_from_rows, methods_from_rows, options_of
 
         target = _target_of(context)
         s = getattr(context.scene, "marionette", None)

@@ -9,7 +9,8 @@ from typing import Any
 import bpy
 
 from ..core.mapping.humanoid import MINIMUM_SLOTS
-from ..operators.retarget_ops import clip_of, measured_summary, summary_pending
+from ..properties.retarget_settings import clip_of
+from ..viewport.deferred_summary import measured_summary, summary_pending
 
 
 class MarionettePanel:

@@ -58,11 +58,13 @@ import numpy as np
 
 from ..errors import MarionetteError
 from ..formats.bvh import BvhData, read_bvh
-from ..mapping.bone_mapping import BoneMapping, auto_map_skeleton
+from ..mapping.auto_map import auto_map_skeleton
+from ..mapping.bone_mapping import BoneMapping
 from ..mapping.humanoid import SLOTS
+from ..mapping.method_names import GEOMETRIC, METHODS, check_method_table
 from ..retarget.binding_cache import BindingCache, native_binding
 from ..retarget.geometric import Binding, RetargetOptions, RigInput, retarget
-from ..retarget.methods import GEOMETRIC, METHODS, check_method_table, retarget_with_methods
+from ..retarget.methods import retarget_with_methods
 from ..rig.clip import Clip
 from ..rig.rotations import FloatArray
 from ..rig.skeleton import Skeleton

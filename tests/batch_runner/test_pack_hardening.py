@@ -190,7 +190,7 @@ _DRIVER = r"""
 import json, sys, time
 from marionette.core.batch.plan import BakeSettings, bvh_rest_tails
 from marionette.core.formats.bvh import read_bvh
-from marionette.core.mapping.bone_mapping import auto_map_skeleton
+from marionette.core.mapping.auto_map import auto_map_skeleton
 from marionette.core.retarget.geometric import RigInput
 from marionette.batch_runner.batch_worker import WorkerPool
 

@@ -13,7 +13,7 @@ import pytest
 
 from marionette.core.batch import plan as cb
 from marionette.core.formats.bvh import read_bvh
-from marionette.core.mapping.bone_mapping import auto_map_skeleton
+from marionette.core.mapping.auto_map import auto_map_skeleton
 from marionette.core.measure.figures import bone_direction_errors
 from marionette.core.retarget.geometric import RigInput, bind, retarget, source_placements
 from marionette.core.rig import rotations as R
