@@ -49,18 +49,12 @@ from multiprocessing.connection import Connection, answer_challenge, deliver_cha
 from pathlib import Path
 from typing import Any
 
-from ..core.batch import plan as cb
+from ..core.batch.baking import PackCache, bake_clip, bvh_file_events
+from ..core.batch.messages import Message
+from ..core.batch.output_files import existing_volumes, stray_volumes, write_part
 from ..core.batch.pack_limits import useful_jobs
-from ..core.batch.plan import (
-    BakeSettings,
-    Message,
-    PackCache,
-    PackPlan,
-    bake_clip,
-    bvh_file_events,
-    plan_pack,
-    write_part,
-)
+from ..core.batch.plan import PackPlan, plan_pack
+from ..core.batch.settings import BakeSettings
 from ..core.errors import MarionetteError
 from ..core.formats.bvh import BvhData, read_bvh
 from .worker_process import PARENT_ENVIRONMENT, die_with_parent, openblas_threads, peak_memory_mb
@@ -777,7 +771,7 @@ def start_pack(inputs: Sequence[str], output: str, *, jobs: int | None = None, r
     entries that cannot be read) before anything is written."""
     out = str(Path(output).resolve())
     parts = parts_directory(out)
-    own = [out, parts, out + ".partial.blend", *cb.existing_volumes(out), *cb.stray_volumes(out, 0)]
+    own = [out, parts, out + ".partial.blend", *existing_volumes(out), *stray_volumes(out, 0)]
     plan = plan_pack(inputs, exclude=own)
     if not plan.files:
         said = "; ".join(f"{p}: {why}" for p, why in plan.refused[:3])

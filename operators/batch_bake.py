@@ -86,9 +86,39 @@ from ..bridge import compat
 from ..bridge.armature_io import write_action
 from ..bridge.file_import import load_file, scene_fps
 from ..bridge.played_pose import switch_to_pose_position
-from ..core.batch import plan as cb
+from ..core.batch.messages import Message, clip_from_message, drop_arrays, message_bytes
+from ..core.batch.output_files import (
+    CLIP_PROPERTY,
+    SETTINGS_PROPERTY,
+    SOURCE_PROPERTY,
+    existing_volumes,
+    part_file_name,
+    read_part,
+    read_parts,
+    stray_volumes,
+    volume_path,
+)
 from ..core.batch.pack_limits import why_unreadable
-from ..core.batch.plan import BakeSettings, BatchReport, ClipOutcome, Message, PackPlan, mapping_key, plan_pack
+from ..core.batch.plan import (
+    PackPlan,
+    action_base_name,
+    bvh_clip_id,
+    clip_key,
+    final_action_names,
+    plan_pack,
+    split_point,
+)
+from ..core.batch.report import BatchReport, ClipOutcome, FileOutcome
+from ..core.batch.settings import BakeSettings, mapping_key, record_difference
+from ..core.batch.status import (
+    CLIP_ALREADY,
+    CLIP_BAKED,
+    CLIP_CANCELLED,
+    CLIP_FAILED,
+    CLIP_LOST,
+    CLIP_RECOVERED,
+    FILE_BAKED,
+)
 from ..core.errors import MarionetteError, RigError
 from ..core.mapping.bone_mapping import BoneMapping
 from ..core.retarget.geometric import RetargetOptions
@@ -243,9 +273,9 @@ def _batch_actions() -> list[tuple[Any, str, str, Any]]:
     the open file."""
     out = []
     for a in bpy.data.actions:
-        src, clip = a.get(cb.SOURCE_PROPERTY), a.get(cb.CLIP_PROPERTY)
+        src, clip = a.get(SOURCE_PROPERTY), a.get(CLIP_PROPERTY)
         if isinstance(src, str) and isinstance(clip, str):
-            out.append((a, src, clip, a.get(cb.SETTINGS_PROPERTY)))
+            out.append((a, src, clip, a.get(SETTINGS_PROPERTY)))
     return out
 
 
@@ -303,7 +333,7 @@ class BatchBake:
         parts_dir: str | None = None,
         log_dir: str | None = None,
         resume: bool = False,
-        on_file: Callable[[cb.FileOutcome, int, int], None] | None = None,
+        on_file: Callable[[FileOutcome, int, int], None] | None = None,
         pool: WorkerPool | None = None,
         output: str | None = None,
         volume: int = 0,
@@ -376,7 +406,7 @@ class BatchBake:
 
     @property
     def clips_baked(self) -> int:
-        return sum(1 for f in self.report.files for c in f.clips if c.status in (cb.CLIP_BAKED, cb.CLIP_RECOVERED))
+        return sum(1 for f in self.report.files for c in f.clips if c.status in (CLIP_BAKED, CLIP_RECOVERED))
 
     @property
     def actions_held_max(self) -> int:
@@ -388,7 +418,7 @@ class BatchBake:
         return self._started and not self._closed and (bool(self._pending) or self._busy())
 
     def progress_text(self) -> str:
-        failed = sum(1 for f in self.report.files[: self._cursor] if f.status != cb.FILE_BAKED)
+        failed = sum(1 for f in self.report.files[: self._cursor] if f.status != FILE_BAKED)
         return f"{self.files_done}/{self.total_files} files, {self.clips_baked} clips baked" + (f", {failed} failed" if failed else "")
 
     def _busy(self) -> bool:
@@ -408,22 +438,22 @@ class BatchBake:
         t0 = time.perf_counter()
         self._blas.limit()
         ad_action, ad_slot = compat.current_action(self.target)
-        if ad_action is not None and ad_action.get(cb.SOURCE_PROPERTY) is not None:
+        if ad_action is not None and ad_action.get(SOURCE_PROPERTY) is not None:
             ad_action, ad_slot = None, None  # a continued output's clip, not the target's own Action
         fake = bool(ad_action.use_fake_user) if ad_action else False
         self._state = _State(ad_action, ad_slot, fake, pose=_get_pose(self.target))
         if self.parts_dir:
             os.makedirs(self.parts_dir, exist_ok=True)
             self._journal = open(os.path.join(self.parts_dir, "journal.jsonl"), "a", encoding="utf-8")  # noqa: SIM115
-        here = os.path.basename(cb.volume_path(self.output, self._volume)) if self.output else ""
+        here = os.path.basename(volume_path(self.output, self._volume)) if self.output else ""
         baked: dict[str, dict[str, tuple[str, str]]] = {p: dict(c) for p, c in self._earlier.baked.items()} if self.resume else {}
         known: dict[str, list[str]] = dict(self._earlier.known) if self.resume else {}
         if self.resume:
             known.update(_file_records())
             for action, src, clip, record in _batch_actions():
-                why = cb.record_difference(record, self._record)
+                why = record_difference(record, self._record)
                 if why is not None:
-                    self._stale[cb.clip_key(src, clip)] = why
+                    self._stale[clip_key(src, clip)] = why
                     bpy.data.actions.remove(action)
                     continue
                 baked.setdefault(src, {})[clip] = (action.name, here)
@@ -434,29 +464,29 @@ class BatchBake:
         self._state.taken = {a.name for a in bpy.data.actions}
         # Clips an interrupted run computed but did not get into the output.
         if self.resume and self.parts_dir:
-            for msg in cb.read_parts(self.parts_dir):
+            for msg in read_parts(self.parts_dir):
                 i = paths.get(msg["path"])
                 if i is None or msg["clip"] in baked.get(msg["path"], {}):
                     continue
-                why = cb.record_difference(msg.get("settings"), self._record)
+                why = record_difference(msg.get("settings"), self._record)
                 if why is not None:
-                    self._stale.setdefault(cb.clip_key(msg["path"], msg["clip"]), why)
+                    self._stale.setdefault(clip_key(msg["path"], msg["clip"]), why)
                     continue
                 if msg.get("file_clips"):
                     known.setdefault(msg["path"], list(msg["file_clips"]))
-                self._write_clip(i, msg, cb.CLIP_RECOVERED)
+                self._write_clip(i, msg, CLIP_RECOVERED)
                 baked.setdefault(msg["path"], {})[msg["clip"]] = ("", "")
         ahead = {p: wid for wid, ps in (self._pool.read_ahead.items() if self._pool is not None else ()) for p in ps}
         for i, f in enumerate(self.report.files):
             if f.finished:  # refused before anything started
                 continue
             pf = self.plan.files[i]
-            ids = [cb.bvh_clip_id(pf.path)] if pf.is_bvh else known.get(pf.path)
+            ids = [bvh_clip_id(pf.path)] if pf.is_bvh else known.get(pf.path)
             done = baked.get(pf.path, {})
             for clip_id in sorted(done):
                 if f.clip(clip_id) is None:
                     name, where = done[clip_id]
-                    f.clips.append(ClipOutcome(clip_id, cb.CLIP_ALREADY, action=name, output=where or None))
+                    f.clips.append(ClipOutcome(clip_id, CLIP_ALREADY, action=name, output=where or None))
             if ids is not None and done and set(ids) <= done.keys():
                 f.clip_ids = list(ids)
                 f.finished = True
@@ -464,7 +494,7 @@ class BatchBake:
             prefer = ahead.get(pf.path)
             if prefer is not None:
                 self._prefer_left[prefer] = self._prefer_left.get(prefer, 0) + 1
-            skip = [c.clip for c in f.clips if c.status in (cb.CLIP_ALREADY, cb.CLIP_RECOVERED)]
+            skip = [c.clip for c in f.clips if c.status in (CLIP_ALREADY, CLIP_RECOVERED)]
             self._pending.append(_Job(i, skip, prefer=prefer, ask=self.jobs > 1 and not pf.is_bvh))
             self._open_jobs[i] = 1
         self._flush()
@@ -658,7 +688,7 @@ class BatchBake:
         elif op == "clip_failed":
             if job is not None:
                 job.arrived.add(str(msg["clip"]))
-            f.clips.append(ClipOutcome(msg["clip"], cb.CLIP_FAILED, reason=msg["reason"]))
+            f.clips.append(ClipOutcome(msg["clip"], CLIP_FAILED, reason=msg["reason"]))
         if op in ("clip", "clip_failed") and w is not None and job is not None and job.ask and job.clips is None:
             self._answer(w, job, msg)
         elif op == "file_failed":
@@ -694,7 +724,7 @@ class BatchBake:
             costs = [per_frame * frames.get(c, int(first["source_frames"])) for c in rest]
             helper = min(others, key=lambda o: len(o.jobs))
             second_start = self._import_seconds.get(job.file, 0.0) + (0.0 if helper.blender else _BLENDER_START)
-            k = cb.split_point(costs, second_start)
+            k = split_point(costs, second_start)
             if k is not None:
                 take = rest[:k]
                 self._pending.appendleft(_Job(job.file, list(job.skip), clips=rest[k:], avoid=w.wid))
@@ -709,13 +739,13 @@ class BatchBake:
         """Keep a baked clip until its file's turn to be written; past the budget for waiting
         clips, keep only its part on disk."""
         self._waiting.setdefault(i, []).append(msg)
-        self._waiting_bytes += cb.message_bytes(msg)
+        self._waiting_bytes += message_bytes(msg)
         if self._waiting_bytes > self._waiting_limit and self.parts_dir:
             for j in sorted(self._waiting, reverse=True):  # the latest turns first
                 for m in self._waiting[j]:
                     if "rotations" in m:
-                        self._waiting_bytes -= cb.message_bytes(m)
-                        cb.drop_arrays(m)
+                        self._waiting_bytes -= message_bytes(m)
+                        drop_arrays(m)
                         self.report.count("clips_reloaded")
                 if self._waiting_bytes <= self._waiting_limit / 2:
                     break
@@ -737,14 +767,14 @@ class BatchBake:
             for msg in sorted(self._waiting.pop(i, []), key=lambda m: rank.get(m["clip"], len(ids))):
                 if "rotations" not in msg:
                     assert self.parts_dir is not None
-                    back = cb.read_part(os.path.join(self.parts_dir, cb.part_file_name(cb.clip_key(f.path, msg["clip"]))))
+                    back = read_part(os.path.join(self.parts_dir, part_file_name(clip_key(f.path, msg["clip"]))))
                     if back is None:
-                        f.clips.append(ClipOutcome(msg["clip"], cb.CLIP_LOST, reason="its part could not be read back"))
+                        f.clips.append(ClipOutcome(msg["clip"], CLIP_LOST, reason="its part could not be read back"))
                         continue
                     msg = {**back, **{k: v for k, v in msg.items() if k not in back}}
                 else:
-                    self._waiting_bytes -= cb.message_bytes(msg)
-                self._write_clip(i, msg, cb.CLIP_BAKED)
+                    self._waiting_bytes -= message_bytes(msg)
+                self._write_clip(i, msg, CLIP_BAKED)
             f.clips.sort(key=lambda c: rank.get(c.clip, len(ids)))
             if f.clip_ids is not None:
                 self._records[f.path] = list(f.clip_ids)
@@ -755,8 +785,8 @@ class BatchBake:
         f = self.report.files[i]
         pf = self.plan.files[i]
         clip_id = str(msg["clip"])
-        key = cb.clip_key(pf.path, clip_id)
-        base = cb.action_base_name(pf, clip_id)
+        key = clip_key(pf.path, clip_id)
+        base = action_base_name(pf, clip_id)
         t0 = time.perf_counter()
         # write_action leaves out curves that would not change the pose it finds (a location of
         # zero where the pose has zero). Whatever pose the open file happens to show (an importer's
@@ -768,19 +798,19 @@ class BatchBake:
         if switched:
             self._pose_note = switched
         try:
-            clip = cb.clip_from_message(msg, base)
+            clip = clip_from_message(msg, base)
             action = write_action(self.target, clip, base, frames=msg["frames"], fps=msg["fps"])
             if self.settings.options.root_motion == "OBJECT":
                 from ..usecases.jobs import write_object_travel
 
                 write_object_travel(self.target, action, msg["root_motion"], msg["frames"])
         except MarionetteError as exc:
-            f.clips.append(ClipOutcome(clip_id, cb.CLIP_FAILED, reason=f"writing the Action failed: {exc}"))
+            f.clips.append(ClipOutcome(clip_id, CLIP_FAILED, reason=f"writing the Action failed: {exc}"))
             return
         action.use_fake_user = True  # an Action no object plays is kept only with a fake user
-        action[cb.SOURCE_PROPERTY] = pf.path
-        action[cb.CLIP_PROPERTY] = clip_id
-        action[cb.SETTINGS_PROPERTY] = str(msg.get("settings") or self._record_text)
+        action[SOURCE_PROPERTY] = pf.path
+        action[CLIP_PROPERTY] = clip_id
+        action[SETTINGS_PROPERTY] = str(msg.get("settings") or self._record_text)
         self.report.add_time("write", time.perf_counter() - t0)
         ids = msg.get("file_clips") or [clip_id]
         self._clips[key] = _Clip(key, base, action, (i, ids.index(clip_id) if clip_id in ids else len(ids)))
@@ -821,7 +851,7 @@ class BatchBake:
         ids = job.clips
         if ids is None:
             # A BVH holds one clip named after the file, known before the file is read.
-            known = f.clip_ids if f.clip_ids is not None else ([cb.bvh_clip_id(pf.path)] if pf.is_bvh else None)
+            known = f.clip_ids if f.clip_ids is not None else ([bvh_clip_id(pf.path)] if pf.is_bvh else None)
             ids = None if known is None else [c for c in known if c not in set(job.skip)]
         return None if ids is None else [c for c in ids if c not in job.arrived]
 
@@ -854,16 +884,16 @@ class BatchBake:
             why = f"timed out after {self.timeout:g} s (no answer from the worker while {doing}; it was stopped)"
             f.reason = f.reason or why
             for c in rest or []:
-                f.clips.append(ClipOutcome(c, cb.CLIP_FAILED, reason=why))
+                f.clips.append(ClipOutcome(c, CLIP_FAILED, reason=why))
         else:
             f.lost = True
             if rest is None:
                 f.reason = f"lost while the file was being read (its clips are not known yet): {how}"
             else:
                 f.reason = f"lost clip {rest[0]!r} while it was being baked: {how}"
-                f.clips.append(ClipOutcome(rest[0], cb.CLIP_LOST, reason=f"in progress when {how}"))
+                f.clips.append(ClipOutcome(rest[0], CLIP_LOST, reason=f"in progress when {how}"))
                 for c in rest[1:]:
-                    f.clips.append(ClipOutcome(c, cb.CLIP_LOST, reason="not reached: the worker baking it was lost"))
+                    f.clips.append(ClipOutcome(c, CLIP_LOST, reason="not reached: the worker baking it was lost"))
         self._log(event="timeout" if timed_out else "lost", file=f.path, worker=w.wid, pid=w.pid)
         self._job_ended(job.file)
 
@@ -874,12 +904,12 @@ class BatchBake:
         them (or its own Action), record what the file holds and, with an output, save it; unless
         ``final``, free those Actions and go on with the next volume."""
         t0 = time.perf_counter()
-        path = cb.volume_path(self.output, self._volume) if self.output else None
+        path = volume_path(self.output, self._volume) if self.output else None
         clips = dict(self._clips)
-        names = cb.final_action_names({k: c.base for k, c in clips.items()}, self._state.taken, id_name_limit())
+        names = final_action_names({k: c.base for k, c in clips.items()}, self._state.taken, id_name_limit())
         # Two passes so that a name freed by one rename is never taken by Blender's ".001" rule.
         for k, c in clips.items():
-            c.action.name = f"marionette_batch_tmp_{cb.part_file_name(k)}"
+            c.action.name = f"marionette_batch_tmp_{part_file_name(k)}"
         for k, c in clips.items():
             c.action.name = names[k]
             self._outcomes[k].action = c.action.name
@@ -914,7 +944,7 @@ class BatchBake:
             if self.parts_dir:
                 for k in clips:  # in the saved file now
                     try:
-                        os.remove(os.path.join(self.parts_dir, cb.part_file_name(k)))
+                        os.remove(os.path.join(self.parts_dir, part_file_name(k)))
                     except OSError:
                         pass
             self._log(event="volume", path=path, clips=len(clips))
@@ -951,7 +981,7 @@ class BatchBake:
                         f.cancelled = True
                         f.reason = f"cancelled while being baked ({reason})"
                         for c in rest or []:
-                            f.clips.append(ClipOutcome(c, cb.CLIP_CANCELLED, reason=reason))
+                            f.clips.append(ClipOutcome(c, CLIP_CANCELLED, reason=reason))
                     w.jobs.clear()
                     self._open_jobs[job.file] -= 1
         while self._pending:
@@ -961,7 +991,7 @@ class BatchBake:
             if f.reason is None:
                 f.reason = f"not started ({reason})"
             for c in job.clips or []:
-                f.clips.append(ClipOutcome(c, cb.CLIP_CANCELLED, reason=reason))
+                f.clips.append(ClipOutcome(c, CLIP_CANCELLED, reason=reason))
             self._open_jobs[job.file] -= 1
         for i, n in self._open_jobs.items():
             if n <= 0:
@@ -1022,7 +1052,7 @@ class BatchBake:
             "match_rest": self.settings.match_rest,
         }
         if self.output is not None:
-            self.report.info["outputs"] = [cb.volume_path(self.output, k) for k in range(self._volumes_total)]
+            self.report.info["outputs"] = [volume_path(self.output, k) for k in range(self._volumes_total)]
             self.report.info["volume_budget"] = {
                 "max_clips_per_file": self._max_clips,
                 "max_file_mb": None if self._max_bytes is None else round(self._max_bytes / 2**20, 1),
@@ -1098,7 +1128,7 @@ def _continued_volumes(output: str, resume: bool, earlier_start: float | None) -
     interrupted run started afresh, only those it saved (not older than its start)."""
     if not resume:
         return []
-    volumes = cb.existing_volumes(output)
+    volumes = existing_volumes(output)
     if earlier_start is None:
         return volumes
     kept = []
@@ -1144,11 +1174,11 @@ def _scan_volumes(volumes: Sequence[str], record: Mapping[str, Any]) -> EarlierO
         found.known.update(_file_records())
         removed = 0
         for action, src, clip, text in _batch_actions():
-            why = cb.record_difference(text, record)
+            why = record_difference(text, record)
             if why is None:
                 found.baked.setdefault(src, {})[clip] = (action.name, os.path.basename(path))
                 continue
-            found.stale[cb.clip_key(src, clip)] = why
+            found.stale[clip_key(src, clip)] = why
             for obj in bpy.data.objects:
                 if obj.animation_data is not None and obj.animation_data.action == action:
                     obj.animation_data.action = None
@@ -1236,12 +1266,12 @@ def bake_pack(
         raise
     opened = time.perf_counter() - t0
 
-    def on_file(f: cb.FileOutcome, done: int, total: int) -> None:
+    def on_file(f: FileOutcome, done: int, total: int) -> None:
         if progress is None:
             return
-        good = sum(1 for c in f.clips if c.status in (cb.CLIP_BAKED, cb.CLIP_ALREADY, cb.CLIP_RECOVERED))
+        good = sum(1 for c in f.clips if c.status in (CLIP_BAKED, CLIP_ALREADY, CLIP_RECOVERED))
         why = f.summary_reason()
-        progress(f"[{done:>{len(str(total))}}/{total}] {f.status:9s} {f.label} ({good} clip{'s' if good != 1 else ''})" + (f": {why}" if why and f.status != cb.FILE_BAKED else ""))
+        progress(f"[{done:>{len(str(total))}}/{total}] {f.status:9s} {f.label} ({good} clip{'s' if good != 1 else ''})" + (f": {why}" if why and f.status != FILE_BAKED else ""))
 
     runner = BatchBake(
         target,
@@ -1272,7 +1302,7 @@ def bake_pack(
     # Everything is in the saved output now; the parts only mattered until it existed. Volumes
     # numbered past this output's are an earlier, larger run's.
     shutil.rmtree(start.parts, ignore_errors=True)
-    for stray in cb.stray_volumes(out, len(report.info.get("outputs", [])) or 1):
+    for stray in stray_volumes(out, len(report.info.get("outputs", [])) or 1):
         os.remove(stray)
     if report_path:
         write_report(report, report_path)

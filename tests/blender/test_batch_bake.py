@@ -230,7 +230,7 @@ def test_bvh_read_without_blender_agrees_with_blenders_importer(blender, baked_p
     from marionette.bridge import armature_io as aio
     from marionette.bridge import compat
     from marionette.bridge.file_import import load_file
-    from marionette.core.batch.plan import bvh_rest_tails
+    from marionette.core.batch.baking import bvh_rest_tails
     from marionette.core.formats.bvh import detect_up_axis, read_bvh
     from marionette.core.mapping.bone_mapping import auto_map_skeleton
     from marionette.usecases import jobs
@@ -577,7 +577,7 @@ def test_operator_bakes_a_folder_and_saves_its_report(scene_with_target, tmp_pat
 
 def test_operator_takes_the_sidebars_method_column_and_match_rest(scene_with_target, tmp_path) -> None:
     from marionette.bridge.armature_io import clip_from_action
-    from marionette.core.batch.plan import bvh_rest_tails
+    from marionette.core.batch.baking import bvh_rest_tails
     from marionette.core.formats.bvh import read_bvh
     from marionette.core.mapping.bone_mapping import auto_map_skeleton
     from marionette.core.retarget.binding_cache import BindingCache

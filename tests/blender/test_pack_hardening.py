@@ -185,7 +185,8 @@ def test_a_file_that_hangs_its_reader_is_stopped_by_the_timeout_with_one_worker(
 
 _DRIVER = r"""
 import json, sys, time
-from marionette.core.batch.plan import BakeSettings, bvh_rest_tails
+from marionette.core.batch.baking import bvh_rest_tails
+from marionette.core.batch.settings import BakeSettings
 from marionette.core.formats.bvh import read_bvh
 from marionette.core.mapping.bone_mapping import auto_map_skeleton
 from marionette.core.retarget.geometric import RigInput
