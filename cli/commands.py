@@ -260,7 +260,7 @@ def _bake_pack_arguments(p: argparse.ArgumentParser) -> None:
     _bake_pack_arguments,
 )
 def bake_pack(args: argparse.Namespace) -> int:
-    from ..batch_runner.batch_worker import start_pack
+    from ..batch_runner.pack_start import start_pack
     from ..core.retarget.geometric import RetargetOptions
     from ..core.retarget.methods import parse_method_table
 

@@ -72,15 +72,8 @@ import bpy
 from bpy.props import CollectionProperty, FloatProperty, IntProperty, StringProperty
 from bpy_extras.io_utils import ImportHelper
 
-from ..batch_runner.batch_worker import (
-    PackStart,
-    Worker,
-    WorkerPool,
-    default_jobs,
-    pack_jobs,
-    parts_directory,
-    start_pack,
-)
+from ..batch_runner.pack_start import PackStart, pack_jobs, parts_directory, start_pack
+from ..batch_runner.worker_pool import Worker, WorkerPool, default_jobs
 from ..batch_runner.worker_process import openblas_threads, peak_memory_mb
 from ..bridge import compat
 from ..bridge.armature_io import write_action
@@ -1236,7 +1229,7 @@ def bake_pack(
     ``output`` (in volumes past the budget; see the module docstring). The report is also written
     to ``report_path``. ``methods`` and ``match_rest`` choose the retarget method as for a single
     retarget (the table is checked before any file is read or written). ``start``: the pack
-    planned and its workers started already (:func:`.batch_worker.start_pack`)."""
+    planned and its workers started already (:func:`.pack_start.start_pack`)."""
     from ..core.retarget.methods import check_method_table
 
     t0 = time.perf_counter()

@@ -190,7 +190,7 @@ from marionette.core.batch.settings import BakeSettings
 from marionette.core.formats.bvh import read_bvh
 from marionette.core.mapping.bone_mapping import auto_map_skeleton
 from marionette.core.retarget.geometric import RigInput
-from marionette.batch_runner.batch_worker import WorkerPool
+from marionette.batch_runner.worker_pool import WorkerPool
 
 bvh, fifo, logs = sys.argv[1:4]
 data = read_bvh(bvh)
