@@ -295,7 +295,7 @@ def bake_pack(args: argparse.Namespace) -> int:
         start = start_pack(args.pack, args.output, jobs=args.jobs, resume=args.resume)
         if start.jobs_note:
             print(f"marionette: {start.jobs_note}", file=terminal, flush=True)
-        from ..operators.batch_bake import bake_pack as run_bake_pack
+        from ..usecases.bake_pack import bake_pack as run_bake_pack
 
         report = run_bake_pack(
             args.pack,

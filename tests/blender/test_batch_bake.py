@@ -378,7 +378,7 @@ def test_a_bad_method_is_refused_before_anything_is_read_or_written(tmp_path, me
 def test_bake_settings_take_the_target_mappings_methods_and_let_explicit_ones_win(blender) -> None:
     from marionette.bridge.file_import import load_file
     from marionette.core.retarget.geometric import RetargetOptions
-    from marionette.operators.batch_bake import bake_settings
+    from marionette.usecases.bake_pack import bake_settings
     from marionette.usecases.jobs import rig_input
 
     target = load_file(shared_file(TARGET)).armatures[0]
@@ -635,9 +635,10 @@ def _copies(tmp_path, source: str, count: int, stem: str = "clip") -> Path:
 
 def _runner(target, pack: Path, jobs: int):
     """The operator's runner for ``pack`` onto ``target`` with default settings, started."""
+    from marionette.batch_runner.runner import BatchBake
     from marionette.core.batch.plan import plan_pack
     from marionette.core.retarget.geometric import RetargetOptions
-    from marionette.operators.batch_bake import BatchBake, bake_settings
+    from marionette.usecases.bake_pack import bake_settings
 
     runner = BatchBake(target, bake_settings(target, None, RetargetOptions()), plan_pack([pack]), jobs=jobs)
     runner.start()
@@ -920,9 +921,11 @@ def test_resume_continues_every_volume_and_rebakes_only_changed_clips(blender, v
 def test_the_modal_path_bakes_on_timer_ticks_and_esc_keeps_what_is_baked(scene_with_target, tmp_path) -> None:
     """The operator's event handling (ModalDriver) driven with the events Blender sends it: timer
     ticks write what arrived within the tick's budget, other events pass through, Esc cancels."""
+    from marionette.batch_runner.driving import ModalDriver
+    from marionette.batch_runner.runner import BatchBake
     from marionette.core.batch.plan import plan_pack
     from marionette.core.retarget.geometric import RetargetOptions
-    from marionette.operators.batch_bake import BatchBake, ModalDriver, bake_settings
+    from marionette.usecases.bake_pack import bake_settings
 
     bpy, target = scene_with_target
     pack = tmp_path / "pack"
@@ -955,7 +958,7 @@ def test_the_modal_path_bakes_on_timer_ticks_and_esc_keeps_what_is_baked(scene_w
 
 
 def test_the_modal_path_runs_to_the_end_on_timer_ticks(scene_with_target, tmp_path) -> None:
-    from marionette.operators.batch_bake import ModalDriver
+    from marionette.batch_runner.driving import ModalDriver
 
     bpy, target = scene_with_target
     runner = _runner(target, _copies(tmp_path, CMU, 3), jobs=2)
@@ -974,9 +977,10 @@ def test_the_modal_path_runs_to_the_end_on_timer_ticks(scene_with_target, tmp_pa
 def test_clips_waiting_for_their_turn_past_the_limit_are_read_back_from_their_parts(scene_with_target, tmp_path) -> None:
     """With no room for waiting clips, every clip is dropped from memory on arrival and written
     from its part: the same Actions, key for key, as when they wait in memory."""
+    from marionette.batch_runner.runner import BatchBake
     from marionette.core.batch.plan import plan_pack
     from marionette.core.retarget.geometric import RetargetOptions
-    from marionette.operators.batch_bake import BatchBake, bake_settings
+    from marionette.usecases.bake_pack import bake_settings
 
     bpy, target = scene_with_target
     pack = tmp_path / "pack"

@@ -157,10 +157,11 @@ def test_a_file_that_hangs_its_reader_is_stopped_by_the_timeout_with_one_worker(
     """A file that turned into a named pipe after the pack was planned (the one case the planning
     cannot see): with ``jobs=1`` the read hangs in the worker, ``--timeout`` stops it, and the
     next file bakes in a new worker."""
+    from marionette.batch_runner.runner import BatchBake
     from marionette.bridge.file_import import load_file
     from marionette.core.batch.plan import PackFile, PackPlan
     from marionette.core.retarget.geometric import RetargetOptions
-    from marionette.operators.batch_bake import BatchBake, bake_settings
+    from marionette.usecases.bake_pack import bake_settings
 
     pack = _pack(tmp_path, 1)
     fifo = pack / "late.bvh"
