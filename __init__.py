@@ -23,8 +23,9 @@ def register() -> None:
     global _cli_handle
     import bpy
 
-    from . import operators, panels
+    from . import operators, panels, properties
 
+    properties.register()
     operators.register()
     panels.register()
     if hasattr(bpy.utils, "register_cli_command"):
@@ -35,10 +36,11 @@ def unregister() -> None:
     global _cli_handle
     import bpy
 
-    from . import operators, panels
+    from . import operators, panels, properties
 
     if _cli_handle is not None:
         bpy.utils.unregister_cli_command(_cli_handle)
         _cli_handle = None
     panels.unregister()
     operators.unregister()
+    properties.unregister()

@@ -67,8 +67,9 @@ def _blender_file_events(path: str, cache: PackCache, skip: Iterable[str], only:
     file's clips costs before it splits the file)."""
     import bpy
 
-    from ..bridge.armature_io import clip_from_action, rest_heads_tails, skeleton_from_armature
+    from ..bridge.clip_read import clip_from_action
     from ..bridge.file_import import load_file
+    from ..bridge.skeleton_read import rest_heads_tails, skeleton_from_armature
 
     bpy.ops.wm.read_factory_settings(use_empty=True)
     t0 = time.perf_counter()

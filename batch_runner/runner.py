@@ -4,7 +4,7 @@ How the work is split, and why:
 
 * This process holds the target in Blender and is the only one that writes to it: Blender data
   can only be changed from its main thread. It writes the baked clips file by file in pack order
-  (:func:`.bridge.armature_io.write_action`, bulk ``foreach_set``), whatever order they arrive in, so
+  (:func:`.bridge.action_write.write_action`, bulk ``foreach_set``), whatever order they arrive in, so
   the output does not depend on which worker finished first.
 * Reading and retargeting, which do not need this Blender, run in *worker processes*
   (``--jobs``, one per core by default; :mod:`.batch_worker`), each started once and fed job

@@ -1,5 +1,5 @@
 """The runner's writing side: baked clips wait for their file's turn, then are written into the
-open file in pack order (:func:`.bridge.armature_io.write_action`), and the output file being
+open file in pack order (:func:`.bridge.action_write.write_action`), and the output file being
 filled is named, recorded and saved as a volume when it passes its budget. A mixin of
 :class:`.runner.BatchBake`, which holds the state it uses."""
 
@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import bpy
 
 from ..bridge import compat
-from ..bridge.armature_io import write_action
+from ..bridge.action_write import write_action
 from ..bridge.played_pose import switch_to_pose_position
 from ..core.batch.messages import Message, clip_from_message, drop_arrays, message_bytes
 from ..core.batch.output_files import (
@@ -206,7 +206,7 @@ class OutputWriting:
             clip = clip_from_message(msg, base)
             action = write_action(self.target, clip, base, frames=msg["frames"], fps=msg["fps"])
             if self.settings.options.root_motion == "OBJECT":
-                from ..usecases.jobs import write_object_travel
+                from ..usecases.retarget import write_object_travel
 
                 write_object_travel(self.target, action, msg["root_motion"], msg["frames"])
         except MarionetteError as exc:
@@ -281,7 +281,7 @@ class OutputWriting:
         record = {**file_records(), **self._records}
         scene[FILES_RECORD] = json.dumps(record)
         if path is not None and (self._volume == 0 or self._volume_clips > 0):
-            from ..usecases.jobs import save_blend
+            from ..usecases.session import save_blend
 
             save_blend(path)
             self._outputs.append(path)

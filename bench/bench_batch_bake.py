@@ -59,7 +59,7 @@ _RECIPE = r"""
 import json, os, sys, time
 import bpy
 from marionette.core.mapping import auto_map_skeleton
-from marionette.operators.armature_io import rest_heads_tails, skeleton_from_armature
+from marionette.bridge.skeleton_read import rest_heads_tails, skeleton_from_armature
 from marionette.operators.file_import import load_file
 
 target_path, out, files = sys.argv[1], sys.argv[2], sys.argv[3:]

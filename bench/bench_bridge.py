@@ -88,39 +88,38 @@ def main() -> int:
 
     import bpy
 
-    from marionette.bridge import armature_io as aio
-    from marionette.bridge import compat
+    from marionette.bridge import action_write, clip_read, compat, skeleton_read
 
     bpy.ops.wm.read_factory_settings(use_empty=True)
     scene = bpy.context.scene
     scene.frame_start, scene.frame_end = 1, args.frames
     skeleton = _skeleton(args.bones)
     clip = _clip(skeleton, args.frames)
-    obj = aio.create_armature(skeleton, "Bench")
+    obj = action_write.create_armature(skeleton, "Bench")
     print(f"armature: {len(obj.data.bones)} bones; clip: {clip.frame_count} frames")
 
     results: dict[str, float] = {}
     # Each repetition writes into a file holding one bench action, as a real bake would.
     results["bulk write (write_action)"], action = _best(
-        lambda: aio.write_action(obj, clip, "bench_bulk"), args.repeat, between=bpy.data.actions.remove
+        lambda: action_write.write_action(obj, clip, "bench_bulk"), args.repeat, between=bpy.data.actions.remove
     )
     curves = len(compat.action_fcurves(action, compat.action_slot_for(action, obj)))
 
-    results["bulk read (clip_from_action)"], read = _best(lambda: aio.clip_from_action(obj, action), args.repeat)
+    results["bulk read (clip_from_action)"], read = _best(lambda: clip_read.clip_from_action(obj, action), args.repeat)
 
     def read_fk():
-        c = aio.clip_from_action(obj, action)
-        s = aio.skeleton_from_armature(obj)
+        c = clip_read.clip_from_action(obj, action)
+        s = skeleton_read.skeleton_from_armature(obj)
         return s.world_from_skeleton(s.forward_kinematics(c.rotations, c.translations, c.scales))
 
     results["bulk read + numpy FK"], _ = _best(read_fk, args.repeat)
     err = float(np.abs(read.rotations - clip.rotations).max())
 
-    results["frame_set read (clip_from_evaluation)"], _ = _best(lambda: aio.clip_from_evaluation(obj, action), 1)
+    results["frame_set read (clip_from_evaluation)"], _ = _best(lambda: clip_read.clip_from_evaluation(obj, action), 1)
 
     if not args.skip_slow:
         # keyframe_insert per bone per frame, Blender's usual scripted path.
-        target = aio.create_armature(skeleton, "BenchInsert")
+        target = action_write.create_armature(skeleton, "BenchInsert")
         pbs = target.pose.bones
         order = [pbs[n] for n in clip.names]
 
@@ -138,7 +137,7 @@ def main() -> int:
         results["keyframe_insert write"] = insert()
 
         # nla.bake with visual keying from Copy Transforms constraints.
-        follower = aio.create_armature(skeleton, "BenchBake")
+        follower = action_write.create_armature(skeleton, "BenchBake")
         for pb in follower.pose.bones:
             c = pb.constraints.new("COPY_TRANSFORMS")
             c.target = obj

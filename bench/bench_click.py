@@ -81,8 +81,8 @@ def main() -> None:
 
     import marionette
     from marionette.bridge.file_import import load_file
-    from marionette.operators import retarget_ops
-    from marionette.usecases.jobs import rig_input
+    from marionette.usecases.rigs import rig_input
+    from marionette.viewport import deferred_summary
 
     bpy.ops.wm.read_factory_settings(use_empty=True)
     import addon_utils  # Blender's own module, on the path once bpy is imported
@@ -104,7 +104,7 @@ def main() -> None:
     s.plant_feet = True
     assert bpy.ops.marionette.auto_map() == {"FINISHED"}
     # As in Blender with its window open: the summary is measured after the click returns.
-    retarget_ops.DEFER_SUMMARY = True
+    deferred_summary.DEFER_SUMMARY = True
 
     _, src_map = rig_input(source)
     _, tgt_map = rig_input(target)
@@ -118,7 +118,7 @@ def main() -> None:
         assert bpy.ops.marionette.retarget_clip() == {"FINISHED"}
         t1 = time.perf_counter()
         click_cpu.append(time.process_time() - c0)
-        retarget_ops.finish_pending_summaries()  # what the timer runs once the click has returned
+        deferred_summary.finish_pending_summaries()  # what the timer runs once the click has returned
         t2 = time.perf_counter()
         assert "mean_direction_error" in json.loads(s.last_report)
         for a in set(bpy.data.actions) - before:

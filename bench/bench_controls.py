@@ -35,7 +35,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "core"))
 from control_rigs import humanoid_65, humanoid_stack, small_quats  # noqa: E402
 
 from marionette.core.controls.chains import PoseBuffers  # noqa: E402
-from marionette.core.controls.ik import fabrik, two_bone_ik  # noqa: E402
+from marionette.core.controls.ik_fabrik import fabrik  # noqa: E402
+from marionette.core.controls.ik_two_bone import two_bone_ik  # noqa: E402
 from marionette.core.controls.look_at import look_at  # noqa: E402
 
 

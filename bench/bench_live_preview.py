@@ -91,7 +91,7 @@ def _skin(bpy, arm, skeleton, bones, verts: int):
 
 def build(bpy, frames: int, mesh_verts: int):
     import marionette
-    from marionette.bridge.armature_io import create_armature, write_action
+    from marionette.bridge.action_write import create_armature, write_action
     from marionette.core.rig.clip import Clip
 
     bpy.ops.wm.read_factory_settings(use_empty=True)
@@ -177,8 +177,9 @@ def off_and_on(bpy, arm, frames, repeat: int) -> tuple[float, float]:
 
 def parts(bpy, arm, frames) -> dict[str, float]:
     """Mean seconds of the handler's parts over ``frames`` (playing them in order)."""
-    from marionette.bridge.control_bridge import TargetReader, make_ray_cast, set_targets
+    from marionette.bridge.control_targets import TargetReader, set_targets
     from marionette.bridge.file_import import scene_fps
+    from marionette.bridge.ground_rays import make_ray_cast
     from marionette.viewport import live_preview
 
     scene = bpy.context.scene

@@ -6,7 +6,7 @@ Marionette's sample humanoid posed otherwise (no mesh) and onto a real skinned c
 (``male_base_mesh_apose.glb`` from ``tests/data``); the report is then
 judged on <= 120 evenly spread frames three ways:
 
-* played pose (what ``jobs.judge_action`` does): the keys read in bulk and checked against
+* played pose (what ``retarget.judge_action`` does): the keys read in bulk and checked against
   Blender's evaluation on ``played_pose.SPOT_FRAMES`` of the frames;
 * keys alone (the baseline): the keys read in bulk, nothing checked;
 * every frame evaluated: ``scene.frame_set`` and the pose matrices on all sampled frames.
@@ -36,19 +36,20 @@ def _best(run, runs: int = 5) -> float:
 
 
 def _compare(label: str, source, action, target) -> None:
-    from marionette.bridge.armature_io import clip_from_action, evaluated_pose_matrices
+    from marionette.bridge.clip_read import clip_from_action
+    from marionette.bridge.evaluated_pose import evaluated_pose_matrices
     from marionette.core.measure.figures import measure
     from marionette.core.retarget.geometric import source_placements
-    from marionette.usecases import jobs
+    from marionette.usecases import retarget, rigs
 
-    outcome = jobs.retarget_action(source, action, target, scene_fps=24.0, name="bench", judge=False)
-    tgt_in, _ = jobs.rig_input(target)
+    outcome = retarget.retarget_action(source, action, target, scene_fps=24.0, name="bench", judge=False)
+    tgt_in, _ = rigs.rig_input(target)
     clip = clip_from_action(source, action).resample(24.0)
     frames = clip.frame_numbers(24.0)
     picks = np.unique(np.linspace(0, clip.frame_count - 1, SAMPLES).astype(int))
 
     def played() -> None:
-        jobs.judge_action(outcome.binding, clip, tgt_in, target, outcome.action, frames, 24.0, SAMPLES)
+        retarget.judge_action(outcome.binding, clip, tgt_in, target, outcome.action, frames, 24.0, SAMPLES)
 
     def keys() -> None:
         p = clip_from_action(target, outcome.action, frames=frames[picks], fps=24.0)
@@ -71,7 +72,7 @@ def _compare(label: str, source, action, target) -> None:
 def main() -> None:
     import bpy
 
-    from marionette.bridge.armature_io import create_armature, write_action
+    from marionette.bridge.action_write import create_armature, write_action
     from marionette.core.rig.samples import sample_humanoid, sample_walk
 
     bpy.ops.wm.read_factory_settings(use_empty=True)

@@ -7,7 +7,7 @@ a real skinned character from ``tests/data``
 (``male_base_mesh_apose.glb``: 56 bones, A-pose, its own names and mapping).
 
 * Marionette: read the source action in bulk, retarget in core, write the new action in bulk
-  (``jobs.retarget_action``, the Retarget Clip operator's one call); timed without and with the
+  (``retarget.retarget_action``, the Retarget Clip operator's one call); timed without and with the
   quality report the operator shows afterwards (keys read back on <= 120 frames and measured).
 * The recipe: Copy Rotation (world space) on every mapped target bone plus Copy Location on the
   hips, then ``bpy.ops.nla.bake(visual_keying=True)`` over the frame range.
@@ -32,7 +32,8 @@ def _compare(label: str, source, action, target, source_slots: dict[str, str]) -
     import bpy
 
     from marionette.core.retarget.geometric import RetargetOptions
-    from marionette.usecases.jobs import retarget_action, rig_input
+    from marionette.usecases.retarget import retarget_action
+    from marionette.usecases.rigs import rig_input
 
     def best(judge: bool, runs: int = 7, plant: bool = False) -> float:
         timings = []
@@ -93,7 +94,7 @@ def _compare(label: str, source, action, target, source_slots: dict[str, str]) -
 def main() -> None:
     import bpy
 
-    from marionette.bridge.armature_io import create_armature, write_action
+    from marionette.bridge.action_write import create_armature, write_action
     from marionette.core.rig.samples import sample_humanoid, sample_walk
 
     bpy.ops.wm.read_factory_settings(use_empty=True)

@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from ..core.batch.baking import bvh_rest_tails
 from ..core.errors import FileFormatError, MappingError
 from ..core.formats.bvh import CHUNK_FRAMES, BvhData, read_bvh
-from ..core.mapping.bone_mapping import BoneMapping, check_humanoid_skeleton
+from ..core.mapping.bone_mapping import BoneMapping
+from ..core.mapping.humanoid_check import check_humanoid_skeleton
 from ..core.retarget.geometric import RigInput
 from ..core.rig.clip import Clip
 
@@ -50,7 +51,7 @@ def is_long_bvh_take(path: str) -> bool:
 
 @dataclass(frozen=True)
 class FileClip:
-    """A clip file's rig (auto-mapped) and motion, for :func:`.jobs.retarget_action` in place of
+    """A clip file's rig (auto-mapped) and motion, for :func:`..usecases.retarget.retarget_action` in place of
     an armature and its Action."""
 
     name: str

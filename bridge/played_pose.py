@@ -21,7 +21,8 @@ from ..core.errors import RigError
 from ..core.retarget.geometric import Binding
 from ..core.rig.rotations import FloatArray
 from . import compat
-from .armature_io import clip_from_action, evaluated_pose_matrices, needs_evaluation
+from .clip_read import clip_from_action, needs_evaluation
+from .evaluated_pose import evaluated_pose_matrices
 
 _BONE_CHANNEL = re.compile(r'^pose\.bones\["((?:[^"\\]|\\.)*)"\]\.(location|rotation_quaternion|rotation_euler|rotation_axis_angle|scale)$')
 

@@ -1,4 +1,5 @@
-"""Sub-commands of the command line; each is a few lines around one job."""
+"""Sub-commands of the command line; each is a few lines around one entry function of
+:mod:`..usecases`, registered for :mod:`.main`'s parser with :func:`.registry.command`."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from typing import Any
 
 from ..core.errors import FileFormatError, MappingError, MarionetteError
 from ..core.paths import BLEND, Output, check_inputs, check_outputs
-from .main import command, job_output
+from .job_output import job_output
+from .registry import command
 
 #: The first bytes of a .blend file: plain, gzip- or zstd-compressed.
 _BLEND_MAGIC = (b"BLENDER", b"\x1f\x8b", b"\x28\xb5\x2f\xfd")
@@ -97,8 +99,8 @@ def _demo_arguments(p: argparse.ArgumentParser) -> None:
 @command("demo", "retarget the built-in sample walk onto Blender's Rigify metarig and print its quality", _demo_arguments)
 def demo(args: argparse.Namespace) -> int:
     check_outputs([Output("-o", args.output, BLEND), *_report_outputs(args)], [])
-    from ..usecases.jobs import demo as run_demo
-    from ..usecases.jobs import format_summary
+    from ..usecases.demo import demo as run_demo
+    from ..usecases.summary import format_summary
 
     with job_output(args.verbose):
         outcome = run_demo(args.output)
@@ -146,8 +148,8 @@ def _retarget_arguments(p: argparse.ArgumentParser) -> None:
 
 @command("retarget", "retarget one clip from SOURCE onto the armature in TARGET and save OUT.blend", _retarget_arguments)
 def retarget(args: argparse.Namespace) -> int:
+    from ..core.mapping.method_names import parse_method_table
     from ..core.retarget.geometric import RetargetOptions
-    from ..core.retarget.methods import parse_method_table
 
     methods = parse_method_table(args.method)  # a bad table is refused before any file is read
     args.mapping = _mapping_file(args.mapping)
@@ -155,7 +157,8 @@ def retarget(args: argparse.Namespace) -> int:
     check_outputs([Output("-o", args.output, BLEND), *_report_outputs(args)], inputs)
     check_inputs(inputs[:2])  # the mapping's reader names it (as bake-pack's does)
     _check_mapping(args.mapping)
-    from ..usecases.jobs import format_summary, retarget_files  # loads Blender
+    from ..usecases.retarget import retarget_files  # loads Blender
+    from ..usecases.summary import format_summary
 
     with job_output(args.verbose):
         outcome = retarget_files(
@@ -194,7 +197,7 @@ def measure(args: argparse.Namespace) -> int:
     inputs = [("source", args.source), ("retargeted file", args.retargeted)]
     check_outputs(_report_outputs(args), inputs)
     check_inputs(inputs)
-    from ..usecases.jobs import measure_files
+    from ..usecases.measure import measure_files
 
     with job_output(args.verbose):
         report = measure_files(args.source, args.retargeted, clip=args.clip, action=args.action, target_armature=args.target_armature)
@@ -261,8 +264,8 @@ def _bake_pack_arguments(p: argparse.ArgumentParser) -> None:
 )
 def bake_pack(args: argparse.Namespace) -> int:
     from ..batch_runner.pack_start import start_pack
+    from ..core.mapping.method_names import parse_method_table
     from ..core.retarget.geometric import RetargetOptions
-    from ..core.retarget.methods import parse_method_table
 
     limits = (
         ("--jobs", args.jobs, 1),
@@ -346,8 +349,8 @@ def bake_controls(args: argparse.Namespace) -> int:
     check_outputs([Output("-o", args.output, BLEND), *_report_outputs(args)], [("input file", args.file)])
     check_inputs([("input file", args.file)])
     _check_blend(args.file)
-    from ..bridge.control_bridge import bake_file  # loads Blender
-    from ..operators.controls_register import registered
+    from ..usecases.bake_controls import bake_file  # loads Blender
+    from ..usecases.controls import registered
 
     with job_output(args.verbose), registered():
         report = bake_file(args.file, args.object, args.output, args.frames, args.action_name)
@@ -372,9 +375,10 @@ def _import_pmx_arguments(p: argparse.ArgumentParser) -> None:
 def import_pmx(args: argparse.Namespace) -> int:
     check_outputs([Output("-o", args.output, BLEND), *_report_outputs(args)], [("PMX model", args.pmx)])
     check_inputs([("PMX model", args.pmx)])
-    from ..operators.pmx_import import import_pmx_file
+    from ..usecases.controls import registered
+    from ..usecases.import_pmx import import_pmx_file
 
-    with job_output(args.verbose):
+    with job_output(args.verbose), registered():
         report = import_pmx_file(args.pmx, args.output, scale=args.scale, names=args.names)
     print(json.dumps(report, indent=1))
     _write_report(report, args.report)

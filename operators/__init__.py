@@ -1,15 +1,13 @@
-"""The Blender layer: operators, the bulk bridge between Blender data and core arrays
-(:mod:`.armature_io`, :mod:`.file_import`), the jobs shared with the command line (:mod:`.jobs`)
-and the one compatibility module for Blender-version differences (:mod:`.compat`)."""
+"""Operator classes, each a few lines around one entry function of :mod:`..usecases`: the
+Retarget workflow (:mod:`.retarget_ops`), Batch Bake (:mod:`.batch_bake`), the Controls workflow
+(:mod:`.controls_register`) and the PMX importer (:mod:`.pmx_import`)."""
 
 from __future__ import annotations
 
 
 def register() -> None:
-    from ..properties import retarget_settings as properties
     from . import batch_bake, controls_register, pmx_import, retarget_ops
 
-    properties.register()
     retarget_ops.register()
     batch_bake.register()
     controls_register.register()
@@ -17,11 +15,9 @@ def register() -> None:
 
 
 def unregister() -> None:
-    from ..properties import retarget_settings as properties
     from . import batch_bake, controls_register, pmx_import, retarget_ops
 
     pmx_import.unregister()
     controls_register.unregister()
     batch_bake.unregister()
     retarget_ops.unregister()
-    properties.unregister()

@@ -16,7 +16,6 @@ from bpy_extras.io_utils import ImportHelper
 from ..batch_runner.driving import ModalDriver
 from ..batch_runner.runner import DEFAULT_TIMEOUT, BatchBake
 from ..core.errors import MarionetteError
-from ..core.retarget.geometric import RetargetOptions
 from ..usecases.bake_pack import bake_here, finish_scene_bake, start_scene_bake
 
 
@@ -70,12 +69,9 @@ class MARIONETTE_OT_batch_bake(bpy.types.Operator, ImportHelper):
         return [self.directory or self.filepath]
 
     def execute(self, context: Any) -> set[str]:
-        from .retarget_ops import options_of
-
         s = getattr(context.scene, "marionette", None)
         try:
-            options = options_of(s) if s is not None else RetargetOptions()
-            self._runner = start_scene_bake(_target_of(context), s, options, self._inputs(), jobs=self.jobs or None, timeout=self.timeout or None)
+            self._runner = start_scene_bake(_target_of(context), s, self._inputs(), jobs=self.jobs or None, timeout=self.timeout or None)
         except MarionetteError as exc:
             self.report({"ERROR"}, str(exc))
             return {"CANCELLED"}

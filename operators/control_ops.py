@@ -1,6 +1,6 @@
 """Operators of the Controls workflow: add, remove and reorder controls on the active armature,
-reset their state, and Bake Controls. Each refuses bad input before changing anything; the work
-is in :mod:`.control_bridge` and :mod:`.live_preview`.
+reset their state, Bake Controls and Prepare Render. Each is a few lines around one entry
+function of :mod:`..usecases.controls` or :mod:`..usecases.bake_controls`.
 """
 
 # mypy: disable-error-code="union-attr"
@@ -9,14 +9,12 @@ from __future__ import annotations
 from typing import Any
 
 import bpy
-import numpy as np
 from bpy.props import BoolProperty, EnumProperty, IntProperty, StringProperty
 
-from ..bridge.armature_io import rest_heads_tails, skeleton_from_armature
-from ..bridge.control_bridge import bake_controls, frames_of, rig_forward
 from ..core.errors import MarionetteError
-from ..properties.control_settings import IK_KINDS, KIND_ITEMS, KIND_LABEL
-from ..viewport import control_overrides, live_preview
+from ..properties.control_settings import KIND_ITEMS, KIND_LABEL
+from ..usecases import controls
+from ..usecases.bake_controls import bake_controls, frames_of
 
 
 def _armature_ready(cls: Any, context: Any) -> bool:
@@ -56,88 +54,6 @@ def _has_active(cls: Any, context: Any) -> bool:
     return True
 
 
-# --- suggestions for a new control -----------------------------------------------------------
-
-
-def _suggest(obj: Any, kind: str) -> dict[str, Any]:
-    """Bones for a new control from the humanoid mapping (empty when the rig is not humanoid
-    or every limb already has a control of this kind)."""
-    from ..core.mapping.bone_mapping import auto_map_skeleton
-
-    try:
-        skeleton = skeleton_from_armature(obj)
-        heads, tails = rest_heads_tails(obj, skeleton)
-        slots = {k: v.bone for k, v in auto_map_skeleton(skeleton, tails).slots.items()}
-    except MarionetteError:
-        return {}
-    rows = obj.marionette_controls.controls
-    used = {r.bone_start for r in rows if r.kind == kind}
-    if kind in IK_KINDS:
-        for limb, upper, lower, end in (("Arm", "upper_arm", "forearm", "hand"), ("Leg", "thigh", "shin", "foot")):
-            for side in ("L", "R"):
-                names = [slots.get(f"{p}.{side}") for p in (upper, lower, end)]
-                if all(names) and names[0] not in used:
-                    a, b = skeleton.index(names[0]), skeleton.index(names[1])
-                    if kind == "TWO_BONE_IK" and int(skeleton.parents[b]) != a:
-                        continue
-                    if int(skeleton.parents[skeleton.index(names[2])]) != b:
-                        continue
-                    return {"name": f"{limb} IK.{side}", "bone_start": names[0], "bone_end": names[1], "end_bone": names[2], "_reach": names[2]}
-        return {}
-    if kind == "LOOK_AT" and "head" in slots:
-        start = slots.get("neck", slots["head"])
-        return {"name": "Look At", "bone_start": start, "bone_end": slots["head"], "space_bone": slots.get("hips", ""), "_look": slots["head"]}
-    if kind == "GROUND" and all(f"{p}.{s}" in slots for p in ("thigh", "foot") for s in ("L", "R")):
-        # The pelvis is the bone both legs hang from (whatever the mapper calls the hips).
-        left = _ancestors(skeleton, skeleton.index(slots["thigh.L"]))
-        right = set(_ancestors(skeleton, skeleton.index(slots["thigh.R"])))
-        pelvis = next((skeleton.names[j] for j in left if j in right), "")
-        return {
-            "name": "Ground Feet",
-            "bone_start": slots["thigh.L"], "bone_end": slots["foot.L"],
-            "second_start": slots["thigh.R"], "second_end": slots["foot.R"],
-            "pelvis_bone": pelvis, "smooth_time": 0.08,
-        }
-    return {}
-
-
-def _ancestors(skeleton: Any, j: int) -> list[int]:
-    out = []
-    p = int(skeleton.parents[j])
-    while p >= 0:
-        out.append(p)
-        p = int(skeleton.parents[p])
-    return out
-
-
-def _unique(rows: Any, name: str) -> str:
-    taken = {r.name for r in rows}
-    if name not in taken:
-        return name
-    k = 2
-    while f"{name} {k}" in taken:
-        k += 1
-    return f"{name} {k}"
-
-
-def _make_target(context: Any, obj: Any, bone: str, label: str, ahead: bool) -> Any:
-    """An empty where the bone's head is now (or a little in front of it, for a look-at)."""
-    pb = obj.pose.bones[bone]
-    world = np.array(obj.matrix_world, dtype=np.float64)
-    head = world[:3, :3] @ np.array(pb.head) + world[:3, 3]
-    if ahead:
-        # One armature unit in front of the face.
-        skeleton = skeleton_from_armature(obj)
-        _heads, tails = rest_heads_tails(obj, skeleton)
-        head = head + world[:3, :3] @ rig_forward(skeleton, tails)
-    empty = bpy.data.objects.new(f"{obj.name} {label} target", None)
-    empty.empty_display_type = "SPHERE" if ahead else "PLAIN_AXES"
-    empty.empty_display_size = 0.05 * max(obj.dimensions.length, 1e-3)
-    empty.location = head
-    (context.collection or context.scene.collection).objects.link(empty)
-    return empty
-
-
 class MARIONETTE_OT_control_add(bpy.types.Operator):
     """Add a control to the active armature (bones suggested from the humanoid mapping when it finds them)"""
 
@@ -158,21 +74,8 @@ class MARIONETTE_OT_control_add(bpy.types.Operator):
 
     def execute(self, context: Any) -> set[str]:
         obj = context.active_object
-        settings = obj.marionette_controls
-        suggestion = _suggest(obj, self.kind)
-        reach = suggestion.pop("_reach", None)
-        look = suggestion.pop("_look", None)
-        row = settings.controls.add()
-        row.kind = self.kind
-        row.name = _unique(settings.controls, suggestion.pop("name", KIND_LABEL[self.kind]))
-        for key, value in suggestion.items():
-            setattr(row, key, value)
-        if self.create_target and (reach or look):
-            row.target_object = _make_target(context, obj, reach or look, row.name, ahead=look is not None)
-        settings.active_index = len(settings.controls) - 1
-        control_overrides.write(obj)
-        live_preview.definitions_changed(obj)
-        self.report({"INFO"}, f"Added {KIND_LABEL[self.kind]} {row.name!r} to {obj.name!r}")
+        name = controls.add_control(context, obj, self.kind, self.create_target)
+        self.report({"INFO"}, f"Added {KIND_LABEL[self.kind]} {name!r} to {obj.name!r}")
         return {"FINISHED"}
 
 
@@ -188,15 +91,7 @@ class MARIONETTE_OT_control_remove(bpy.types.Operator):
         return _has_active(cls, context) and _list_editable(cls, context)
 
     def execute(self, context: Any) -> set[str]:
-        obj = context.active_object
-        settings = obj.marionette_controls
-        name = settings.controls[settings.active_index].name
-        if control_overrides.is_override(obj):
-            control_overrides.remove(obj, settings.active_index)
-        else:
-            settings.controls.remove(settings.active_index)
-        settings.active_index = min(settings.active_index, len(settings.controls) - 1)
-        live_preview.definitions_changed(obj)
+        name = controls.remove_control(context.active_object)
         self.report({"INFO"}, f"Removed control {name!r}")
         return {"FINISHED"}
 
@@ -215,19 +110,9 @@ class MARIONETTE_OT_control_move(bpy.types.Operator):
         return _has_active(cls, context) and _list_editable(cls, context)
 
     def execute(self, context: Any) -> set[str]:
-        obj = context.active_object
-        settings = obj.marionette_controls
-        i = settings.active_index
-        j = i - 1 if self.direction == "UP" else i + 1
-        if not 0 <= j < len(settings.controls):
+        if not controls.move_control(context.active_object, up=self.direction == "UP"):
             self.report({"INFO"}, "The control is already at that end of the list")
             return {"CANCELLED"}
-        if control_overrides.is_override(obj):
-            control_overrides.move(obj, i, j)
-        else:
-            settings.controls.move(i, j)
-        settings.active_index = j
-        live_preview.definitions_changed(obj)
         return {"FINISHED"}
 
 
@@ -243,7 +128,7 @@ class MARIONETTE_OT_controls_reset(bpy.types.Operator):
         return _armature_ready(cls, context)
 
     def execute(self, context: Any) -> set[str]:
-        live_preview.reset(context.active_object)
+        controls.reset_controls(context.active_object)
         return {"FINISHED"}
 
 
@@ -282,8 +167,9 @@ class MARIONETTE_OT_bake_controls(bpy.types.Operator):
     def execute(self, context: Any) -> set[str]:
         obj = context.active_object
         scene = context.scene
+        first_last = (None, None) if self.use_scene_range else (self.frame_start, self.frame_end)
         try:
-            frames = frames_of(scene, None, None) if self.use_scene_range else frames_of(scene, self.frame_start, self.frame_end)
+            frames = frames_of(scene, *first_last)
             outcome = bake_controls(obj, frames, self.action_name or None, disable_live=self.disable_live, scene=scene)
         except MarionetteError as exc:
             self.report({"ERROR"}, str(exc))
@@ -320,10 +206,9 @@ class MARIONETTE_OT_prepare_render(bpy.types.Operator):
         start, end = scene.frame_start, scene.frame_end
         wm.progress_begin(0, max(1, end - start + 1))
         try:
-            live_preview.prepare_render(scene, start, end, wm.progress_update)
+            missing = controls.prepare_render(obj, scene, wm.progress_update)
         finally:
             wm.progress_end()
-        missing = live_preview.frames_not_kept(obj, scene, start, end)
         if missing:
             self.report({"WARNING"}, f"{len(missing)} of {end - start + 1} frames could not be prepared (see the Controls panel)")
             return {"CANCELLED"}

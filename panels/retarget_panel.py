@@ -11,7 +11,8 @@ import bpy
 from ..core.batch.output_files import REPORT_RECORD
 from ..core.batch.status import CLIP_GOOD, FILE_BAKED
 from ..core.mapping.humanoid import MINIMUM_SLOTS
-from ..operators.retarget_ops import clip_of, measured_summary, summary_pending
+from ..properties.retarget_settings import clip_of
+from ..viewport.deferred_summary import measured_summary, summary_pending
 
 
 class MarionettePanel:

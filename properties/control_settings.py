@@ -2,7 +2,7 @@
 
 They live on the object, not on the shared Armature datablock, so two objects that share one
 Armature keep separate controls (and, in :mod:`.live_preview`, separate simulation state;
-SPEC 2.4). Each row is one control of the stack of SPEC 7; :mod:`.control_bridge` turns the rows
+SPEC 2.4). Each row is one control of the stack of SPEC 7; :mod:`.control_rows` turns the rows
 into an immutable core :class:`~marionette.core.controls.stack.ControlStack`.
 
 Units: distances are in the armature's units (shown with the scene's length unit), angles are
@@ -32,6 +32,9 @@ from bpy.props import (
     StringProperty,
 )
 
+from ..bridge.control_kinds import IK_KINDS, LOOK_AT_BONES
+from ..viewport import control_overrides, live_preview
+
 KIND_ITEMS = [
     ("TWO_BONE_IK", "Two-Bone IK", "An arm or a leg reaching a target: analytic, exact when reachable", "CON_KINEMATIC", 0),
     ("FABRIK", "FABRIK Chain", "A chain of any length reaching a target (FABRIK passes)", "CON_SPLINEIK", 1),
@@ -45,8 +48,6 @@ KIND_ITEMS = [
 ]
 KIND_LABEL = {k: label for k, label, *_ in KIND_ITEMS}
 KIND_ICON = {k: icon for k, _l, _d, icon, _n in KIND_ITEMS}
-#: Kinds that reach a target through an IK solver.
-IK_KINDS = ("TWO_BONE_IK", "FABRIK", "CCD")
 #: Kinds with a target object or bone.
 TARGET_KINDS = (*IK_KINDS, "LOOK_AT", "CLOSURE")
 
@@ -65,37 +66,19 @@ CLOSURE_SOLVER_ITEMS = [
     ("CCD", "CCD", "Branches of any length (cyclic coordinate descent, in each bone's own axes)"),
     ("TWO_BONE", "Two-Bone", "Analytic, exact when reachable: each branch has two bones"),
 ]
-#: Core solver name per closure solver choice.
-CLOSURE_SOLVERS = {"FABRIK": "fabrik", "CCD": "ccd", "TWO_BONE": "two_bone"}
-#: Bones of a look-at chain that have a turn weight of their own.
-LOOK_AT_BONES = 8
-AXIS_VECTORS = {
-    "POS_X": (1.0, 0.0, 0.0),
-    "NEG_X": (-1.0, 0.0, 0.0),
-    "POS_Y": (0.0, 1.0, 0.0),
-    "NEG_Y": (0.0, -1.0, 0.0),
-    "POS_Z": (0.0, 0.0, 1.0),
-    "NEG_Z": (0.0, 0.0, -1.0),
-}
 
 
 def _definition_changed(self: Any, _context: Any) -> None:
-    from ..viewport import control_overrides, live_preview
-
     control_overrides.row_changed(self.id_data)
     live_preview.definitions_changed(self.id_data)
 
 
 def _state_changed(self: Any, _context: Any) -> None:
-    from ..viewport import control_overrides, live_preview
-
     control_overrides.row_changed(self.id_data)
     live_preview.state_changed(self.id_data)
 
 
 def _live_toggled(self: Any, _context: Any) -> None:
-    from ..viewport import live_preview
-
     live_preview.live_toggled(self.id_data)
 
 

@@ -22,6 +22,7 @@ from bpy.props import (
 
 from ..core.mapping.bone_mapping import BoneMapping, MappedBone
 from ..core.mapping.humanoid import MINIMUM_SLOTS
+from ..core.retarget.geometric import RetargetOptions
 
 ROOT_MOTION_ITEMS = [
     ("HIPS", "On the Hips", "Keep the clip's travel on the hips bone"),
@@ -164,6 +165,25 @@ def mappings_from_rows(settings: MarionetteSettings) -> tuple[BoneMapping, BoneM
 def methods_from_rows(settings: MarionetteSettings) -> dict[str, str]:
     """Slot -> retarget method for the rows that do not use geometric frames."""
     return {row.slot: row.method for row in settings.mapping if row.method != "GEOMETRIC"}
+
+
+def clip_of(settings: Any) -> Any:
+    """The clip to retarget: the chosen one, else the source's active action."""
+    if settings.action is not None:
+        return settings.action
+    ad = settings.source.animation_data if settings.source else None
+    return ad.action if ad is not None else None
+
+
+def options_of(settings: Any) -> RetargetOptions:
+    """The retarget options the settings choose (Retarget Clip and Batch Bake)."""
+    return RetargetOptions(
+        root_motion=settings.root_motion,
+        horizontal_scale=None if settings.auto_scale else settings.horizontal_scale,
+        vertical_scale=None if settings.auto_scale else settings.vertical_scale,
+        fingers=settings.fingers,
+        plant_feet=settings.plant_feet,
+    )
 
 
 classes = (MarionetteMappingRow, MarionetteSettings)

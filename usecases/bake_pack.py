@@ -49,9 +49,9 @@ def bake_settings(
     """The run's shared settings; refuses (naming what is missing) a target that is not a humanoid,
     and a bad method table.
 
-    The method table is the one :func:`.jobs.retarget_action` uses: the given target mapping's
+    The method table is the one :func:`.retarget.retarget_action` uses: the given target mapping's
     ``methods`` (saved from the sidebar), overridden by ``methods``."""
-    from .jobs import rig_input
+    from .rigs import rig_input
 
     table = {**(mapping.methods if mapping is not None else {}), **(methods or {})}
     rig, tmap = rig_input(target, mapping)
@@ -71,7 +71,7 @@ def _pick_armature(candidates: Sequence[Any], name: str | None, label: str) -> A
         raise RigError(f"{label}: no armature called {name!r} (armatures: {listed})")
     if not arms:
         raise RigError(f"{label}: the file has no armature to bake onto")
-    from .jobs import character_of
+    from .rigs import character_of
 
     return character_of(arms)  # the armature a single retarget of this file would take
 
@@ -79,7 +79,7 @@ def _pick_armature(candidates: Sequence[Any], name: str | None, label: str) -> A
 def _open_target(target_path: str, volume: str | None, armature: str | None) -> Any:
     """Open what the run writes into: the output volume it continues, else the target file.
     Returns the target armature."""
-    from .jobs import fresh_session, refuse_in_interactive_session
+    from .session import fresh_session, refuse_in_interactive_session
 
     refuse_in_interactive_session()
     if volume is not None:
@@ -125,7 +125,7 @@ def bake_pack(
     to ``report_path``. ``methods`` and ``match_rest`` choose the retarget method as for a single
     retarget (the table is checked before any file is read or written). ``start``: the pack
     planned and its workers started already (:func:`.batch_runner.pack_start.start_pack`)."""
-    from ..core.retarget.methods import check_method_table
+    from ..core.mapping.method_names import check_method_table
 
     t0 = time.perf_counter()
     if start is None:
@@ -200,19 +200,18 @@ def bake_pack(
 # --- the Batch Bake operator's run -----------------------------------------------------------
 
 
-def start_scene_bake(
-    target: Any, scene_settings: Any, options: RetargetOptions, inputs: Sequence[str], *, jobs: int | None, timeout: float | None
-) -> BatchBake:
+def start_scene_bake(target: Any, scene_settings: Any, inputs: Sequence[str], *, jobs: int | None, timeout: float | None) -> BatchBake:
     """Plan the pack ``inputs`` and start baking it onto ``target`` in the open file, with the
-    sidebar's settings (``scene_settings``: its mappings, method column, Keep Frames and Match
-    Rest, as Retarget Clip takes them; ``options`` from them). Refuses (:class:`MarionetteError`)
+    sidebar's settings (``scene_settings``: its options, mappings, method column, Keep Frames and
+    Match Rest, as Retarget Clip takes them; ``None``: the defaults). Refuses (:class:`MarionetteError`)
     a target that is not a humanoid, a bad method table and a selection without clip files. A run
     whose workers could not start is returned cancelled (:attr:`.BatchBake.closed`): its report
     says why."""
-    from ..properties.retarget_settings import mappings_from_rows, methods_from_rows
+    from ..properties.retarget_settings import mappings_from_rows, methods_from_rows, options_of
 
     s = scene_settings
     rows = mappings_from_rows(s) if s is not None else None
+    options = options_of(s) if s is not None else RetargetOptions()
     settings = bake_settings(
         target,
         rows[1] if rows else None,

@@ -32,6 +32,8 @@ from typing import Any
 import bpy
 from bpy.app.handlers import persistent
 
+from . import live_preview
+
 VERSION = 1
 #: Row properties not mirrored (``library_row`` is carried as the entry's ``ref``).
 _SKIP = {"rna_type", "library_row"}
@@ -93,15 +95,14 @@ def _resolve(key: list[str] | None, collection: Any, obj: Any) -> Any:
     return next((idb for idb in collection if idb.library is not None and idb.name == name and idb.library.filepath == lib), None)
 
 
-def _props() -> list[Any]:
-    from ..properties.control_settings import MarionetteControl
-
-    return [p for p in MarionetteControl.bl_rna.properties if p.identifier not in _SKIP]
+def _props(row: Any) -> list[Any]:
+    """The settings of a control row (its property group's, read from the row itself)."""
+    return [p for p in row.bl_rna.properties if p.identifier not in _SKIP]
 
 
 def row_values(row: Any) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for p in _props():
+    for p in _props(row):
         v = getattr(row, p.identifier)
         if p.type == "POINTER":
             out[p.identifier] = _id_key(v)
@@ -113,7 +114,7 @@ def row_values(row: Any) -> dict[str, Any]:
 
 
 def _set_row(row: Any, values: dict[str, Any], obj: Any) -> None:
-    for p in _props():
+    for p in _props(row):
         if p.identifier not in values:
             continue
         v = values[p.identifier]
@@ -191,8 +192,6 @@ def set_rows(obj: Any, items: list[dict[str, Any]], notify: bool = True) -> None
     """Give the override exactly these rows (mirror entries). The list is rewritten at the
     ``IDProperty`` level, since Blender's collection refuses to remove or move library rows on an
     override; the values are then set through the properties."""
-    from . import live_preview
-
     settings = obj.marionette_controls
     with _quiet(), live_preview.held():
         settings["controls"] = [{} for _ in items]

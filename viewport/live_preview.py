@@ -2,7 +2,7 @@
 timeline plays or is scrubbed (SPEC 8.3).
 
 Per object with ``marionette_controls.live_preview`` on, a runtime (its core
-:class:`~marionette.core.controls.stack.ControlInstance`, the :class:`~.control_bridge.AnimatedPose`
+:class:`~marionette.core.controls.stack.ControlInstance`, the :class:`~.animated_pose.AnimatedPose`
 reader, the last reports) is kept by the object's ``session_uid``: two objects that share one
 Armature have separate controls, instances and spring state. On ``frame_change_post`` each one
 does one bulk read of the animated pose (the action's keys, sampled once, in numpy; never the
@@ -48,16 +48,10 @@ import numpy as np
 from bpy.app.handlers import persistent
 
 from ..bridge import compat
-from ..bridge.control_bridge import (
-    AnimatedPose,
-    BuiltControls,
-    TargetReader,
-    build_controls,
-    evaluate,
-    forget_live_property,
-    inputs_match,
-    pose_problems,
-)
+from ..bridge.animated_pose import AnimatedPose, forget_live_property, pose_problems
+from ..bridge.control_evaluation import evaluate
+from ..bridge.control_rows import BuiltControls, build_controls
+from ..bridge.control_targets import TargetReader, inputs_match
 from ..core.controls.stack import ControlInstance, ControlReport
 from ..core.errors import MarionetteError
 
@@ -586,11 +580,11 @@ _validated: dict[int, tuple[Any, dict[int, str]]] = {}
 
 
 def _rows_key(obj: bpy.types.Object) -> Any:
-    from ..properties.control_settings import MarionetteControl
-
-    names = tuple(MarionetteControl.__annotations__)
+    controls = obj.marionette_controls.controls
+    # Every setting the rows' class declares (each row is an instance of that property group).
+    names = tuple(type(controls[0]).__annotations__) if len(controls) else ()
     rows = []
-    for r in obj.marionette_controls.controls:
+    for r in controls:
         values = []
         for n in names:
             v = getattr(r, n)

@@ -27,7 +27,7 @@ Domain words, as used here and in :mod:`batch_runner`:
   arrays, never instances of this package's classes (a worker loads the package under a name of
   its own, so a pickled class would not resolve in the main process). A *baked clip* message
   carries the target-local keys of the bones the retarget drives; the Blender layer writes them
-  with :func:`bridge.armature_io.write_action`, exactly as a single retarget does.
+  with :func:`bridge.action_write.write_action`, exactly as a single retarget does.
 * A *part* is one baked clip message saved as ``.npz`` in the output's parts folder the moment it
   is computed; a run that dies leaves its parts, and ``--resume`` writes them into the output
   without computing them again.
@@ -41,7 +41,7 @@ Domain words, as used here and in :mod:`batch_runner`:
 * A file with many long clips may be *split*: a second worker imports it too and bakes the last
   of its clips (:func:`.plan.split_point`), when that ends the file sooner despite the second import.
 
-Timing follows :func:`usecases.jobs.retarget_action`: a clip keeps its own timing on the scene's
+Timing follows :func:`usecases.retarget.retarget_action`: a clip keeps its own timing on the scene's
 frame rate (resampled) unless ``keep_frames`` keeps its frame numbers. So does the choice of
 method: with a method table (per slot; see :mod:`core.retarget.methods`) or ``match_rest`` a clip
 is retargeted through :func:`core.retarget.methods.retarget_with_methods`, exactly as a single

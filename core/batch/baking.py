@@ -14,7 +14,8 @@ import numpy as np
 
 from ..errors import MarionetteError
 from ..formats.bvh import BvhData, read_bvh
-from ..mapping.bone_mapping import BoneMapping, auto_map_skeleton
+from ..mapping.auto_map import auto_map_skeleton
+from ..mapping.bone_mapping import BoneMapping
 from ..retarget.binding_cache import BindingCache, native_binding
 from ..retarget.geometric import Binding, RigInput, retarget
 from ..retarget.methods import retarget_with_methods

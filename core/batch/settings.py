@@ -10,8 +10,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..mapping.humanoid import SLOTS
+from ..mapping.method_names import GEOMETRIC, METHODS, check_method_table
 from ..retarget.geometric import RetargetOptions, RigInput
-from ..retarget.methods import GEOMETRIC, METHODS, check_method_table
 from .messages import Message, rig_from_message, rig_message
 
 

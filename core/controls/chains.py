@@ -75,11 +75,7 @@ class JointPath:
         i0 = first if isinstance(first, int) else skeleton.index(first)
         i1 = last if isinstance(last, int) else skeleton.index(last)
         joints = tuple(skeleton.chain(i0, i1))
-        anc: list[int] = []
-        p = int(skeleton.parents[i0])
-        while p >= 0:
-            anc.append(p)
-            p = int(skeleton.parents[p])
+        anc = skeleton.ancestors(i0)
         end_joint = -1
         if end is not None:
             end_joint = end if isinstance(end, int) else skeleton.index(end)

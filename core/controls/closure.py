@@ -35,7 +35,8 @@ from ..errors import RigError
 from ..rig.rotations import FloatArray
 from ..rig.skeleton import Skeleton
 from .chains import JointPath, PathKinematics, PoseBuffers
-from .ik import DEFAULT_MAX_PASSES, DEFAULT_TOLERANCE, SOLVERS, solve_path_ik
+from .ik import solve_path_ik
+from .ik_common import DEFAULT_MAX_PASSES, DEFAULT_TOLERANCE, SOLVERS
 from .joint_limits import JointLimit
 
 BoolArray = NDArray[np.bool_]

@@ -168,7 +168,7 @@ class LookAtChain:
                     f"the look-at space joint {skeleton.names[sj]!r} must not be part of, or below, the turning chain"
                 )
             space_rot = rest[sj, :3, :3]
-            space_path = tuple(_root_path(skeleton, sj))
+            space_path = (*reversed(skeleton.ancestors(sj)), sj)
         to_space = np.linalg.solve(space_rot, head)
         f = to_space @ facing
         f = f / np.linalg.norm(f)
@@ -191,13 +191,6 @@ class LookAtChain:
             pitch_limits=(float(pitch_limits[0]), float(pitch_limits[1])),
             behind_falloff=behind_falloff,
         )
-
-
-def _root_path(skeleton: Skeleton, joint: int) -> list[int]:
-    out = [joint]
-    while int(skeleton.parents[out[-1]]) >= 0:
-        out.append(int(skeleton.parents[out[-1]]))
-    return out[::-1]
 
 
 def yaw_pitch(directions: ArrayLike, rest_frame: ArrayLike) -> tuple[FloatArray, FloatArray]:

@@ -211,11 +211,8 @@ def _crossed(anatomy: RigAnatomy, slots: tuple[str, ...]) -> int:
 
 
 def _bones_between_index(anatomy: RigAnatomy, low: int, high: int) -> int:
-    parents = anatomy.skeleton.parents
-    bone, count = int(parents[high]), 0
-    while bone >= 0 and bone != low:
-        bone, count = int(parents[bone]), count + 1
-    return count if bone == low else -1
+    above = anatomy.skeleton.ancestors(high)
+    return above.index(low) if low in above else -1
 
 
 def _run_frames(anatomy: RigAnatomy, placements: FloatArray, base: str, top: str, across: tuple[str, str]) -> FloatArray:

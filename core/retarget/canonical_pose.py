@@ -92,14 +92,6 @@ def build_anatomy(skeleton: Skeleton, slots: dict[str, str], ends: ArrayLike | N
                 raise RigError(f"bone {skeleton.names[b]!r} is mapped to both {seen[b]!r} and {slot!r}")
             seen[b] = slot
 
-    def ancestors(b: int) -> list[int]:
-        out = []
-        p = int(skeleton.parents[b])
-        while p >= 0:
-            out.append(p)
-            p = int(skeleton.parents[p])
-        return out
-
     def mapped_parent_slot(slot: str) -> str | None:
         p = SLOT_PARENT[slot]
         while p is not None and p not in idx:
@@ -115,8 +107,8 @@ def build_anatomy(skeleton: Skeleton, slots: dict[str, str], ends: ArrayLike | N
         if ps is None:
             continue
         b, a = idx[slot], idx[ps]
-        if a not in ancestors(b):
-            if b in ancestors(a):
+        if a not in skeleton.ancestors(b):
+            if b in skeleton.ancestors(a):
                 raise RigError(
                     f"bone {skeleton.names[b]!r} ({slot}) is above {skeleton.names[a]!r} ({ps}) in the hierarchy; "
                     "the mapping contradicts the rig's structure"

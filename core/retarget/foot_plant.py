@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from ..controls.ik import two_bone_ik
+from ..controls.ik_two_bone import two_bone_ik
 from ..rig.rotations import FloatArray, matrix_between_vectors, quat_from_matrix
 from ..rig.skeleton import Skeleton
 
@@ -363,19 +363,14 @@ def _local_from_relative(skeleton: Skeleton, j: int, rel_r: FloatArray, rel_p: F
 
 def _descends(skeleton: Skeleton, j: int, ancestor: int) -> bool:
     """Whether joint ``j`` is ``ancestor`` or below it."""
-    while j >= 0:
-        if j == ancestor:
-            return True
-        j = int(skeleton.parents[j])
-    return False
+    return j >= 0 and (j == ancestor or ancestor in skeleton.ancestors(j))
 
 
 def _with_ancestors(skeleton: Skeleton, joints: set[int]) -> NDArray[np.int64]:
-    out = set()
+    out: set[int] = set()
     for j in joints:
-        while j >= 0 and j not in out:
-            out.add(j)
-            j = int(skeleton.parents[j])
+        if j >= 0:
+            out.update((j, *skeleton.ancestors(j)))
     return np.array(sorted(out), dtype=np.int64)
 
 

@@ -32,87 +32,23 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ..errors import ClipError, MappingError
-from ..mapping.humanoid import AXIAL, EXTRA_SLOTS, FINGER_SLOTS, SIDES, SLOT_PARENT, SLOTS, TWIST_SLOTS, sided
+from ..mapping.humanoid import SLOT_PARENT
+from ..mapping.method_names import (
+    GEOMETRIC,
+    LOCAL_CURL,
+    REST_SPACE,
+    check_method_table,
+    method_name,
+)
 from ..rig.clip import Clip
 from ..rig.rotations import FloatArray, make_quat_continuous, matrix_from_quat, quat_from_matrix
 from .binding_cache import BindingCache, native_binding
 from .geometric import Binding, RetargetOptions, RetargetResult, RigInput, plant_feet, retarget
 from .rest_space import RestSpaceBinding, RestSpaceResult, retarget_rest_space
 
-GEOMETRIC = "GEOMETRIC"
-REST_SPACE = "REST_SPACE"
-LOCAL_CURL = "LOCAL_CURL"
-METHODS: tuple[str, ...] = (GEOMETRIC, REST_SPACE, LOCAL_CURL)
-
-#: Names a method table (and the command line) may use for several slots at once.
-SLOT_GROUPS: dict[str, tuple[str, ...]] = {
-    "all": SLOTS,
-    "trunk": AXIAL,
-    "arms": tuple(sided(p, s) for s in SIDES for p in ("shoulder", "upper_arm", "forearm", "hand")),
-    "legs": tuple(sided(p, s) for s in SIDES for p in ("thigh", "shin", "foot", "toes")),
-    "fingers": FINGER_SLOTS,
-    "twists": TWIST_SLOTS,
-    "face": EXTRA_SLOTS,
-}
-
-
-def _method_name(text: str) -> str:
-    m = text.strip().upper().replace("-", "_").replace(" ", "_")
-    aliases = {"GEOMETRIC_FRAMES": GEOMETRIC, "REST": REST_SPACE, "RESTSPACE": REST_SPACE, "CURL": LOCAL_CURL}
-    m = aliases.get(m, m)
-    if m not in METHODS:
-        raise MappingError(f"unknown retarget method {text!r}; use one of geometric, rest-space, local-curl")
-    return m
-
-
-def check_method_table(methods: Mapping[str, str] | None) -> dict[str, str]:
-    """A validated copy of ``methods`` (slot -> method, names normalised); refuses unknown slots,
-    unknown methods and local curl outside the fingers."""
-    table: dict[str, str] = {}
-    for slot, method in (methods or {}).items():
-        if slot not in SLOT_PARENT:
-            raise MappingError(f"unknown humanoid slot {slot!r} in the method table")
-        m = _method_name(method)
-        if m == LOCAL_CURL and slot not in FINGER_SLOTS:
-            raise MappingError(f"local curl is for finger slots; {slot!r} cannot use it")
-        table[slot] = m
-    return table
-
-
-def parse_method_table(spec: str) -> dict[str, str]:
-    """Method table from text such as ``"rest-space"`` or ``"geometric,fingers=local-curl"``.
-
-    Items are separated by commas and applied in order, later ones winning: a bare method applies
-    to every slot (local curl to the fingers only), ``NAME=method`` to a slot (``hand.L``) or a
-    group (``trunk``, ``arms``, ``legs``, ``fingers``, ``twists``, ``face``, ``all``). Slots left
-    at ``GEOMETRIC`` are not listed: the default needs no entry.
-    """
-    table: dict[str, str] = {}
-    for item in (p.strip() for p in spec.split(",")):
-        if not item:
-            continue
-        name, sep, value = item.partition("=")
-        if not sep:
-            name, value = "all", item
-        method = _method_name(value)
-        name = name.strip()
-        if name in SLOT_GROUPS:
-            slots = SLOT_GROUPS[name]
-        elif name in SLOT_PARENT:
-            slots = (name,)
-        else:
-            raise MappingError(f"{name!r} is neither a humanoid slot nor a group ({', '.join(SLOT_GROUPS)})")
-        if method == LOCAL_CURL:
-            slots = tuple(s for s in slots if s in FINGER_SLOTS)
-            if not slots:
-                raise MappingError(f"local curl is for finger slots; {name!r} has none")
-        for s in slots:
-            table[s] = method
-    return {s: m for s, m in check_method_table(table).items() if m != GEOMETRIC}
-
 
 def needs_rest_space(methods: Mapping[str, str]) -> bool:
-    return any(_method_name(m) != GEOMETRIC for m in methods.values())
+    return any(method_name(m) != GEOMETRIC for m in methods.values())
 
 
 @dataclass(frozen=True)

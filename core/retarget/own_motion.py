@@ -51,13 +51,8 @@ class OwnTables:
 def _path_between(anatomy: RigAnatomy, top: int, end: int) -> list[int] | None:
     """Bones strictly between ``top`` and ``end`` in the skeleton, parents first, or None when
     ``end`` does not hang below ``top``."""
-    parents = anatomy.skeleton.parents
-    path = []
-    p = int(parents[end])
-    while p >= 0 and p != top:
-        path.append(p)
-        p = int(parents[p])
-    return path[::-1] if p == top else None
+    above = anatomy.skeleton.ancestors(end)
+    return above[: above.index(top)][::-1] if top in above else None
 
 
 def _reached_through(anatomy: RigAnatomy, slot: str) -> bool:

@@ -127,6 +127,46 @@ def axis_angle_from_quat(q: ArrayLike) -> tuple[FloatArray, FloatArray]:
     return axis, angle
 
 
+def quat_from_blender_axis_angle(aa: ArrayLike) -> FloatArray:
+    """Quaternions ``(..., 4)`` from axis-angle in Blender's layout ``(..., 4)`` = ``(angle, x, y,
+    z)``, the axis of any length; a zero axis is no rotation (where
+    :func:`quat_from_axis_angle` keeps the angle's scalar part)."""
+    aa = _as_float(aa)
+    _check_last(aa, 4, "axis-angle")
+    axis = aa[..., 1:]
+    n = np.linalg.norm(axis, axis=-1, keepdims=True)
+    unit = np.where(n > 0.0, axis / np.where(n > 0.0, n, 1.0), 0.0)
+    half = 0.5 * aa[..., :1]
+    q = np.concatenate([np.cos(half), np.sin(half) * unit], axis=-1)
+    out: FloatArray = np.where(n > 0.0, q, np.array([1.0, 0.0, 0.0, 0.0]))
+    return out
+
+
+def blender_axis_angle_from_quat(q: ArrayLike, fallback: ArrayLike = (0.0, 1.0, 0.0), *, carry: bool = False) -> FloatArray:
+    """Axis-angle in Blender's layout ``(..., 4)`` = ``(angle, x, y, z)`` from quaternions
+    ``(..., 4)``, the angle over ``[0, 2 pi)`` as the quaternion's sign gives it (no folding
+    into ``[0, pi]``, unlike :func:`axis_angle_from_quat`, so a continuous quaternion curve
+    gives a continuous angle curve).
+
+    A null rotation (vector part of length <= 1e-9) has no axis of its own: it takes
+    ``fallback`` (``(3,)``, or one axis per row, e.g. the value a channel holds now; Blender's
+    default +Y unless given). With ``carry``, ``q`` is ``(T, 4)`` in frame order and a null
+    rotation keeps the last axis defined before it (``fallback`` before the first), so the
+    axis curves stay continuous through it.
+    """
+    q = _as_float(q)
+    _check_last(q, 4, "quaternion")
+    v = q[..., 1:]
+    s = np.linalg.norm(v, axis=-1)
+    angle = 2.0 * np.arctan2(s, q[..., 0])
+    ok = s > 1e-9
+    axis = np.where(ok[..., None], v / np.where(ok, s, 1.0)[..., None], fallback)
+    if carry and not np.all(ok):
+        idx = np.maximum.accumulate(np.where(ok, np.arange(ok.shape[0]), -1))
+        axis = np.where(idx[:, None] >= 0, axis[np.maximum(idx, 0)], fallback)
+    return np.concatenate([angle[..., None], axis], axis=-1)
+
+
 def quat_angle(q: ArrayLike) -> FloatArray:
     """Rotation angle of unit quaternions, in ``[0, pi]``."""
     q = _as_float(q)

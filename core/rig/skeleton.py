@@ -253,6 +253,15 @@ class Skeleton:
                 out.append(j)
         return out
 
+    def ancestors(self, i: int) -> list[int]:
+        """Joints above ``i``, its parent first, up to the root (empty for a root)."""
+        out: list[int] = []
+        p = int(self.parents[i])
+        while p >= 0:
+            out.append(p)
+            p = int(self.parents[p])
+        return out
+
     def chain(self, ancestor: int, descendant: int) -> list[int]:
         """Joints from ``ancestor`` down to ``descendant`` inclusive; refuses if not a chain."""
         out = [descendant]

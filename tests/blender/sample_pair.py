@@ -9,7 +9,7 @@ from typing import Any
 def sample_walk_onto_metarig(bpy: Any, frames: int, fps: int = 24) -> tuple[Any, Any, Any]:
     """Set the scene to ``fps``; make the sample armature ("Sample") playing a ``frames``-frame
     walk ("Walk") and add the metarig (left active). Returns ``(source, action, target)``."""
-    from marionette.bridge.armature_io import create_armature, write_action
+    from marionette.bridge.action_write import create_armature, write_action
     from marionette.core.rig.samples import sample_humanoid, sample_walk
 
     bpy.context.scene.render.fps = fps

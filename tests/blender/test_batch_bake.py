@@ -227,13 +227,12 @@ def test_jobs_1_and_jobs_2_write_the_same_keys(blender, baked_pack) -> None:
 def test_bvh_read_without_blender_agrees_with_blenders_importer(blender, baked_pack) -> None:
     """The numpy BVH path (tails, mapping, retarget) against the single retarget of the same file
     imported by Blender, onto the same target."""
-    from marionette.bridge import armature_io as aio
-    from marionette.bridge import compat
+    from marionette.bridge import compat, skeleton_read
     from marionette.bridge.file_import import load_file
     from marionette.core.batch.baking import bvh_rest_tails
     from marionette.core.formats.bvh import detect_up_axis, read_bvh
-    from marionette.core.mapping.bone_mapping import auto_map_skeleton
-    from marionette.usecases import jobs
+    from marionette.core.mapping.auto_map import auto_map_skeleton
+    from marionette.usecases import retarget
 
     _, blend, _ = baked_pack[2]
     batch = {src: curves for src, _clip, curves in _read_output(blender, blend).values()}
@@ -244,8 +243,8 @@ def test_bvh_read_without_blender_agrees_with_blenders_importer(blender, baked_p
         path = shared_file(rel)
         bvh = read_bvh(path)
         obj = load_file(path).armatures[0]
-        skeleton = aio.skeleton_from_armature(obj)
-        _, tails = aio.rest_heads_tails(obj, skeleton)
+        skeleton = skeleton_read.skeleton_from_armature(obj)
+        _, tails = skeleton_read.rest_heads_tails(obj, skeleton)
         order = [bvh.names.index(n) for n in skeleton.names]
         mine = bvh_rest_tails(bvh)[order]
         if detect_up_axis(bvh) == "Y":  # Blender's importer turns Y-up files to Z-up
@@ -257,7 +256,7 @@ def test_bvh_read_without_blender_agrees_with_blenders_importer(blender, baked_p
             # Its one frame puts thigh and shin heads on the same point (the file's position
             # channels): the measured segment has no direction, so neither path means anything there.
             continue
-        outcome = jobs.retarget_action(obj, obj.animation_data.action, target, scene_fps=24.0, options=_planted())  # as bake-pack
+        outcome = retarget.retarget_action(obj, obj.animation_data.action, target, scene_fps=24.0, options=_planted())  # as bake-pack
         mine_keys = next(c for src, c in batch.items() if src.endswith(os.sep + os.path.basename(rel)))
         theirs = {}
         for fc in compat.action_fcurves(outcome.action, outcome.action.slots[0]):
@@ -303,8 +302,8 @@ def method_runs(tmp_path_factory) -> dict[int, tuple[subprocess.CompletedProcess
 def test_a_method_pack_has_the_keys_of_single_retargets_with_that_method(blender, method_runs) -> None:
     from marionette.bridge import compat
     from marionette.bridge.file_import import load_file
-    from marionette.core.retarget.methods import parse_method_table
-    from marionette.usecases import jobs
+    from marionette.core.mapping.method_names import parse_method_table
+    from marionette.usecases import retarget
 
     _, blend, report = method_runs[2]
     table = parse_method_table("rest-space")
@@ -325,7 +324,7 @@ def test_a_method_pack_has_the_keys_of_single_retargets_with_that_method(blender
         actions = list(loaded.actions)
         target = load_file(shared_file(TARGET)).armatures[0]
         for action in actions:
-            outcome = jobs.retarget_action(
+            outcome = retarget.retarget_action(
                 source, action, target, scene_fps=fps, methods=table, name=f"single_{action.name}", options=_planted()
             )
             assert outcome.report["method"]["native"] is False and outcome.report["method"]["table"] == table
@@ -379,7 +378,7 @@ def test_bake_settings_take_the_target_mappings_methods_and_let_explicit_ones_wi
     from marionette.bridge.file_import import load_file
     from marionette.core.retarget.geometric import RetargetOptions
     from marionette.usecases.bake_pack import bake_settings
-    from marionette.usecases.jobs import rig_input
+    from marionette.usecases.rigs import rig_input
 
     target = load_file(shared_file(TARGET)).armatures[0]
     _, auto = rig_input(target)
@@ -576,16 +575,15 @@ def test_operator_bakes_a_folder_and_saves_its_report(scene_with_target, tmp_pat
 
 
 def test_operator_takes_the_sidebars_method_column_and_match_rest(scene_with_target, tmp_path) -> None:
-    from marionette.bridge.armature_io import clip_from_action
+    from marionette.bridge.clip_read import clip_from_action
     from marionette.core.batch.baking import bvh_rest_tails
     from marionette.core.formats.bvh import read_bvh
-    from marionette.core.mapping.bone_mapping import auto_map_skeleton
+    from marionette.core.mapping.auto_map import auto_map_skeleton
     from marionette.core.retarget.binding_cache import BindingCache
     from marionette.core.retarget.geometric import RigInput
     from marionette.core.retarget.methods import retarget_with_methods
-    from marionette.operators.retarget_ops import options_of
-    from marionette.properties.retarget_settings import fill_rows
-    from marionette.usecases.jobs import rig_input
+    from marionette.properties.retarget_settings import fill_rows, options_of
+    from marionette.usecases.rigs import rig_input
 
     bpy, target = scene_with_target
     s = bpy.context.scene.marionette
@@ -774,7 +772,8 @@ def long_clips_blend(blender, tmp_path) -> Path:
     """A .blend holding the Quaternius man and twelve 1500-frame clips (his walk and run, repeated
     and shifted), with a constraint on his root bone, as production rigs have: each clip is then
     read by evaluating the rig frame by frame, about half a second a clip."""
-    from marionette.bridge.armature_io import clip_from_action, needs_evaluation, write_action
+    from marionette.bridge.action_write import write_action
+    from marionette.bridge.clip_read import clip_from_action, needs_evaluation
     from marionette.bridge.file_import import load_file
     from marionette.core.rig.clip import Clip
 
@@ -831,7 +830,7 @@ def test_a_file_of_long_clips_is_shared_by_two_workers_with_the_keys_of_one(blen
 def test_a_pack_on_the_targets_own_rig_is_bound_natively_without_a_method(blender, tmp_path) -> None:
     """The Quaternius man's clips baked onto the Quaternius man: keys carried unchanged (as a
     single retarget binds them), not converted through the geometric frames."""
-    from marionette.bridge.armature_io import clip_from_action
+    from marionette.bridge.clip_read import clip_from_action
     from marionette.bridge.file_import import load_file
 
     men = shared_file("fbx/quaternius_male_casual.fbx")

@@ -94,9 +94,9 @@ def _points(world: np.ndarray, lengths: np.ndarray) -> np.ndarray:
 
 
 def _rig_height(obj, skeleton) -> float:
-    from marionette.bridge import armature_io as aio
+    from marionette.bridge import skeleton_read
 
-    heads, tails = aio.rest_heads_tails(obj, skeleton)
+    heads, tails = skeleton_read.rest_heads_tails(obj, skeleton)
     pts = np.concatenate([heads, tails])
     w = (skeleton.placement[:3, :3] @ pts.T).T + skeleton.placement[:3, 3]
     return float((w.max(axis=0) - w.min(axis=0)).max())
@@ -125,8 +125,7 @@ def round_trips():
     """Measures per case, computed once: errors are fractions of the rig's height (positions)
     or degrees (rotations); nothing Blender-owned outlives the fixture."""
     bpy = _bpy()
-    from marionette.bridge import armature_io as aio
-    from marionette.bridge import file_import
+    from marionette.bridge import action_write, clip_read, evaluated_pose, file_import, skeleton_read
 
     results: dict[str, dict[str, float]] = {}
     by_file: dict[str, list[tuple[int, str | None]]] = {}
@@ -137,25 +136,25 @@ def round_trips():
         _fresh(bpy)
         loaded = file_import.load_file(path)
         (obj,) = loaded.armatures
-        skeleton = aio.skeleton_from_armature(obj)
+        skeleton = skeleton_read.skeleton_from_armature(obj)
         height = _rig_height(obj, skeleton)
         lengths = _lengths(obj, skeleton)
         for k, suffix in cases:
             action = _action_for(loaded, suffix)
-            clip = aio.clip_from_action(obj, action)
+            clip = clip_read.clip_from_action(obj, action)
             frames = clip.frame_numbers()
             _play(obj, action)
-            ref = aio.evaluated_world_matrices(obj, frames, skeleton)
+            ref = evaluated_pose.evaluated_world_matrices(obj, frames, skeleton)
             ref_pts = _points(ref, lengths)
             fk = _fk_world(skeleton, clip)
             # The frame_set path on the same action.
-            evaluated = aio.clip_from_evaluation(obj, action, frames)
+            evaluated = clip_read.clip_from_evaluation(obj, action, frames)
             fk_eval = _fk_world(skeleton, evaluated)
             # Written on a copy of the object with its own action, keeping the frame numbers.
             copy = obj.copy()
             bpy.context.scene.collection.objects.link(copy)
-            written = aio.write_action(copy, clip, f"{action.name} round trip", fps=clip.fps)
-            got = aio.evaluated_world_matrices(copy, frames, skeleton)
+            written = action_write.write_action(copy, clip, f"{action.name} round trip", fps=clip.fps)
+            got = evaluated_pose.evaluated_world_matrices(copy, frames, skeleton)
             results[CASE_IDS[k]] = {
                 "frames": clip.frame_count,
                 "bones": len(skeleton),
@@ -212,8 +211,7 @@ def test_every_animated_file_was_covered(round_trips) -> None:
 
 
 def test_bvh_keeps_frame_numbers_and_records_the_rate(blender) -> None:
-    from marionette.bridge import armature_io as aio
-    from marionette.bridge import file_import
+    from marionette.bridge import clip_read, file_import
 
     scene = blender.context.scene
     before = (scene.render.fps, scene.frame_start, scene.frame_end, scene.frame_current)
@@ -223,20 +221,19 @@ def test_bvh_keeps_frame_numbers_and_records_the_rate(blender) -> None:
     assert action["marionette_fps"] == 120.0
     assert tuple(action.frame_range) == (1.0, 566.0)  # the file's frame numbers
     assert (scene.render.fps, scene.frame_start, scene.frame_end, scene.frame_current) == before
-    clip = aio.clip_from_action(loaded.armatures[0], action)
+    clip = clip_read.clip_from_action(loaded.armatures[0], action)
     assert clip.frame_count == 566 and clip.first_frame == 1.0
     assert clip.duration == pytest.approx(565 / 120.0)
 
 
 @pytest.mark.parametrize("relative", ["bvh/makehuman/walk1_zup.bvh", "bvh/cmu/02_02_daz.bvh"])
 def test_bvh_stands_up_whatever_the_file_axis(blender, relative: str) -> None:
-    from marionette.bridge import armature_io as aio
-    from marionette.bridge import file_import
+    from marionette.bridge import file_import, skeleton_read
 
     loaded = file_import.load_file(shared_file(relative))
     obj = loaded.armatures[0]
-    skeleton = aio.skeleton_from_armature(obj)
-    heads, tails = aio.rest_heads_tails(obj, skeleton)
+    skeleton = skeleton_read.skeleton_from_armature(obj)
+    heads, tails = skeleton_read.rest_heads_tails(obj, skeleton)
     pts = np.concatenate([heads, tails])
     extent = pts.max(axis=0) - pts.min(axis=0)
     # Standing: Blender's Z is the body's long axis (a Z-up file imported as Y-up lies along Y).
@@ -246,8 +243,7 @@ def test_bvh_stands_up_whatever_the_file_axis(blender, relative: str) -> None:
 def test_core_bvh_reader_agrees_with_blenders_importer(blender) -> None:
     """Core FK of the file as read by core/formats/bvh.py, turned from Y-up to Blender's Z-up, equals the
     world positions Blender's own importer produces, at every frame."""
-    from marionette.bridge import armature_io as aio
-    from marionette.bridge import file_import
+    from marionette.bridge import evaluated_pose, file_import, skeleton_read
 
     path = shared_file("bvh/cmu/02_02_daz.bvh")
     bvh = read_bvh(path)
@@ -256,8 +252,8 @@ def test_core_bvh_reader_agrees_with_blenders_importer(blender) -> None:
     y_up_to_z_up = np.array([[1.0, 0, 0], [0, 0, -1], [0, 1, 0]])
     mine = fk @ y_up_to_z_up.T
     obj = file_import.load_file(path).armatures[0]
-    skeleton = aio.skeleton_from_armature(obj)
-    theirs = aio.evaluated_world_positions(obj, clip.frame_numbers(), skeleton)
+    skeleton = skeleton_read.skeleton_from_armature(obj)
+    theirs = evaluated_pose.evaluated_world_positions(obj, clip.frame_numbers(), skeleton)
     order = [bvh.names.index(n) for n in skeleton.names]
     height = _rig_height(obj, skeleton)
     assert np.abs(mine[:, order] - theirs).max() <= TOL * height
@@ -291,8 +287,7 @@ def test_fbx_keeps_every_bone_and_names_actions(blender) -> None:
 def test_gltf_fortune_points_bones_at_children_and_keeps_the_motion(blender) -> None:
     """bone_heuristic='FORTUNE' (what load_file uses) against the importer's default: bones point
     at their only child, and world joint positions over the clip are the same."""
-    from marionette.bridge import armature_io as aio
-    from marionette.bridge import file_import
+    from marionette.bridge import evaluated_pose, file_import, skeleton_read
 
     path = shared_file("gltf/khronos_cesium_man.glb")
     fortune = file_import.load_file(path).armatures[0]
@@ -308,13 +303,13 @@ def test_gltf_fortune_points_bones_at_children_and_keeps_the_motion(blender) -> 
     before = set(blender.data.objects)
     blender.ops.import_scene.gltf(filepath=str(path), bone_heuristic="BLENDER", disable_bone_shape=True)
     (default,) = [o for o in blender.data.objects if o not in before and o.type == "ARMATURE"]
-    sk_f = aio.skeleton_from_armature(fortune)
-    sk_d = aio.skeleton_from_armature(default)
+    sk_f = skeleton_read.skeleton_from_armature(fortune)
+    sk_d = skeleton_read.skeleton_from_armature(default)
     frames = np.arange(1, 49, dtype=float)
     _play(fortune, fortune.animation_data.action)
     _play(default, default.animation_data.action)
-    pf = aio.evaluated_world_positions(fortune, frames, sk_f)
-    pd = aio.evaluated_world_positions(default, frames, sk_d)[:, [sk_d.index(n) for n in sk_f.names]]
+    pf = evaluated_pose.evaluated_world_positions(fortune, frames, sk_f)
+    pd = evaluated_pose.evaluated_world_positions(default, frames, sk_d)[:, [sk_d.index(n) for n in sk_f.names]]
     assert np.abs(pf - pd).max() <= TOL * _rig_height(fortune, sk_f)
 
 
@@ -396,29 +391,29 @@ def test_bad_files_are_refused_and_change_nothing(blender, tmp_path, name: str) 
 
 
 def test_armature_without_bones_is_refused(blender) -> None:
-    from marionette.bridge import armature_io as aio
+    from marionette.bridge import clip_read, evaluated_pose, skeleton_read
 
     arm = blender.data.armatures.new("Empty")
     obj = blender.data.objects.new("NoBones", arm)
     blender.context.scene.collection.objects.link(obj)
     action = blender.data.actions.new("Anything")
     for call in (
-        lambda: aio.skeleton_from_armature(obj),
-        lambda: aio.rest_heads_tails(obj),
-        lambda: aio.clip_from_action(obj, action),
-        lambda: aio.clip_from_evaluation(obj, action),
-        lambda: aio.evaluated_world_positions(obj, [1]),
+        lambda: skeleton_read.skeleton_from_armature(obj),
+        lambda: skeleton_read.rest_heads_tails(obj),
+        lambda: clip_read.clip_from_action(obj, action),
+        lambda: clip_read.clip_from_evaluation(obj, action),
+        lambda: evaluated_pose.evaluated_world_positions(obj, [1]),
     ):
         with pytest.raises(RigError, match="armature object 'NoBones' has no bones"):
             call()
     mesh = blender.data.objects.new("NotAnArmature", None)
     with pytest.raises(RigError, match="'NotAnArmature' is not an armature object"):
-        aio.skeleton_from_armature(mesh)
+        skeleton_read.skeleton_from_armature(mesh)
 
 
 def _small_rig(blender, name: str = "Rig", bones: int = 5):
     """A chain of bones along +Z built through create_armature."""
-    from marionette.bridge import armature_io as aio
+    from marionette.bridge import action_write
     from marionette.core.rig.skeleton import Skeleton
 
     rest = np.broadcast_to(np.eye(4), (bones, 4, 4)).copy()
@@ -426,24 +421,23 @@ def _small_rig(blender, name: str = "Rig", bones: int = 5):
     rest[:, :3, :3] = [[1, 0, 0], [0, 0, -1], [0, 1, 0]]
     rest[:, 2, 3] = np.arange(bones) * 0.5
     skeleton = Skeleton.from_rest_matrices([f"b{i}" for i in range(bones)], [None] + list(range(bones - 1)), rest)
-    return aio.create_armature(skeleton, name), skeleton
+    return action_write.create_armature(skeleton, name), skeleton
 
 
 def test_action_without_keys_is_refused(blender) -> None:
-    from marionette.bridge import armature_io as aio
-    from marionette.bridge import compat
+    from marionette.bridge import clip_read, compat
 
     obj, _ = _small_rig(blender)
     empty = blender.data.actions.new("Nothing")
     with pytest.raises(ClipError, match="action 'Nothing' has no keys on the bones of 'Rig'"):
-        aio.clip_from_action(obj, empty)
+        clip_read.clip_from_action(obj, empty)
     # A slot and a curve, but no key on it.
     hollow = blender.data.actions.new("Hollow")
     slot = compat.new_action_slot(hollow, obj)
     bag = compat.channelbag(hollow, slot, create=True)
     compat.new_fcurve(bag, 'pose.bones["b1"].location', 0, "b1")
     before = _counts(blender)
-    for read in (aio.clip_from_action, aio.clip_from_evaluation):
+    for read in (clip_read.clip_from_action, clip_read.clip_from_evaluation):
         with pytest.raises(ClipError, match="action 'Hollow' has no keys"):
             read(obj, hollow)
     assert _counts(blender) == before
@@ -472,11 +466,10 @@ def _simple_clip(skeleton, frames: int = 12, seed: int = 3) -> Clip:
 
 
 def test_nan_keys_are_refused_naming_bone_and_frame(blender) -> None:
-    from marionette.bridge import armature_io as aio
-    from marionette.bridge import compat
+    from marionette.bridge import action_write, clip_read, compat
 
     obj, skeleton = _small_rig(blender)
-    action = aio.write_action(obj, _simple_clip(skeleton), "Broken")
+    action = action_write.write_action(obj, _simple_clip(skeleton), "Broken")
     (fc,) = [
         c
         for c in compat.action_fcurves(action, action.slots[0])
@@ -486,7 +479,7 @@ def test_nan_keys_are_refused_naming_bone_and_frame(blender) -> None:
     keys = _keys_of(action, obj)
     before = _counts(blender)
     frame = blender.context.scene.frame_current
-    for read in (aio.clip_from_action, aio.clip_from_evaluation):
+    for read in (clip_read.clip_from_action, clip_read.clip_from_evaluation):
         with pytest.raises(
             ClipError, match=r"action 'Broken': bone 'b2' \(rotation_quaternion\[1\]\) has a non-finite key at frame 6"
         ):
@@ -498,7 +491,7 @@ def test_nan_keys_are_refused_naming_bone_and_frame(blender) -> None:
     rot = bad.rotations.copy()
     rot[3, 1, 0] = np.nan
     with pytest.raises(ClipError, match="non-finite rotation key on bone 'b1' at frame 4"):
-        aio.write_action(obj, Clip(bad.names, bad.times, bad.fps, rot, bad.translations, name="simple"), "NaN clip")
+        action_write.write_action(obj, Clip(bad.names, bad.times, bad.fps, rot, bad.translations, name="simple"), "NaN clip")
     assert _counts(blender) == before
 
 
@@ -506,8 +499,7 @@ def test_nan_keys_are_refused_naming_bone_and_frame(blender) -> None:
 
 
 def test_reading_changes_neither_action_nor_object(blender) -> None:
-    from marionette.bridge import armature_io as aio
-    from marionette.bridge import compat, file_import
+    from marionette.bridge import clip_read, compat, file_import
 
     loaded = file_import.load_file(shared_file("fbx/quaternius_male_casual.fbx"))
     obj = loaded.armatures[0]
@@ -517,8 +509,8 @@ def test_reading_changes_neither_action_nor_object(blender) -> None:
     scene.frame_set(7)
     pose = [tuple(pb.matrix_basis.col[3]) + tuple(pb.rotation_quaternion) for pb in obj.pose.bones]
     keys = _keys_of(other, obj)
-    aio.clip_from_action(obj, other)
-    aio.clip_from_evaluation(obj, other)
+    clip_read.clip_from_action(obj, other)
+    clip_read.clip_from_evaluation(obj, other)
     assert compat.current_action(obj) == (current, slot)
     assert scene.frame_current == 7
     assert [tuple(pb.matrix_basis.col[3]) + tuple(pb.rotation_quaternion) for pb in obj.pose.bones] == pose
@@ -527,31 +519,30 @@ def test_reading_changes_neither_action_nor_object(blender) -> None:
 
 
 def test_a_constraint_switches_to_evaluation_and_is_honoured(blender) -> None:
-    from marionette.bridge import armature_io as aio
-    from marionette.bridge import file_import
+    from marionette.bridge import clip_read, evaluated_pose, file_import, skeleton_read
 
     obj = file_import.load_file(shared_file("bvh/cmu/02_02_daz.bvh")).armatures[0]
     action = obj.animation_data.action
     c = obj.pose.bones["lForeArm"].constraints.new("LIMIT_ROTATION")
     c.use_limit_x = c.use_limit_y = c.use_limit_z = True  # locks the forearm at rest
-    assert any("LIMIT_ROTATION" in r for r in aio.needs_evaluation(obj, action))
+    assert any("LIMIT_ROTATION" in r for r in clip_read.needs_evaluation(obj, action))
     frames = np.arange(1, 120, dtype=float)
-    clip = aio.clip_from_action(obj, action, frames)
-    skeleton = aio.skeleton_from_armature(obj)
+    clip = clip_read.clip_from_action(obj, action, frames)
+    skeleton = skeleton_read.skeleton_from_armature(obj)
     lengths = _lengths(obj, skeleton)
-    ref = _points(aio.evaluated_world_matrices(obj, frames, skeleton), lengths)
+    ref = _points(evaluated_pose.evaluated_world_matrices(obj, frames, skeleton), lengths)
     height = _rig_height(obj, skeleton)
     assert np.abs(_points(_fk_world(skeleton, clip), lengths) - ref).max() <= TOL * height
     # The constraint matters: the keys alone put the hand elsewhere.
     c.mute = True
-    keys_only = aio.clip_from_action(obj, action, frames)
+    keys_only = clip_read.clip_from_action(obj, action, frames)
     assert np.abs(_points(_fk_world(skeleton, keys_only), lengths) - ref).max() > 100 * TOL * height
 
 
 def test_fcurve_evaluation_matches_blender(blender) -> None:
     """Constant, linear and Bezier keys (handles too long for their segment included), easing,
     linear extrapolation and a modifier, sampled off and on the keys and outside the range."""
-    from marionette.bridge import armature_io as aio
+    from marionette.bridge import fcurve_eval
 
     action = blender.data.actions.new("Curves")
     slot = action.slots.new(id_type="OBJECT", name="X")
@@ -584,14 +575,14 @@ def test_fcurve_evaluation_matches_blender(blender) -> None:
             fc.modifiers.new("NOISE")
         curves.append(fc)
     frames = np.linspace(-6.0, 45.0, 1021)
-    mine = aio.evaluate_fcurves(curves, frames)
+    mine = fcurve_eval.evaluate_fcurves(curves, frames)
     theirs = np.array([[fc.evaluate(float(f)) for f in frames] for fc in curves])
     assert np.abs(mine - theirs).max() < 1e-5
     # Sampled on some of one curve's keys (a result read back at a few of the frames keyed):
     # that curve is read off its keys, the others evaluated; all as Blender plays them.
     for fc in curves:
         on_keys = np.array([kp.co[0] for kp in fc.keyframe_points])[::2].astype(np.float64)
-        mine = aio.evaluate_fcurves(curves, on_keys)
+        mine = fcurve_eval.evaluate_fcurves(curves, on_keys)
         theirs = np.array([[c.evaluate(float(f)) for f in on_keys] for c in curves])
         assert np.abs(mine - theirs).max() < 1e-5
 
@@ -599,8 +590,7 @@ def test_fcurve_evaluation_matches_blender(blender) -> None:
 def test_every_rotation_mode_reads_and_writes(blender) -> None:
     """Bones in each Euler order, axis-angle and quaternion, with Bezier keys, read in bulk and
     written back in their own modes."""
-    from marionette.bridge import armature_io as aio
-    from marionette.bridge import compat
+    from marionette.bridge import action_write, clip_read, compat, evaluated_pose, skeleton_read
 
     modes = ["QUATERNION", "XYZ", "XZY", "YXZ", "YZX", "ZXY", "ZYX", "AXIS_ANGLE", "QUATERNION"]
     obj, _ = _small_rig(blender, bones=len(modes))
@@ -622,20 +612,20 @@ def test_every_rotation_mode_reads_and_writes(blender) -> None:
             pb.keyframe_insert("location", frame=f)
             pb.keyframe_insert("scale", frame=f)
     action = obj.animation_data.action
-    skeleton = aio.skeleton_from_armature(obj)
+    skeleton = skeleton_read.skeleton_from_armature(obj)
     lengths = _lengths(obj, skeleton)
     height = _rig_height(obj, skeleton)
     frames = np.arange(1, 15, dtype=float)
-    assert aio.needs_evaluation(obj, action) == []
-    clip = aio.clip_from_action(obj, action)
+    assert clip_read.needs_evaluation(obj, action) == []
+    clip = clip_read.clip_from_action(obj, action)
     assert clip.frame_count == 14 and clip.scales is not None
-    ref = _points(aio.evaluated_world_matrices(obj, frames, skeleton), lengths)
+    ref = _points(evaluated_pose.evaluated_world_matrices(obj, frames, skeleton), lengths)
     assert np.abs(_points(_fk_world(skeleton, clip), lengths) - ref).max() <= TOL * height
 
     copy = obj.copy()
     blender.context.scene.collection.objects.link(copy)
-    written = aio.write_action(copy, clip, "Modes", fps=clip.fps)
-    got = _points(aio.evaluated_world_matrices(copy, frames, skeleton), lengths)
+    written = action_write.write_action(copy, clip, "Modes", fps=clip.fps)
+    got = _points(evaluated_pose.evaluated_world_matrices(copy, frames, skeleton), lengths)
     assert np.abs(got - ref).max() <= TOL * height
     props = {}
     for fc in compat.action_fcurves(written, written.slots[0]):
@@ -650,8 +640,7 @@ def test_every_rotation_mode_reads_and_writes(blender) -> None:
 
 
 def test_written_action_layout(blender) -> None:
-    from marionette.bridge import armature_io as aio
-    from marionette.bridge import compat
+    from marionette.bridge import action_write, compat
 
     obj, skeleton = _small_rig(blender)
     base = _simple_clip(skeleton, frames=30)
@@ -660,8 +649,8 @@ def test_written_action_layout(blender) -> None:
     rot[1::2] *= -1.0
     coverage = np.array([1.0, 1.0, 0.0, 1.0, 1.0])
     clip = Clip(base.names, base.times, base.fps, rot, base.translations, coverage=coverage, name="x", first_frame=1.0)
-    first = aio.write_action(obj, clip, "Take")
-    second = aio.write_action(obj, clip, "Take")
+    first = action_write.write_action(obj, clip, "Take")
+    second = action_write.write_action(obj, clip, "Take")
     assert (first.name, second.name) == ("Take", "Take.001")
     # The object's previous action would have had no user left: it is kept with a fake user.
     assert first.use_fake_user and obj.animation_data.action == second
@@ -703,7 +692,7 @@ def test_written_action_layout(blender) -> None:
         )
         assert np.all(np.sum(q[1:] * q[:-1], axis=-1) > 0.0)
     # replace=True takes the name and the users of the old action, which is removed.
-    third = aio.write_action(obj, clip, "Take.001", replace=True)
+    third = action_write.write_action(obj, clip, "Take.001", replace=True)
     assert third.name == "Take.001" and obj.animation_data.action == third
     assert (
         blender.data.actions.get("Take.001") == third
@@ -715,20 +704,19 @@ def test_writing_keeps_source_timing_on_the_scene_rate(blender) -> None:
     """A 120 fps clip written with the default rate lands on the 24 fps scene five keys per
     scene frame from frame 1 (frame 1 is time zero at any rate), and plays the same motion at
     the same times."""
-    from marionette.bridge import armature_io as aio
-    from marionette.bridge import file_import
+    from marionette.bridge import action_write, clip_read, evaluated_pose, file_import, skeleton_read
 
     obj = file_import.load_file(shared_file("bvh/cmu/12_03_motionbuilder.bvh")).armatures[0]
     action = obj.animation_data.action
-    clip = aio.clip_from_action(obj, action, np.arange(1, 121, dtype=float))
-    skeleton = aio.skeleton_from_armature(obj)
+    clip = clip_read.clip_from_action(obj, action, np.arange(1, 121, dtype=float))
+    skeleton = skeleton_read.skeleton_from_armature(obj)
     copy = obj.copy()
     blender.context.scene.collection.objects.link(copy)
-    written = aio.write_action(copy, clip, "At 24")
+    written = action_write.write_action(copy, clip, "At 24")
     assert written["marionette_fps"] == 24.0
     assert tuple(written.frame_range) == pytest.approx((1.0, 1.0 + 119 / 5), abs=1e-5)
-    ref = aio.evaluated_world_positions(obj, clip.frame_numbers(), skeleton)
-    got = aio.evaluated_world_positions(copy, clip.frame_numbers(24.0), skeleton)
+    ref = evaluated_pose.evaluated_world_positions(obj, clip.frame_numbers(), skeleton)
+    got = evaluated_pose.evaluated_world_positions(copy, clip.frame_numbers(24.0), skeleton)
     assert np.abs(got - ref).max() <= TOL * _rig_height(obj, skeleton)
 
 
@@ -736,7 +724,7 @@ def test_bones_that_do_not_fully_inherit(blender) -> None:
     """Inherit Rotation off, Inherit Scale none, Local Location off: the writer converts the
     clip's (fully inheriting) locals so Blender places the bones where core FK does, and the
     reader goes through evaluation for such rigs."""
-    from marionette.bridge import armature_io as aio
+    from marionette.bridge import action_write, clip_read, evaluated_pose
 
     obj, skeleton = _small_rig(blender, bones=6)
     clip = _simple_clip(skeleton, frames=10)
@@ -749,20 +737,19 @@ def test_bones_that_do_not_fully_inherit(blender) -> None:
     bones["b2"].use_inherit_rotation = False
     bones["b3"].inherit_scale = "NONE"
     bones["b4"].use_local_location = False
-    assert len(aio.needs_evaluation(obj)) == 3
-    aio.write_action(obj, clip, "Inherit", fps=24.0)
+    assert len(clip_read.needs_evaluation(obj)) == 3
+    action_write.write_action(obj, clip, "Inherit", fps=24.0)
     frames = clip.frame_numbers()
     lengths = _lengths(obj, skeleton)
     height = _rig_height(obj, skeleton)
-    ref = _points(aio.evaluated_world_matrices(obj, frames, skeleton), lengths)
+    ref = _points(evaluated_pose.evaluated_world_matrices(obj, frames, skeleton), lengths)
     assert np.abs(_points(_fk_world(skeleton, clip), lengths) - ref).max() <= TOL * height
-    back = aio.clip_from_action(obj, obj.animation_data.action)
+    back = clip_read.clip_from_action(obj, obj.animation_data.action)
     assert np.abs(_points(_fk_world(skeleton, back), lengths) - ref).max() <= TOL * height
 
 
 def test_scaled_and_rotated_parent_is_honoured(blender) -> None:
-    from marionette.bridge import armature_io as aio
-    from marionette.bridge import file_import
+    from marionette.bridge import clip_read, evaluated_pose, file_import, skeleton_read
 
     obj = file_import.load_file(shared_file("bvh/cmu/02_02_daz.bvh")).armatures[0]
     parent = blender.data.objects.new("Scaler", None)
@@ -770,23 +757,22 @@ def test_scaled_and_rotated_parent_is_honoured(blender) -> None:
     parent.scale = (100.0, 100.0, 100.0)
     parent.rotation_euler = (-math.pi / 2, 0.0, 0.0)
     obj.parent = parent
-    skeleton = aio.skeleton_from_armature(obj)
+    skeleton = skeleton_read.skeleton_from_armature(obj)
     assert np.allclose(skeleton.placement[:3, :3], 100.0 * np.array([[1, 0, 0], [0, 0, 1], [0, -1, 0]]), atol=1e-3)
     frames = np.arange(1, 100, dtype=float)
-    clip = aio.clip_from_action(obj, obj.animation_data.action, frames)
+    clip = clip_read.clip_from_action(obj, obj.animation_data.action, frames)
     lengths = _lengths(obj, skeleton)  # the world Y axis already carries the parent's scale
     height = _rig_height(obj, skeleton)
     assert height > 10_000.0  # the parent's x100 counts
-    ref = _points(aio.evaluated_world_matrices(obj, frames, skeleton), lengths)
+    ref = _points(evaluated_pose.evaluated_world_matrices(obj, frames, skeleton), lengths)
     assert np.abs(_points(_fk_world(skeleton, clip), lengths) - ref).max() <= TOL * height
 
 
 def test_world_to_local_to_world_on_a_real_rig(blender) -> None:
-    from marionette.bridge import armature_io as aio
-    from marionette.bridge import file_import
+    from marionette.bridge import file_import, skeleton_read
 
     obj = file_import.load_file(shared_file("fbx/quaternius_male_casual.fbx")).armatures[0]
-    skeleton = aio.skeleton_from_armature(obj)
+    skeleton = skeleton_read.skeleton_from_armature(obj)
     rng = np.random.default_rng(1)
     t, b = 50, len(skeleton)
     rot = quat_normalize(rng.normal(size=(t, b, 4)))
@@ -799,12 +785,12 @@ def test_world_to_local_to_world_on_a_real_rig(blender) -> None:
 
 
 def test_create_armature_reproduces_a_skeleton(blender) -> None:
-    from marionette.bridge import armature_io as aio
+    from marionette.bridge import action_write, evaluated_pose, skeleton_read
 
     bvh = read_bvh(shared_file("bvh/cmu/02_02_daz.bvh"))
     skeleton = bvh.skeleton()
-    obj = aio.create_armature(skeleton, "FromCore")
-    back = aio.skeleton_from_armature(obj)
+    obj = action_write.create_armature(skeleton, "FromCore")
+    back = skeleton_read.skeleton_from_armature(obj)
     order = [back.index(n) for n in skeleton.names]
     assert sorted(back.names) == sorted(skeleton.names)
     assert [back.names[p] if p >= 0 else None for p in back.parents[order]] == [
@@ -815,16 +801,15 @@ def test_create_armature_reproduces_a_skeleton(blender) -> None:
     assert all(b.length > 0.0 for b in obj.data.bones)
     # The core clip of the file, written onto the new armature, moves it as core FK says.
     clip = bvh.clip()
-    aio.write_action(obj, clip, "daz", fps=clip.fps)
+    action_write.write_action(obj, clip, "daz", fps=clip.fps)
     frames = clip.frame_numbers()[:60]
-    got = aio.evaluated_world_positions(obj, frames, back)[:, order]
+    got = evaluated_pose.evaluated_world_positions(obj, frames, back)[:, order]
     want = skeleton.forward_kinematics(clip.rotations[:60], clip.translations[:60])[..., :3, 3]
     assert np.abs(got - want).max() <= TOL * size
 
 
 def test_euler_keys_stay_continuous_through_full_turns(blender) -> None:
-    from marionette.bridge import armature_io as aio
-    from marionette.bridge import compat
+    from marionette.bridge import action_write, clip_read, compat
 
     obj, skeleton = _small_rig(blender, bones=3)
     obj.pose.bones["b1"].rotation_mode = "XYZ"
@@ -834,7 +819,7 @@ def test_euler_keys_stay_continuous_through_full_turns(blender) -> None:
     rot[..., 0] = 1.0
     rot[:, 1] = quat_from_axis_angle(np.array([0.2, 1.0, 0.1]), angle)
     clip = Clip.from_frames(skeleton.names, rot, np.zeros((frames, 3, 3)), fps=24.0)
-    action = aio.write_action(obj, clip, "Turns", fps=24.0)
+    action = action_write.write_action(obj, clip, "Turns", fps=24.0)
     euler = np.stack(
         [
             np.array([kp.co[1] for kp in fc.keyframe_points])
@@ -847,23 +832,23 @@ def test_euler_keys_stay_continuous_through_full_turns(blender) -> None:
     # Near gimbal lock a component may move fast, but never by the 2-pi of a wrap.
     assert np.abs(np.diff(euler, axis=0)).max() < 2.0
     assert np.ptp(euler, axis=0).max() > 3.0 * np.pi  # the turns accumulate instead of wrapping
-    back = aio.clip_from_action(obj, action)
+    back = clip_read.clip_from_action(obj, action)
     assert np.degrees(quat_angle_between(back.rotations, clip.rotations).max()) < 1e-3
 
 
 def test_evaluating_an_object_as_it_stands_includes_nla(blender) -> None:
-    from marionette.bridge import armature_io as aio
+    from marionette.bridge import action_write, clip_read, evaluated_pose
 
     obj, skeleton = _small_rig(blender)
     clip = _simple_clip(skeleton, frames=20)
-    action = aio.write_action(obj, clip, "Stashed", fps=24.0)
+    action = action_write.write_action(obj, clip, "Stashed", fps=24.0)
     track = obj.animation_data.nla_tracks.new()
     track.strips.new("Stashed", 11, action)  # plays the action ten frames later
     obj.animation_data.action = None
     frames = np.arange(11, 31, dtype=float)
-    as_is = aio.clip_from_evaluation(obj, None, frames)
+    as_is = clip_read.clip_from_evaluation(obj, None, frames)
     lengths = _lengths(obj, skeleton)
-    ref = _points(aio.evaluated_world_matrices(obj, frames, skeleton), lengths)
+    ref = _points(evaluated_pose.evaluated_world_matrices(obj, frames, skeleton), lengths)
     assert np.abs(_points(_fk_world(skeleton, as_is), lengths) - ref).max() <= TOL * _rig_height(obj, skeleton)
     # The NLA strip shifts time: frame 11 of the scene is the clip's first frame.
     want = _points(_fk_world(skeleton, clip), lengths)
@@ -872,12 +857,12 @@ def test_evaluating_an_object_as_it_stands_includes_nla(blender) -> None:
 
 
 def test_create_armature_takes_bone_lengths_from_tails(blender) -> None:
-    from marionette.bridge import armature_io as aio
+    from marionette.bridge import action_write, skeleton_read
 
     _, skeleton = _small_rig(blender, "First", bones=4)
     heads = skeleton.rest_placements()[:, :3, 3]
     tails = heads + np.array([0.3, 0.0, 0.4])  # only the distance (0.5) counts
-    obj = aio.create_armature(skeleton, "WithTails", tails=tails)
+    obj = action_write.create_armature(skeleton, "WithTails", tails=tails)
     assert [round(b.length, 5) for b in obj.data.bones] == [0.5] * 4
-    back = aio.skeleton_from_armature(obj)
+    back = skeleton_read.skeleton_from_armature(obj)
     assert np.abs(back.rest_placements() - skeleton.rest_placements()).max() < 1e-6

@@ -47,22 +47,22 @@ def _keys(action) -> dict[tuple[str, int], np.ndarray]:
 
 def test_the_summary_measured_after_the_click_fills_the_quality_panel(pair, monkeypatch):
     bpy, _source, target, _action = pair
-    from marionette.operators import retarget_ops
+    from marionette.viewport import deferred_summary
 
     s = bpy.context.scene.marionette
-    monkeypatch.setattr(retarget_ops, "DEFER_SUMMARY", False)
+    monkeypatch.setattr(deferred_summary, "DEFER_SUMMARY", False)
     assert bpy.ops.marionette.retarget_clip() == {"FINISHED"}
     at_once = json.loads(s.last_report)
     assert "mean_direction_error" in at_once
 
-    monkeypatch.setattr(retarget_ops, "DEFER_SUMMARY", True)  # as in Blender with a window
+    monkeypatch.setattr(deferred_summary, "DEFER_SUMMARY", True)  # as in Blender with a window
     assert bpy.ops.marionette.retarget_clip() == {"FINISHED"}
     new = target.animation_data.action
     assert json.loads(s.last_report) == {"action": new.name, "pending": True}  # the panel says "Measuring…"
-    assert bpy.app.timers.is_registered(retarget_ops.finish_pending_summaries)
-    assert retarget_ops.summary_pending(bpy.context.scene)
-    retarget_ops.finish_pending_summaries()  # what the timer runs once the click has returned
-    assert not retarget_ops.summary_pending(bpy.context.scene)
+    assert bpy.app.timers.is_registered(deferred_summary.finish_pending_summaries)
+    assert deferred_summary.summary_pending(bpy.context.scene)
+    deferred_summary.finish_pending_summaries()  # what the timer runs once the click has returned
+    assert not deferred_summary.summary_pending(bpy.context.scene)
     later = json.loads(s.last_report)
     # The same retarget measured later gives the figures measured at once, for the new action.
     assert later["action"] == new.name != at_once["action"]
@@ -72,13 +72,13 @@ def test_the_summary_measured_after_the_click_fills_the_quality_panel(pair, monk
 
 def test_a_retarget_deleted_before_its_summary_leaves_an_empty_panel(pair, monkeypatch):
     bpy, _source, target, _action = pair
-    from marionette.operators import retarget_ops
+    from marionette.viewport import deferred_summary
 
     s = bpy.context.scene.marionette
-    monkeypatch.setattr(retarget_ops, "DEFER_SUMMARY", True)
+    monkeypatch.setattr(deferred_summary, "DEFER_SUMMARY", True)
     assert bpy.ops.marionette.retarget_clip() == {"FINISHED"}
     bpy.data.actions.remove(target.animation_data.action)
-    retarget_ops.finish_pending_summaries()
+    deferred_summary.finish_pending_summaries()
     assert s.last_report == ""  # nothing to show, rather than "Measuring…" for ever
 
 
@@ -89,7 +89,7 @@ def test_a_take_converted_in_pieces_gives_the_keys_of_one_piece(blender, keep_fr
     bpy = blender
     from marionette.bridge.clip_source import read_bvh_clip
     from marionette.core.retarget.geometric import RetargetOptions
-    from marionette.usecases import jobs
+    from marionette.usecases import retarget
 
     path = str(shared_file(CMU))
     bpy.context.scene.render.fps = 24
@@ -97,7 +97,7 @@ def test_a_take_converted_in_pieces_gives_the_keys_of_one_piece(blender, keep_fr
     target = bpy.context.active_object
     runs = {}
     for chunk in (7, 10**9):
-        outcome = jobs.retarget_action(
+        outcome = retarget.retarget_action(
             read_bvh_clip(path, chunk_frames=chunk), None, target, scene_fps=24.0, keep_frames=keep_frames,
             options=RetargetOptions(plant_feet=True), name=f"piece{chunk}",
         )
@@ -126,15 +126,15 @@ def test_only_long_takes_skip_blenders_importer(tmp_path):
 
 def test_undo_back_to_the_click_shows_the_figures_measured_after_it(pair, monkeypatch):
     bpy, _source, _target, _action = pair
-    from marionette.operators import retarget_ops
+    from marionette.viewport import deferred_summary
 
-    monkeypatch.setattr(retarget_ops, "DEFER_SUMMARY", True)
+    monkeypatch.setattr(deferred_summary, "DEFER_SUMMARY", True)
     # Blender's UI pushes an undo step after each operator with the UNDO option; operators called
     # from Python in the bpy module do not, so the test pushes as the UI would.
     bpy.ops.ed.undo_push(message="before retarget")
     assert bpy.ops.marionette.retarget_clip() == {"FINISHED"}
     bpy.ops.ed.undo_push(message="Retarget Clip")  # its step holds the "measuring" state
-    retarget_ops.finish_pending_summaries()
+    deferred_summary.finish_pending_summaries()
     shown = json.loads(bpy.context.scene.marionette.last_report)
     assert "mean_direction_error" in shown
     bpy.context.scene.frame_current += 1
@@ -142,8 +142,8 @@ def test_undo_back_to_the_click_shows_the_figures_measured_after_it(pair, monkey
     assert bpy.ops.ed.undo() == {"FINISHED"}
     restored = json.loads(bpy.context.scene.marionette.last_report)
     assert restored == {"action": shown["action"], "pending": True}
-    assert not retarget_ops.summary_pending(bpy.context.scene)
-    assert retarget_ops.measured_summary(restored["action"]) == shown  # what the panel draws then
+    assert not deferred_summary.summary_pending(bpy.context.scene)
+    assert deferred_summary.measured_summary(restored["action"]) == shown  # what the panel draws then
 
 
 def test_a_long_take_onto_its_own_import_gets_the_importers_keys(blender, tmp_path):
@@ -151,16 +151,16 @@ def test_a_long_take_onto_its_own_import_gets_the_importers_keys(blender, tmp_pa
     take is bound natively: its keys are those the importer wrote, joint for joint."""
     from tiny_bvh import bvh_text
 
-    from marionette.bridge.armature_io import clip_from_action
+    from marionette.bridge.clip_read import clip_from_action
     from marionette.bridge.clip_source import LONG_TAKE_FRAMES, read_bvh_clip
     from marionette.bridge.file_import import load_file
-    from marionette.usecases import jobs
+    from marionette.usecases import retarget
 
     path = tmp_path / "long.bvh"
     path.write_text(bvh_text(LONG_TAKE_FRAMES + 3))
     loaded = load_file(str(path))
     target, imported = loaded.armatures[0], loaded.actions[0]
-    outcome = jobs.retarget_action(read_bvh_clip(str(path)), None, target, scene_fps=30.0, keep_frames=True, name="own")
+    outcome = retarget.retarget_action(read_bvh_clip(str(path)), None, target, scene_fps=30.0, keep_frames=True, name="own")
     assert outcome.report["method"]["native"] is True
     got, want = clip_from_action(target, outcome.action), clip_from_action(target, imported)
     assert got.names == want.names and got.frame_count == want.frame_count == LONG_TAKE_FRAMES + 3

@@ -70,7 +70,7 @@ def walker(addon):
 def sample(addon):
     """Marionette's sample humanoid (synthetic, 54 bones) playing its sample walk."""
     bpy = addon
-    from marionette.bridge.armature_io import create_armature, write_action
+    from marionette.bridge.action_write import create_armature, write_action
     from marionette.core.rig.samples import sample_humanoid, sample_walk
 
     rig = sample_humanoid()
@@ -386,7 +386,7 @@ def _walking_body(bpy, name: str, frames: int, fps: float = 24.0):
     """The 65-bone humanoid of the core control tests as an armature ``name`` playing its walk
     over ``frames`` frames at ``fps`` (the scene's range and rate set to match). Returns the
     object, the skeleton and the clip's local rotations and translations."""
-    from marionette.bridge.armature_io import create_armature, write_action
+    from marionette.bridge.action_write import create_armature, write_action
     from marionette.core.rig.clip import Clip
 
     rigs = _control_rigs()
@@ -429,7 +429,7 @@ def tail(addon):
     """A carrier bone swaying sideways (0.3 units at 1 Hz) with a 4-bone, 1-unit tail hanging
     from it, a spring on the tail."""
     bpy = addon
-    from marionette.bridge.armature_io import create_armature, write_action
+    from marionette.bridge.action_write import create_armature, write_action
     from marionette.core.rig.clip import Clip
 
     skeleton, _path = _control_rigs().hanging_chain(4, 1.0)

@@ -12,7 +12,7 @@ pytestmark = pytest.mark.bpy
 
 
 def _sample_source(bpy):
-    from marionette.bridge.armature_io import create_armature, write_action
+    from marionette.bridge.action_write import create_armature, write_action
     from marionette.core.rig.samples import sample_humanoid, sample_walk
 
     sample = sample_humanoid()
@@ -29,7 +29,8 @@ def _metarig(bpy, name):
 
 
 def _played(target, outcome, frames):
-    from marionette.bridge.armature_io import clip_from_action, skeleton_from_armature
+    from marionette.bridge.clip_read import clip_from_action
+    from marionette.bridge.skeleton_read import skeleton_from_armature
 
     sk = skeleton_from_armature(target)
     clip = clip_from_action(target, outcome.action, frames=frames, fps=24.0)
@@ -38,7 +39,7 @@ def _played(target, outcome, frames):
 
 def test_random_rolls_on_every_target_bone_change_nothing_but_the_rolls(blender):
     bpy = blender
-    from marionette.usecases.jobs import retarget_action
+    from marionette.usecases.retarget import retarget_action
 
     bpy.context.scene.render.fps = 24
     source, action = _sample_source(bpy)
@@ -76,7 +77,7 @@ def test_random_rolls_on_every_target_bone_change_nothing_but_the_rolls(blender)
 @pytest.mark.parametrize("lowered", [45.0, 80.0])
 def test_rest_repose_applied_as_new_rest_gives_the_same_world_result(blender, lowered):
     bpy = blender
-    from marionette.usecases.jobs import retarget_action
+    from marionette.usecases.retarget import retarget_action
 
     bpy.context.scene.render.fps = 24
     source, action = _sample_source(bpy)
@@ -121,7 +122,7 @@ FACING = {
 def test_facing_is_inferred_from_the_body_on_every_shared_humanoid(blender, relative):
     from marionette.bridge.file_import import load_file
     from marionette.core.retarget.canonical_pose import build_anatomy, rest_facing
-    from marionette.usecases.jobs import rig_input
+    from marionette.usecases.rigs import rig_input
 
     loaded = load_file(shared_file(relative))
     arm = max(loaded.armatures, key=lambda a: len(a.data.bones))
@@ -139,7 +140,8 @@ def test_a_z_up_file_read_without_axis_conversion_lies_down_yet_retargets_uprigh
     """MakeHuman's walk imported as if it were Y-up lies on its back; up still comes from the body."""
     bpy = blender
     from marionette.core.retarget.canonical_pose import build_anatomy, rest_facing
-    from marionette.usecases.jobs import retarget_action, rig_input
+    from marionette.usecases.retarget import retarget_action
+    from marionette.usecases.rigs import rig_input
 
     bpy.context.scene.render.fps = 24
     bpy.ops.import_anim.bvh(filepath=str(shared_file("bvh/makehuman/walk1_zup.bvh")), use_fps_scale=False)

@@ -26,7 +26,7 @@ def linked(blender, tmp_path):
     """A library file holding a character (in a collection) and a clip on its own armature; a
     session that links the character and makes the clip's source locally."""
     bpy = blender
-    from marionette.bridge.armature_io import create_armature, write_action
+    from marionette.bridge.action_write import create_armature, write_action
     from marionette.core.rig.samples import sample_humanoid, sample_walk
 
     hero_rig = sample_humanoid(arms_down_angle=0.6, proportions=1.1)
@@ -53,7 +53,7 @@ def linked(blender, tmp_path):
 def test_a_linked_target_is_refused_with_what_to_do_and_nothing_changes(linked):
     bpy, library, col, source, action = linked
     from marionette.core.errors import RigError
-    from marionette.usecases.jobs import retarget_action
+    from marionette.usecases.retarget import retarget_action
 
     hero = bpy.data.objects["Hero"]
     assert hero.library is not None
@@ -81,8 +81,8 @@ def test_retarget_clip_poll_says_why_a_linked_target_cannot_take_it(linked):
 
 def test_an_overridden_character_keeps_its_new_action_through_save_and_reload(linked, tmp_path):
     bpy, library, col, source, action = linked
-    from marionette.bridge.armature_io import clip_from_action
-    from marionette.usecases.jobs import retarget_action
+    from marionette.bridge.clip_read import clip_from_action
+    from marionette.usecases.retarget import retarget_action
 
     col.override_hierarchy_create(bpy.context.scene, bpy.context.view_layer)
     hero = next(o for o in bpy.data.objects if o.name == "Hero" and o.override_library is not None)
@@ -102,9 +102,9 @@ def test_an_overridden_character_keeps_its_new_action_through_save_and_reload(li
 
 def test_a_linked_source_is_read_and_left_alone(linked, tmp_path):
     bpy, library, col, source, action = linked
-    from marionette.bridge.armature_io import create_armature
+    from marionette.bridge.action_write import create_armature
     from marionette.core.rig.samples import sample_humanoid
-    from marionette.usecases.jobs import retarget_action
+    from marionette.usecases.retarget import retarget_action
 
     with bpy.data.libraries.load(str(library), link=True) as (_src, dst):
         dst.objects = ["LibSource"]
@@ -136,7 +136,7 @@ def controlled(blender, tmp_path):
     empties in the character's collection), and a session that links it and overrides it."""
     bpy = blender
     import marionette
-    from marionette.bridge.armature_io import create_armature
+    from marionette.bridge.action_write import create_armature
     from marionette.core.rig.samples import sample_humanoid
 
     marionette.register()

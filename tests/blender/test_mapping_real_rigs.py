@@ -182,8 +182,8 @@ REAL_RIGS = {
 
 
 def _map_armature(obj):
-    from marionette.bridge.armature_io import rest_heads_tails, skeleton_from_armature
-    from marionette.core.mapping.bone_mapping import auto_map_skeleton
+    from marionette.bridge.skeleton_read import rest_heads_tails, skeleton_from_armature
+    from marionette.core.mapping.auto_map import auto_map_skeleton
 
     skeleton = skeleton_from_armature(obj)
     _, tails = rest_heads_tails(obj, skeleton)

@@ -39,10 +39,10 @@ def pair(blender):
 
 def test_method_column_drives_the_retarget_and_survives_auto_map(pair):
     bpy, source, target, action = pair
-    from marionette.bridge.armature_io import clip_from_action
+    from marionette.bridge.clip_read import clip_from_action
     from marionette.core.retarget.binding_cache import BindingCache
     from marionette.core.retarget.methods import retarget_with_methods
-    from marionette.usecases.jobs import rig_input
+    from marionette.usecases.rigs import rig_input
 
     s = bpy.context.scene.marionette
     assert bpy.ops.marionette.auto_map() == {"FINISHED"}
@@ -63,7 +63,7 @@ def test_method_column_drives_the_retarget_and_survives_auto_map(pair):
     src_in, _ = rig_input(source)
     tgt_in, _ = rig_input(target)
     clip = clip_from_action(source, action)
-    from marionette.operators.retarget_ops import options_of
+    from marionette.properties.retarget_settings import options_of
 
     table = {"upper_arm.L": "REST_SPACE", "forearm.L": "REST_SPACE", "thigh.R": "REST_SPACE"}
     core = retarget_with_methods(BindingCache(), src_in, tgt_in, clip, table, options_of(s))  # the sidebar's options

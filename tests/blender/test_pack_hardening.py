@@ -189,7 +189,7 @@ import json, sys, time
 from marionette.core.batch.baking import bvh_rest_tails
 from marionette.core.batch.settings import BakeSettings
 from marionette.core.formats.bvh import read_bvh
-from marionette.core.mapping.bone_mapping import auto_map_skeleton
+from marionette.core.mapping.auto_map import auto_map_skeleton
 from marionette.core.retarget.geometric import RigInput
 from marionette.batch_runner.worker_pool import WorkerPool
 

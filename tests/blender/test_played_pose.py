@@ -46,10 +46,11 @@ def _rest_position_copy(bpy, tmp_path):
 
 def test_command_line_switches_a_rest_position_character_to_pose_position_and_it_plays(blender, tmp_path):
     bpy = blender
-    from marionette.bridge.armature_io import clip_from_action, evaluated_pose_matrices
+    from marionette.bridge.clip_read import clip_from_action
+    from marionette.bridge.evaluated_pose import evaluated_pose_matrices
     from marionette.bridge.file_import import load_file
     from marionette.core.retarget.geometric import bind
-    from marionette.usecases.jobs import rig_input
+    from marionette.usecases.rigs import rig_input
 
     target = _rest_position_copy(bpy, tmp_path)
     out, report = tmp_path / "out.blend", tmp_path / "r.json"
@@ -103,7 +104,7 @@ def test_command_line_switches_a_rest_position_character_to_pose_position_and_it
 
 def test_bake_pack_switches_a_rest_position_character_and_its_clips_play(blender, tmp_path):
     bpy = blender
-    from marionette.bridge.armature_io import evaluated_pose_matrices
+    from marionette.bridge.evaluated_pose import evaluated_pose_matrices
 
     target = _rest_position_copy(bpy, tmp_path)
     pack = tmp_path / "pack"
@@ -143,7 +144,8 @@ def vrm_pair(blender):
 
 def _retarget(source, action, target):
     from marionette.core.retarget.geometric import RetargetOptions
-    from marionette.usecases.jobs import format_summary, retarget_action
+    from marionette.usecases.retarget import retarget_action
+    from marionette.usecases.summary import format_summary
 
     outcome = retarget_action(source, action, target, scene_fps=24.0, name="walk", options=RetargetOptions(plant_feet=False))
     return outcome, format_summary(outcome.report)
@@ -188,7 +190,8 @@ def test_an_action_hidden_by_the_animation_settings_is_named_and_not_scored_zero
     bpy, source, action, target = vrm_pair
     import dataclasses
 
-    from marionette.bridge.armature_io import clip_from_action, write_action
+    from marionette.bridge.action_write import write_action
+    from marionette.bridge.clip_read import clip_from_action
 
     # The character holds a still pose of its own in an NLA track (as imported glTF clips come).
     walk = clip_from_action(target, _retarget(source, action, target)[0].action)
@@ -252,10 +255,11 @@ def test_keys_stand_for_the_played_pose_only_where_blender_plays_them(blender):
     Position from frame 24 on), the check sees it: every frame is evaluated, a warning says so and
     the figures show the statue."""
     bpy = blender
-    from marionette.bridge.armature_io import evaluated_pose_matrices
+    from marionette.bridge.evaluated_pose import evaluated_pose_matrices
     from marionette.bridge.played_pose import played_placements
     from marionette.core.retarget.geometric import RetargetOptions
-    from marionette.usecases.jobs import retarget_action, rig_input
+    from marionette.usecases.retarget import retarget_action
+    from marionette.usecases.rigs import rig_input
 
     source, walk, target = sample_walk_onto_metarig(bpy, frames=48)
     outcome = retarget_action(source, walk, target, scene_fps=24.0, options=RetargetOptions(plant_feet=False))
@@ -283,7 +287,7 @@ def test_live_controls_on_the_target_are_named_and_measured(blender):
     bpy = blender
     import marionette
     from marionette.core.retarget.geometric import RetargetOptions
-    from marionette.usecases.jobs import retarget_action
+    from marionette.usecases.retarget import retarget_action
 
     marionette.register()
     try:

@@ -65,7 +65,7 @@ def imported(addon, leg_file):
 
 def test_import_keeps_names_rest_and_stores_the_controls(imported):
     bpy, obj, rig = imported
-    from marionette.bridge.armature_io import skeleton_from_armature
+    from marionette.bridge.skeleton_read import skeleton_from_armature
 
     assert obj.type == "ARMATURE" and obj.name == "テストモデル" and obj.select_get()
     bones = obj.data.bones
@@ -106,7 +106,7 @@ def test_import_keeps_names_rest_and_stores_the_controls(imported):
 
 def test_the_controls_workflow_builds_the_same_stack(imported):
     _bpy, obj, rig = imported
-    from marionette.bridge.control_bridge import build_controls
+    from marionette.bridge.control_rows import build_controls
     from marionette.core.controls.stack import FixedAxisControl, IKControl, InheritControl
 
     built = build_controls(obj)
@@ -161,7 +161,7 @@ def _animate(bpy, obj, rig, move_center=True):
 
 
 def _baked_pose(bpy, obj):
-    from marionette.bridge.control_bridge import bake_controls
+    from marionette.usecases.bake_controls import bake_controls
 
     bake_controls(obj, np.arange(1, FRAMES + 1, dtype=float))
     names = [b.name for b in obj.data.bones]
@@ -214,7 +214,7 @@ def test_inheritance_and_fixed_axis_run_on_the_armature(imported):
 
 def test_ik_leg_reaches_its_ik_bone_within_the_knee_limit(imported):
     bpy, obj, rig = imported
-    from marionette.bridge.control_bridge import build_controls
+    from marionette.bridge.control_rows import build_controls
     from marionette.core.controls.joint_limits import HingeLimit
 
     # The rows hold the knee as bone IK limits (X only, Y and Z locked); the Controls workflow
@@ -268,7 +268,7 @@ def test_shared_file_imports(addon):
 def test_import_job_writes_a_blend_and_a_json_report(addon, leg_file, tmp_path):
     bpy = addon
     from marionette.core.errors import FileFormatError
-    from marionette.operators.pmx_import import import_pmx_file
+    from marionette.usecases.import_pmx import import_pmx_file
 
     out = tmp_path / "rig.blend"
     report = import_pmx_file(str(leg_file), str(out))

@@ -85,10 +85,11 @@ def _knees_forward(binding, source, target_world, forward_world, min_bend=20.0):
 
 def test_every_clip_onto_every_target(scene, capsys):
     bpy, loaded = scene
-    from marionette.bridge.armature_io import clip_from_action, evaluated_pose_matrices
+    from marionette.bridge.clip_read import clip_from_action
+    from marionette.bridge.evaluated_pose import evaluated_pose_matrices
     from marionette.core.measure.figures import BONE_GROUPS, measure, rotation_since_first_frame_by_group
     from marionette.core.retarget.geometric import source_placements
-    from marionette.usecases.jobs import retarget_action
+    from marionette.usecases.retarget import retarget_action
 
     rows, turns, failures, warned = [], [], [], []
     for clip_file, clip_name in CLIPS:
@@ -188,9 +189,9 @@ def test_planted_feet_stop_mocap_feet_sliding_on_real_characters(scene, clip_fil
     direction, the feet slide about as far as the hips travel during contacts; planted, a small
     fraction of that. Only thighs and shins change, and knees still bend forward."""
     bpy, loaded = scene
-    from marionette.bridge.armature_io import clip_from_action
+    from marionette.bridge.clip_read import clip_from_action
     from marionette.core.retarget.geometric import RetargetOptions, source_placements
-    from marionette.usecases.jobs import retarget_action
+    from marionette.usecases.retarget import retarget_action
 
     source, actions = loaded[clip_file]
     action = _action(actions, None)
@@ -232,10 +233,10 @@ def test_hips_come_down_where_the_legs_cannot_reach_a_held_spot(scene, capsys):
     spot is reached and the planted slide on every target stays under 1 % of hip height (no
     target's figure above what it was)."""
     bpy, loaded = scene
-    from marionette.bridge.armature_io import clip_from_action
+    from marionette.bridge.clip_read import clip_from_action
     from marionette.core.retarget.foot_plant import DROP_SPEED, MAX_DROP
     from marionette.core.retarget.geometric import RetargetOptions, source_placements
-    from marionette.usecases.jobs import retarget_action
+    from marionette.usecases.retarget import retarget_action
 
     rows, dropped = [], {}
     for clip_file in ("bvh/cmu/12_03_motionbuilder.bvh", "bvh/cmu/02_02_daz.bvh"):

@@ -14,7 +14,7 @@ pytestmark = pytest.mark.bpy
 
 
 def _broken_target(bpy):
-    from marionette.bridge.armature_io import create_armature
+    from marionette.bridge.action_write import create_armature
     from marionette.core.rig.samples import sample_humanoid
 
     sample = sample_humanoid(arms_down_angle=0.5, proportions=0.95)
@@ -38,7 +38,7 @@ def _broken_target(bpy):
 def pair(blender):
     bpy = blender
     import marionette
-    from marionette.bridge.armature_io import create_armature, write_action
+    from marionette.bridge.action_write import create_armature, write_action
     from marionette.core.rig.samples import sample_humanoid, sample_walk
 
     marionette.register()
@@ -76,14 +76,14 @@ def test_the_sidebar_shows_the_missing_foot_and_retargets_once_it_is_picked(pair
 
 def test_the_command_line_says_the_same_and_takes_the_fix_as_a_mapping_file(pair, tmp_path):
     bpy, source, target, action = pair
-    from marionette.usecases.jobs import rig_input
+    from marionette.usecases.rigs import rig_input
 
     bpy.data.objects.remove(source)
     target_file = tmp_path / "target.blend"
     bpy.ops.wm.save_as_mainfile(filepath=str(target_file))
     source_file = tmp_path / "walk.blend"
     bpy.ops.wm.read_factory_settings(use_empty=True)
-    from marionette.bridge.armature_io import create_armature, write_action
+    from marionette.bridge.action_write import create_armature, write_action
     from marionette.core.rig.samples import sample_humanoid, sample_walk
 
     sample = sample_humanoid()
@@ -105,8 +105,8 @@ def test_the_command_line_says_the_same_and_takes_the_fix_as_a_mapping_file(pair
     bpy.ops.wm.open_mainfile(filepath=str(target_file))
     with pytest.raises(Exception, match="missing foot.L"):
         rig_input(bpy.data.objects["Target"])
-    from marionette.bridge.armature_io import rest_heads_tails, skeleton_from_armature
-    from marionette.core.mapping.bone_mapping import auto_map_skeleton
+    from marionette.bridge.skeleton_read import rest_heads_tails, skeleton_from_armature
+    from marionette.core.mapping.auto_map import auto_map_skeleton
 
     obj = bpy.data.objects["Target"]
     mapping = auto_map_skeleton(skeleton_from_armature(obj), rest_heads_tails(obj)[1]).with_bone("foot.L", "Foot.L")

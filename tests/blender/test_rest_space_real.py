@@ -38,9 +38,11 @@ TURNS = {"own": np.eye(3), "rolled": TURN}
 def rigs():
     import bpy
 
-    from marionette.bridge.armature_io import clip_from_action, create_armature, rest_heads_tails
+    from marionette.bridge.action_write import create_armature
+    from marionette.bridge.clip_read import clip_from_action
     from marionette.bridge.file_import import load_file
-    from marionette.usecases.jobs import rig_input
+    from marionette.bridge.skeleton_read import rest_heads_tails
+    from marionette.usecases.rigs import rig_input
 
     bpy.ops.wm.read_factory_settings(use_empty=True)
     loaded = load_file(shared_file(FBX))
@@ -176,7 +178,8 @@ def test_rest_matching_on_the_arms_lowered_copy_plays_the_true_motion(rigs, clip
 def test_keys_written_to_blender_play_the_rest_space_motion(rigs):
     """The rest-space result on the rolled, turned copy, keyed into an Action and read back:
     what Blender plays equals the geometric-frame result where both apply."""
-    from marionette.bridge.armature_io import clip_from_action, write_action
+    from marionette.bridge.action_write import write_action
+    from marionette.bridge.clip_read import clip_from_action
 
     _, source, targets, clips = rigs
     _, clip = clips["Man_Run"]

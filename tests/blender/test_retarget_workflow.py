@@ -59,7 +59,7 @@ def test_auto_map_fills_rows_with_confidence_and_reason(pair):
 
 def test_retarget_clip_bakes_a_new_action_that_plays_the_clip(pair):
     bpy, source, target, action = pair
-    from marionette.bridge.armature_io import evaluated_pose_matrices
+    from marionette.bridge.evaluated_pose import evaluated_pose_matrices
     from marionette.core.retarget.geometric import source_placements
 
     before = _curves_snapshot(action)
@@ -84,10 +84,10 @@ def test_retarget_clip_bakes_a_new_action_that_plays_the_clip(pair):
     # on Blender's own evaluation of the new action, not on the core's output).
     report = json.loads(s.last_report)
     assert report["mean_direction_error"] < 0.5
-    from marionette.bridge.armature_io import clip_from_action
+    from marionette.bridge.clip_read import clip_from_action
     from marionette.core.measure.figures import bone_direction_errors
     from marionette.core.retarget.geometric import bind
-    from marionette.usecases.jobs import rig_input
+    from marionette.usecases.rigs import rig_input
 
     binding = bind(rig_input(source)[0], rig_input(target)[0])
     clip = clip_from_action(source, action).resample(24.0)
@@ -101,10 +101,11 @@ def test_retarget_clip_bakes_a_new_action_that_plays_the_clip(pair):
 
 def test_plant_feet_off_carries_every_direction_and_on_stops_the_slide(pair):
     bpy, source, target, action = pair
-    from marionette.bridge.armature_io import clip_from_action, evaluated_pose_matrices
+    from marionette.bridge.clip_read import clip_from_action
+    from marionette.bridge.evaluated_pose import evaluated_pose_matrices
     from marionette.core.measure.figures import bone_direction_errors
     from marionette.core.retarget.geometric import bind, source_placements
-    from marionette.usecases.jobs import rig_input
+    from marionette.usecases.rigs import rig_input
 
     s = bpy.context.scene.marionette
     binding = bind(rig_input(source)[0], rig_input(target)[0])
@@ -243,14 +244,14 @@ def test_file_jobs_never_close_an_interactive_session(blender):
     """retarget_files and friends start from an empty session: from an interactive Blender they
     are refused (the open file and its unsaved changes stay); from a command line they run."""
     from marionette.core.errors import MarionetteError
-    from marionette.usecases import jobs
+    from marionette.usecases import session
 
     blender.ops.object.armature_add()
     blender.context.active_object.name = "UnsavedWork"
     with pytest.raises(MarionetteError, match="command line"):
-        jobs.fresh_session(interactive=True)
+        session.fresh_session(interactive=True)
     assert "UnsavedWork" in blender.data.objects
-    jobs.fresh_session()  # Blender as a module runs in the background: a job's own session
+    session.fresh_session()  # Blender as a module runs in the background: a job's own session
     assert "UnsavedWork" not in blender.data.objects
 
 
@@ -259,9 +260,10 @@ def test_hips_lowered_for_an_out_of_reach_stride_are_reported_as_blender_plays_t
     where a held spot is out of reach. The drop the report gives (and the summary prints) is the
     one measured on what Blender plays, along the up axis only; held spots are all reached."""
     bpy, source, target, action = pair
-    from marionette.bridge.armature_io import evaluated_pose_matrices
+    from marionette.bridge.evaluated_pose import evaluated_pose_matrices
     from marionette.core.retarget.geometric import RetargetOptions
-    from marionette.usecases.jobs import format_summary, retarget_action
+    from marionette.usecases.retarget import retarget_action
+    from marionette.usecases.summary import format_summary
 
     frames = np.arange(1, 37)
     hips, reports = {}, {}

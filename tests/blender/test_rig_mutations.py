@@ -82,7 +82,7 @@ def table():
 
 
 def _spec_of(obj) -> rv.RigSpec:
-    from marionette.bridge.armature_io import rest_heads_tails, skeleton_from_armature
+    from marionette.bridge.skeleton_read import rest_heads_tails, skeleton_from_armature
 
     sk = skeleton_from_armature(obj)
     _, tails = rest_heads_tails(obj, sk)
@@ -92,7 +92,7 @@ def _spec_of(obj) -> rv.RigSpec:
 
 
 def _build(bpy, spec: rv.RigSpec, name: str):
-    from marionette.bridge.armature_io import create_armature
+    from marionette.bridge.action_write import create_armature
     from marionette.core.rig.skeleton import Skeleton
 
     sk = Skeleton.from_rest_matrices(spec.names, list(spec.parents), spec.rests)
@@ -122,7 +122,8 @@ def _played_rotations(obj, frames, bones, turn):
     own frame: world matrices with the object's placement taken off, times the rest's inverse,
     with the variant's turn undone. (Since the rest: Blender keeps a 1/1000-size bone's rest
     orientation only to float precision, ~0.005 deg, which is the rig's, not the retarget's.)"""
-    from marionette.bridge.armature_io import evaluated_world_matrices, skeleton_from_armature
+    from marionette.bridge.evaluated_pose import evaluated_world_matrices
+    from marionette.bridge.skeleton_read import skeleton_from_armature
     from marionette.core.rig.rotations import orthonormalize
 
     sk = skeleton_from_armature(obj)
@@ -142,7 +143,7 @@ def _angles(a, b):
 
 
 def _variants(spec, slots, forward):
-    from marionette.core.mapping.bone_mapping import preset_mapping
+    from marionette.core.mapping.presets import preset_mapping
 
     def preset(name):
         return {s: mb.bone for s, mb in preset_mapping(name).slots.items()}
@@ -174,7 +175,7 @@ def _original(bpy, rig):
     from marionette.bridge.file_import import load_file
 
     if RIGS[rig] is None:
-        from marionette.bridge.armature_io import create_armature
+        from marionette.bridge.action_write import create_armature
         from marionette.core.rig.samples import sample_humanoid
 
         sample = sample_humanoid()
@@ -191,7 +192,8 @@ def test_every_variant_maps_and_plays_as_the_original(blender, table, rig):
     bpy = blender
     from marionette.bridge.file_import import load_file
     from marionette.core.retarget.canonical_pose import build_anatomy, rest_facing
-    from marionette.usecases.jobs import retarget_action, rig_input
+    from marionette.usecases.retarget import retarget_action
+    from marionette.usecases.rigs import rig_input
 
     bpy.context.scene.render.fps = 24
     clip_file = load_file(shared_file(OTHER_CLIP if RIGS[rig] == CLIP else CLIP))

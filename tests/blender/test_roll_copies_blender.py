@@ -34,10 +34,11 @@ def _rolled_copy(bpy, source, seed):
 @pytest.mark.parametrize("clip_file", CLIPS)
 def test_every_mapped_bone_plays_the_clip_on_a_roll_randomised_copy(blender, clip_file):
     bpy = blender
-    from marionette.bridge.armature_io import evaluated_pose_matrices, skeleton_from_armature
+    from marionette.bridge.evaluated_pose import evaluated_pose_matrices
     from marionette.bridge.file_import import load_file
+    from marionette.bridge.skeleton_read import skeleton_from_armature
     from marionette.core.rig.rotations import orthonormalize, quat_angle_between, quat_from_matrix
-    from marionette.usecases.jobs import retarget_action
+    from marionette.usecases.retarget import retarget_action
 
     loaded = load_file(shared_file(clip_file))
     source = loaded.armatures[0]

@@ -15,7 +15,7 @@ def test_the_humanoid_is_picked_over_a_larger_armature_that_is_not_one(blender, 
     bpy = blender
     import numpy as np
 
-    from marionette.bridge.armature_io import create_armature, write_action
+    from marionette.bridge.action_write import create_armature, write_action
     from marionette.core.rig.samples import sample_humanoid, sample_walk
     from marionette.core.rig.skeleton import Skeleton
 

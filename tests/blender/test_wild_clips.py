@@ -139,7 +139,7 @@ def sources(tmp_path_factory):
     import bpy
 
     from marionette.bridge.file_import import load_file
-    from marionette.usecases.jobs import retarget_action
+    from marionette.usecases.retarget import retarget_action
 
     d = tmp_path_factory.mktemp("wild_clips")
     walk = _walk(d / "walk.bvh")
@@ -207,7 +207,7 @@ def _cli(source, target, out):
 
 def _played(bpy, out):
     """Reopen OUT.blend; Blender's evaluated world matrices of the target at each key frame."""
-    from marionette.bridge.armature_io import evaluated_world_matrices
+    from marionette.bridge.evaluated_pose import evaluated_world_matrices
 
     bpy.ops.wm.open_mainfile(filepath=str(out))
     arm = next(o for o in bpy.data.objects if o.type == "ARMATURE" and o.animation_data and o.animation_data.action)

@@ -51,10 +51,11 @@ def scene():
 
 def _played(bpy, source, action, target, name):
     """Retarget with the product's job; measure what Blender plays on the target."""
-    from marionette.bridge.armature_io import clip_from_action, evaluated_pose_matrices
+    from marionette.bridge.clip_read import clip_from_action
+    from marionette.bridge.evaluated_pose import evaluated_pose_matrices
     from marionette.core.measure.figures import measure, rotation_since_first_frame_by_group
     from marionette.core.retarget.geometric import source_placements
-    from marionette.usecases.jobs import retarget_action
+    from marionette.usecases.retarget import retarget_action
 
     outcome = retarget_action(source, action, target, scene_fps=24.0, name=name)
     clip = clip_from_action(source, action).resample(24.0)
@@ -70,7 +71,7 @@ def _played(bpy, source, action, target, name):
 @pytest.mark.parametrize("family", list(RIGS))
 def test_wild_rig_maps_every_slot_to_the_right_bone(scene, family, names):
     bpy, _, _ = scene
-    from marionette.usecases.jobs import rig_input
+    from marionette.usecases.rigs import rig_input
 
     rig = RIGS[family]
     if names != "names":

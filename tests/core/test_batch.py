@@ -37,10 +37,11 @@ from marionette.core.batch.settings import BakeSettings, mapping_key, method_sum
 from marionette.core.batch.status import CLIP_ALREADY, CLIP_BAKED, CLIP_FAILED, CLIP_LOST
 from marionette.core.errors import FileFormatError, MappingError
 from marionette.core.formats.bvh import BvhData, parse_bvh, read_bvh
-from marionette.core.mapping.bone_mapping import auto_map_skeleton
+from marionette.core.mapping.auto_map import auto_map_skeleton
+from marionette.core.mapping.method_names import parse_method_table
 from marionette.core.retarget.binding_cache import BindingCache
 from marionette.core.retarget.geometric import RetargetOptions, RigInput, bind, retarget
-from marionette.core.retarget.methods import parse_method_table, retarget_with_methods
+from marionette.core.retarget.methods import retarget_with_methods
 from marionette.core.rig.samples import sample_humanoid, sample_walk
 
 CMU = "bvh/cmu/12_03_motionbuilder.bvh"

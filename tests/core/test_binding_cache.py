@@ -9,9 +9,10 @@ import dataclasses
 import numpy as np
 import pytest
 
+from marionette.core.mapping.method_names import parse_method_table
 from marionette.core.retarget.binding_cache import BindingCache, native_binding, native_refusal
 from marionette.core.retarget.geometric import RetargetOptions, RigInput, bind
-from marionette.core.retarget.methods import parse_method_table, retarget_with_methods
+from marionette.core.retarget.methods import retarget_with_methods
 from marionette.core.retarget.rest_space import bind_rest_space
 from marionette.core.rig import rotations as R
 from marionette.core.rig.clip import Clip

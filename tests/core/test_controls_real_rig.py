@@ -14,7 +14,8 @@ import pytest
 from conftest import shared_file
 
 from marionette.core.controls.chains import JointPath, PathKinematics, PoseBuffers
-from marionette.core.controls.ik import fabrik, solve_path_ik
+from marionette.core.controls.ik import solve_path_ik
+from marionette.core.controls.ik_fabrik import fabrik
 from marionette.core.controls.look_at import LookAtChain, look_at, yaw_pitch
 from marionette.core.formats.bvh import read_bvh
 

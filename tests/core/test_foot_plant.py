@@ -182,8 +182,9 @@ def test_feet_parented_to_the_root_are_held_through_their_keyed_location():
 
 
 def test_feet_are_planted_on_a_result_merged_from_two_methods():
+    from marionette.core.mapping.method_names import parse_method_table
     from marionette.core.retarget.binding_cache import BindingCache
-    from marionette.core.retarget.methods import parse_method_table, retarget_with_methods
+    from marionette.core.retarget.methods import retarget_with_methods
 
     target = sample_humanoid(leg_scale=1.25)
     table = parse_method_table("geometric,legs=rest-space,hips=rest-space")

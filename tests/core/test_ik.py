@@ -11,7 +11,11 @@ import pytest
 from control_rigs import random_chain, random_quats, small_quats
 
 from marionette.core.controls.chains import JointPath, PathKinematics, PoseBuffers
-from marionette.core.controls.ik import REACH_MARGIN, ccd, fabrik, solve_path_ik, two_bone_ik
+from marionette.core.controls.ik import solve_path_ik
+from marionette.core.controls.ik_ccd import ccd
+from marionette.core.controls.ik_common import REACH_MARGIN
+from marionette.core.controls.ik_fabrik import fabrik
+from marionette.core.controls.ik_two_bone import two_bone_ik
 from marionette.core.rig.rotations import quat_conjugate, quat_multiply, swing_twist
 
 

@@ -17,22 +17,13 @@ import numpy as np
 import pytest
 
 from marionette.core.errors import MappingError
-from marionette.core.mapping.bone_mapping import (
-    CONVENTIONS,
-    FORMAT_VERSION,
-    BoneMapping,
-    MappedBone,
-    auto_map,
-    auto_map_skeleton,
-    check_humanoid,
-    check_humanoid_skeleton,
-    detect_convention,
-    name_key,
-    preset_mapping,
-    preset_names,
-    write_presets,
-)
+from marionette.core.mapping.auto_map import auto_map, auto_map_skeleton
+from marionette.core.mapping.bone_mapping import FORMAT_VERSION, BoneMapping, MappedBone
+from marionette.core.mapping.conventions import CONVENTIONS
 from marionette.core.mapping.humanoid import FINGER_SLOTS, FINGERS, MINIMUM_SLOTS, SLOTS, finger_slot, mirror_slot
+from marionette.core.mapping.humanoid_check import check_humanoid, check_humanoid_skeleton
+from marionette.core.mapping.name_hints import detect_convention, name_key
+from marionette.core.mapping.presets import preset_mapping, preset_names, write_presets
 from marionette.core.rig.skeleton import Skeleton
 
 REPO = Path(__file__).resolve().parents[2]
@@ -918,3 +909,14 @@ def test_methods_per_slot_travel_with_the_mapping_json(tmp_path):
     assert "methods" not in BoneMapping({"hips": MappedBone("Hips", 1.0, "t")}).to_dict()  # old files unchanged
     with pytest.raises(MappingError, match="unknown retarget method"):
         BoneMapping({}, methods={"hips": "magic"})
+
+
+def test_a_mapping_file_reads_method_names_as_the_command_line_does():
+    from marionette.core.mapping.bone_mapping import BoneMapping
+    from marionette.core.mapping.method_names import parse_method_table
+
+    # One spelling rule: what ``--methods`` accepts, a mapping file's ``methods`` accepts too.
+    for spelling in ("rest", "Rest Space", "restspace", "REST-SPACE"):
+        assert BoneMapping({}, methods={"hips": spelling}).methods == parse_method_table(f"hips={spelling}") == {"hips": "REST_SPACE"}
+    with pytest.raises(MappingError, match="local curl is for finger slots"):
+        BoneMapping({}, methods={"hips": "local-curl"})

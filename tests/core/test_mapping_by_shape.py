@@ -7,7 +7,9 @@ import numpy as np
 import pytest
 
 from marionette.core.errors import MappingError
-from marionette.core.mapping.bone_mapping import FIX_ADVICE, auto_map, check_humanoid
+from marionette.core.mapping.auto_map import auto_map
+from marionette.core.mapping.bone_mapping import FIX_ADVICE
+from marionette.core.mapping.humanoid_check import check_humanoid
 from marionette.core.rig.samples import sample_humanoid
 
 

@@ -8,18 +8,17 @@ import pytest
 
 from marionette.core.errors import ClipError, MappingError
 from marionette.core.mapping.humanoid import FINGER_SLOTS, SLOTS
-from marionette.core.measure.figures import frames_in_motion, segment_vectors
-from marionette.core.retarget.binding_cache import BindingCache
-from marionette.core.retarget.geometric import RigInput, bind, retarget, source_placements
-from marionette.core.retarget.methods import (
+from marionette.core.mapping.method_names import (
     GEOMETRIC,
     LOCAL_CURL,
     REST_SPACE,
     check_method_table,
-    combine_methods,
     parse_method_table,
-    retarget_with_methods,
 )
+from marionette.core.measure.figures import frames_in_motion, segment_vectors
+from marionette.core.retarget.binding_cache import BindingCache
+from marionette.core.retarget.geometric import RigInput, bind, retarget, source_placements
+from marionette.core.retarget.methods import combine_methods, retarget_with_methods
 from marionette.core.retarget.rest_space import bind_rest_space, retarget_rest_space
 from marionette.core.rig import rotations as R
 from marionette.core.rig.samples import SampleRig, bone_matrix, sample_humanoid, sample_walk

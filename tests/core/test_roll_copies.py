@@ -14,7 +14,7 @@ from conftest import shared_file
 
 from marionette.core.batch.baking import bvh_rest_tails
 from marionette.core.formats.bvh import read_bvh
-from marionette.core.mapping.bone_mapping import auto_map_skeleton
+from marionette.core.mapping.auto_map import auto_map_skeleton
 from marionette.core.measure.figures import bone_direction_errors
 from marionette.core.retarget.geometric import RigInput, bind, retarget, source_placements
 from marionette.core.rig import rotations as R

@@ -154,3 +154,26 @@ def test_matrix_between_vectors_matches_quaternion_path(rng):
     ub = b / np.linalg.norm(b, axis=-1, keepdims=True)
     assert np.abs(out / np.linalg.norm(out, axis=-1, keepdims=True) - ub).max() < 1e-9
     assert np.abs(np.linalg.det(m) - 1).max() < 1e-9
+
+
+def test_blender_axis_angle_round_trip_keeps_the_quaternion_sign(rng):
+    q = R.quat_normalize(rng.normal(size=(500, 4)))
+    aa = R.blender_axis_angle_from_quat(q)
+    assert aa[:, 0].min() >= 0.0 and aa[:, 0].max() < 2.0 * np.pi
+    assert np.abs(np.linalg.norm(aa[:, 1:], axis=-1) - 1.0).max() < 1e-12
+    assert np.abs(R.quat_from_blender_axis_angle(aa) - q).max() < 1e-12
+    # Blender's own reading: angle first, axis of any length, a zero axis is no rotation.
+    scaled = np.concatenate([aa[:, :1], 3.5 * aa[:, 1:]], axis=1)
+    assert np.abs(R.quat_from_blender_axis_angle(scaled) - q).max() < 1e-12
+    assert np.array_equal(R.quat_from_blender_axis_angle([1.3, 0.0, 0.0, 0.0]), [1.0, 0.0, 0.0, 0.0])
+
+
+def test_blender_axis_angle_null_rotations_take_the_fallback_or_carry_the_last_axis():
+    turn = R.quat_from_axis_angle([0.0, 0.0, 1.0], 0.5)
+    q = np.array([[1.0, 0.0, 0.0, 0.0], turn, [1.0, 0.0, 0.0, 0.0], [-1.0, 0.0, 0.0, 0.0]])
+    given = np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.6, 0.8], [0.6, 0.8, 0.0]])
+    own = R.blender_axis_angle_from_quat(q, given)
+    assert np.allclose(own[:, 1:], [given[0], [0.0, 0.0, 1.0], given[2], given[3]], atol=1e-15)
+    carried = R.blender_axis_angle_from_quat(q, carry=True)
+    assert np.allclose(carried[:, 1:], [[0.0, 1.0, 0.0], [0.0, 0.0, 1.0], [0.0, 0.0, 1.0], [0.0, 0.0, 1.0]], atol=1e-15)
+    assert np.allclose(carried[:, 0], [0.0, 0.5, 0.0, 2.0 * np.pi], atol=1e-12)

@@ -143,3 +143,19 @@ def test_non_finite_rest_is_refused_naming_the_joint():
     c0[2, 0, 3] = np.nan
     with pytest.raises(RigError, match="joint 2"):
         Skeleton(["a", "b", "c"], [-1, 0, 1], c0)
+
+
+def test_ancestors_run_from_the_parent_up_to_the_root_and_agree_with_chain():
+    eye = np.broadcast_to(np.eye(4), (6, 4, 4))
+    # root -> spine -> neck -> head, root -> hip, and a second root.
+    sk = Skeleton(["root", "spine", "neck", "head", "hip", "other"], [-1, 0, 1, 2, 0, -1], eye)
+    assert sk.ancestors(3) == [2, 1, 0]
+    assert sk.ancestors(4) == [0]
+    assert sk.ancestors(0) == [] and sk.ancestors(5) == []
+    rng = np.random.default_rng(4)
+    rsk = random_skeleton(rng, n=20)
+    for j in range(len(rsk)):
+        up = rsk.ancestors(j)
+        if up:
+            assert rsk.chain(up[-1], j) == [*reversed(up), j]
+            assert all(int(rsk.parents[a]) == b for a, b in zip([j, *up], up, strict=False))

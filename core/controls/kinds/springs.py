@@ -1,0 +1,209 @@
+"""Spring chains as the control stack runs them (SPEC 7.5): the definition, the per-instance
+simulation state and the batched run of consecutive chains of as many joints (each steps on its
+own, their path kinematics and writeback shared). The simulation is in :mod:`core.controls.springs`."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import ClassVar
+
+import numpy as np
+
+from ...rig.rotations import FloatArray
+from ..chains import PathKinematics
+from ..springs import SpringChain, SpringSnapshot, SpringState, SpringStep, advance_rows
+from .base import Candidate, ControlKind, ControlReport, ControlState, Evaluation, check_common, independent
+
+
+@dataclass(frozen=True)
+class SpringControl(ControlKind):
+    """A spring chain (SPEC 7.5); its state lives in each instance."""
+
+    needs_time: ClassVar[bool] = True
+    needs_placement: ClassVar[bool] = True
+
+    name: str
+    chain: SpringChain
+    priority: int = 0
+    weight: float = 1.0
+
+    def __post_init__(self) -> None:
+        check_common(self.name, self.priority, self.weight, 0.0)
+
+    @property
+    def written(self) -> tuple[int, ...]:
+        return self.chain.path.joints
+
+    def joins(self, group: Sequence[ControlKind]) -> bool:
+        """Consecutive spring chains of as many joints, none writing a joint another one reads,
+        share their path kinematics and writeback (each still simulates on its own)."""
+        return all(
+            isinstance(o, SpringControl) and len(o.chain.path) == len(self.chain.path)
+            and independent(o.written, o.chain.path, self.written, self.chain.path)
+            for o in group
+        )
+
+    def snapshot(self, state: ControlState) -> SpringSnapshot | None:
+        """The state this spring holds in an instance after its last frame (``None`` before any)."""
+        rt = state.runtime
+        return rt.current if isinstance(rt, SpringState) else None
+
+    def run(self, group: Sequence[ControlKind], states: Sequence[ControlState], ev: Evaluation) -> list[Candidate]:
+        """Simulate a group of independent spring chains of as many joints: each chain steps on
+        its own, their path kinematics and writeback go in one batched call (rows member-major,
+        ``frames`` rows per member, as for IK groups)."""
+        pose, times, places = ev.pose, ev.times, ev.places
+        springs = [c for c in group if isinstance(c, SpringControl)]
+        count = len(springs)
+        frames = pose.frames
+        kin = PathKinematics(ev.skeleton, [c.chain.path for c in springs], pose)
+        animated = kin.points()
+        if frames == 1:
+            one = _springs_one(springs, states, kin, animated, times, places, ev.inverse)
+            if one is not None:
+                return one
+        points_n = animated.shape[1]
+        by_member = animated.reshape(count, frames, points_n, 3)
+        lin = places[:, :3, :3]
+        world = np.einsum("tij,mtkj->mtki", lin, by_member) + places[None, :, None, :3, 3]
+        usable = np.isfinite(world).all(axis=(2, 3)) & np.isfinite(places).all(axis=(1, 2))[None]
+        simulated = world.copy()
+        # Per member and frame, gathered as Python values and turned into arrays once.
+        resets = [[""] * frames for _ in range(count)]
+        again = [[False] * frames for _ in range(count)]
+        steps = [[0] * frames for _ in range(count)]
+        clock = [None if t is None or not math.isfinite(t) else t for t in ([None] * frames if times is None else times.tolist())]
+        for m, c in enumerate(springs):
+            st = states[m]
+            state = st.runtime if isinstance(st.runtime, SpringState) else SpringState()
+            st.runtime = state
+            rows = world[m].tolist()
+            ok = usable[m].tolist()
+            for t in range(frames):
+                if not ok[t]:
+                    # A non-finite input frame is skipped and leaves the state as it was.
+                    continue
+                step = advance_rows(c.chain, state, clock[t], rows[t])
+                simulated[m, t] = step.points
+                resets[m][t] = step.reset
+                again[m][t] = step.recomputed
+                steps[m][t] = step.substeps
+        reset = np.array(resets, dtype="<U10")
+        recomputed = np.array(again, dtype=bool)
+        substeps = np.array(steps, dtype=np.int64)
+        # Every frame usable is the live case: spare it the masking (numpy's per-call overhead).
+        all_usable = bool(usable.all())
+        safe = places if all_usable else np.where(np.isfinite(places).all(axis=(1, 2))[:, None, None], places, np.eye(4))
+        inv = ev.inverse(safe)
+        points = np.einsum("tij,mtkj->mtki", inv[:, :3, :3], simulated) + inv[None, :, None, :3, 3]
+        if not all_usable:
+            points = np.where(usable[..., None, None], points, by_member)
+        rot, got, _ = kin.rotations_from_points(points.reshape(count * frames, points_n, 3))
+        # The miss per point and the segment lengths before and after, in one norm call (the
+        # same per-row arithmetic as three).
+        n = points_n - 1
+        flat = points.reshape(count * frames, points_n, 3)
+        norms = np.linalg.norm(
+            np.concatenate([got - flat, np.diff(animated, axis=1), np.diff(got, axis=1)], axis=1), axis=-1
+        )
+        residual = norms[:, : n + 1].max(axis=1).reshape(count, frames)
+        before, after = norms[:, n + 1 : 2 * n + 1], norms[:, 2 * n + 1 :]
+        length_error = (np.abs(after - before) / np.maximum(before, 1e-300)).max(axis=1).reshape(count, frames)
+        rot = rot.reshape(count, frames, n, 4)
+        if not all_usable:
+            rot = np.where(usable[..., None, None], rot, np.nan)
+        out: list[Candidate] = []
+        for m, c in enumerate(springs):
+            report = ControlReport(
+                name=c.name,
+                ran=usable[m],
+                skipped=~usable[m],
+                residual=residual[m],
+                iterations=substeps[m],
+                converged=usable[m],
+                limited=np.zeros(frames, dtype=bool),
+                details=MappingProxyType(
+                    {"reset": reset[m], "recomputed": recomputed[m], "length_error": length_error[m], "points": points[m]}
+                ),
+            )
+            out.append(Candidate(rot[m], None, report))
+        return out
+
+
+def _springs_one(
+    springs: list[SpringControl],
+    states: Sequence[ControlState],
+    kin: PathKinematics,
+    animated: FloatArray,
+    times: FloatArray | None,
+    places: FloatArray,
+    inverse: Callable[[FloatArray], FloatArray],
+) -> list[Candidate] | None:
+    """:meth:`SpringControl.run` of one frame, its arithmetic in plain floats: the same steps, on
+    arrays so small that each numpy call costs more than its arithmetic. ``None`` (before any
+    state is touched) for a frame with a non-finite input, which the general route masks."""
+    place = places[0].tolist()
+    if not all(math.isfinite(v) for row in place for v in row):
+        return None
+    anim: list[list[list[float]]] = animated.tolist()
+    world: list[list[list[float]]] = []
+    for pts in anim:
+        rows = []
+        for p in pts:
+            x, y, z = p
+            w = [r[0] * x + r[1] * y + r[2] * z + r[3] for r in place[:3]]
+            if not (math.isfinite(w[0]) and math.isfinite(w[1]) and math.isfinite(w[2])):
+                return None
+            rows.append(w)
+        world.append(rows)
+    t = None if times is None else float(times[0])
+    clock = None if t is None or not math.isfinite(t) else t
+    inv = inverse(places)[0].tolist()
+    local: list[list[list[float]]] = []
+    steps: list[SpringStep] = []
+    for m, c in enumerate(springs):
+        st = states[m]
+        state = st.runtime if isinstance(st.runtime, SpringState) else SpringState()
+        st.runtime = state
+        step = advance_rows(c.chain, state, clock, world[m])
+        steps.append(step)
+        local.append([[r[0] * x + r[1] * y + r[2] * z + r[3] for r in inv[:3]] for x, y, z in step.points.tolist()])
+    points = np.array(local)
+    rot, got_array, _ = kin.rotations_from_points(points)
+    got = got_array.tolist()
+    out: list[Candidate] = []
+    for m, c in enumerate(springs):
+        g, q, a = got[m], local[m], anim[m]
+        residual = max(_dist(g[k], q[k]) for k in range(len(q)))
+        length_error = max(
+            abs(_dist(g[k + 1], g[k]) - before) / max(before, 1e-300)
+            for k, before in ((k, _dist(a[k + 1], a[k])) for k in range(len(a) - 1))
+        )
+        step = steps[m]
+        report = ControlReport(
+            name=c.name,
+            ran=np.ones(1, dtype=bool),
+            skipped=np.zeros(1, dtype=bool),
+            residual=np.array([residual]),
+            iterations=np.array([step.substeps], dtype=np.int64),
+            converged=np.ones(1, dtype=bool),
+            limited=np.zeros(1, dtype=bool),
+            details=MappingProxyType(
+                {
+                    "reset": np.array([step.reset], dtype="<U10"),
+                    "recomputed": np.array([step.recomputed]),
+                    "length_error": np.array([length_error]),
+                    "points": points[m : m + 1],
+                }
+            ),
+        )
+        out.append(Candidate(rot[m : m + 1], None, report))
+    return out
+
+
+def _dist(a: Sequence[float], b: Sequence[float]) -> float:
+    x, y, z = a[0] - b[0], a[1] - b[1], a[2] - b[2]
+    return math.sqrt(x * x + y * y + z * z)

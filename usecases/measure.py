@@ -1,0 +1,64 @@
+"""Measure: a retarget already saved in a .blend judged against its source clip (the ``measure``
+command), on the pose Blender plays."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ..bridge import compat
+from ..bridge.clip_read import clip_from_action
+from ..bridge.played_pose import driven_bones, played_placements, what_overrides
+from ..core.errors import MappingError
+from ..core.measure.figures import measure
+from ..core.retarget.binding_cache import native_refusal
+from ..core.retarget.geometric import bind, source_placements
+from .rigs import pick_action, pick_armature, rig_input
+from .session import fresh_session
+
+
+def measure_files(source_path: str, retargeted_path: str, *, clip: str | None = None, action: str | None = None,
+                  target_armature: str | None = None) -> dict[str, Any]:
+    """Measure a retarget already saved in a .blend against its source clip (SPEC 6).
+
+    The source clip is played at the retargeted action's frame rate; both rigs are auto-mapped,
+    so the figures judge the result whoever produced it."""
+    import bpy
+
+    from ..bridge.clip_read import action_fps
+    from ..bridge.file_import import load_file
+
+    fresh_session()
+    result_file = load_file(retargeted_path)
+    target = pick_armature(result_file, target_armature, "target")
+    if action is not None:
+        result_action = bpy.data.actions.get(action)
+        if result_action is None:
+            raise MappingError(f"{Path(retargeted_path).name}: no action called {action!r}")
+    else:
+        ad = target.animation_data
+        result_action = ad.action if ad is not None and ad.action is not None else None
+        if result_action is None:
+            raise MappingError(f"{Path(retargeted_path).name}: armature {target.name!r} plays no action to measure")
+    source_file = load_file(source_path)
+    source = pick_armature(source_file, None, "source")
+    source_action = pick_action(source_file, source, clip)
+    src_in, _ = rig_input(source)
+    tgt_in, _ = rig_input(target)
+    rate = action_fps(result_action)
+    src_clip = clip_from_action(source, source_action).resample(rate)
+    binding = bind(src_in, tgt_in)
+    # What the file plays (an action asked for by name is played in the active one's place).
+    ad = target.animation_data
+    if ad is None or ad.action != result_action:
+        compat.assign_action(target, result_action, compat.action_slot_for(result_action, target))
+    world_t, notes = played_placements(target, result_action, src_clip.frame_numbers(rate), tgt_in.skeleton, fps=rate)
+    # A clip on its own rig's layout is retargeted natively (its keys kept, on its own floor).
+    native = native_refusal(src_clip, src_in.skeleton, tgt_in.skeleton) is None
+    report = measure(binding, source_placements(binding, src_clip), world_t, native)
+    hidden = what_overrides(target, result_action, driven_bones(binding)) + notes
+    if hidden:
+        report["warnings"] = hidden
+    report["clip"] = {"source": source_action.name, "retargeted": result_action.name, "fps": rate, "frames": src_clip.frame_count}
+    return report
+

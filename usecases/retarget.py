@@ -1,0 +1,271 @@
+"""Retarget: a clip played by one armature onto another as a new Action (:func:`retarget_action`,
+the sidebar's Retarget Clip), and the same from two files into a saved .blend
+(:func:`retarget_files`, the ``retarget`` command). Read Blender data in bulk, make one core call,
+write the result in bulk, measure what Blender plays.
+
+Each refuses bad input (a :class:`~marionette.core.errors.MarionetteError`) before it changes
+anything, and never modifies the source armature or its Actions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..bridge import compat
+from ..bridge.action_write import linked_problem, write_action
+from ..bridge.clip_read import clip_from_action
+from ..bridge.clip_source import FileClip, is_long_bvh_take, read_bvh_clip
+from ..bridge.file_import import load_file, scene_fps
+from ..bridge.played_pose import driven_bones, played_placements, switch_to_pose_position, what_overrides
+from ..core.errors import RigError
+from ..core.formats.bvh import CHUNK_FRAMES
+from ..core.formats.reframe import onto_own_frames
+from ..core.mapping.bone_mapping import BoneMapping
+from ..core.measure.figures import measure
+from ..core.retarget.binding_cache import BindingCache
+from ..core.retarget.geometric import Binding, RetargetOptions, RigInput, source_placements
+from ..core.retarget.methods import retarget_with_methods
+from ..properties.retarget_settings import clip_of, fill_rows, mappings_from_rows, methods_from_rows, options_of
+from ..viewport import deferred_summary
+from .rigs import pick_action, pick_armature, rig_input
+from .session import fresh_session, save_blend
+
+#: Bindings of the rig pairs retargeted in this session: the clips of a pack bind their pair once;
+#: an edited mapping or rest gets a new binding (the key holds both).
+BINDINGS = BindingCache()
+
+
+@dataclass
+class RetargetOutcome:
+    action: Any  # bpy.types.Action written on the target
+    binding: Binding
+    report: dict[str, object]
+    source_mapping: BoneMapping
+    target_mapping: BoneMapping
+    #: Not judged yet (``judge=False``): the call that measures the result (what ``judge`` would
+    #: have put in the report), for a caller that shows it after the retarget returns.
+    judge_later: Any = None
+
+
+def retarget_action(
+    source: Any,
+    action: Any,
+    target: Any,
+    *,
+    scene_fps: float,
+    keep_frames: bool = False,
+    options: RetargetOptions | None = None,
+    source_mapping: BoneMapping | None = None,
+    target_mapping: BoneMapping | None = None,
+    name: str | None = None,
+    replace_existing: bool = False,
+    measure_frames: int = 120,
+    methods: Mapping[str, str] | None = None,
+    match_rest: bool = False,
+    judge: bool = True,
+) -> RetargetOutcome:
+    """Retarget ``action`` (played by ``source``) onto ``target`` as a new Action.
+
+    The clip keeps its own timing on the scene's frame rate unless ``keep_frames`` keeps the
+    source's frame numbers. ``methods`` chooses the retarget method per slot (geometric frames
+    where it says nothing); a clip already on the target's layout is bound natively, its keys
+    unchanged. Everything that can fail is checked before the Action is created. ``judge``
+    measures the result (SPEC 6) into the report; without it the report says only what was done.
+    """
+    problem = linked_problem(target)
+    if problem is not None:
+        raise RigError(problem)
+    tgt_in, tgt_map = rig_input(target, target_mapping)
+    if isinstance(source, FileClip):  # read without Blender (a BVH take): converted at the rate a piece at a time
+        src_in, src_map = source.rig, source.mapping
+        clip = source.clip(None if keep_frames else scene_fps)
+        # On its own armature (the take imported by Blender): the importer's keys, bound natively.
+        src_in, clip = onto_own_frames(src_in, tgt_in, clip, options)
+    else:
+        src_in, src_map = rig_input(source, source_mapping)
+        clip = clip_from_action(source, action)
+        if not keep_frames:
+            clip = clip.resample(scene_fps)
+    # A target mapping may carry methods per slot (saved from the sidebar); explicit ones win.
+    table = {**(target_mapping.methods if target_mapping is not None else {}), **(methods or {})}
+    run = retarget_with_methods(BINDINGS, src_in, tgt_in, clip, table, options, match_rest=match_rest)
+    result, binding = run.result, run.result.binding
+    rate = clip.fps if keep_frames else scene_fps
+    frames = clip.frame_numbers(rate)
+    opts = options or RetargetOptions()
+    new_action = write_action(target, result.clip, name or clip.name, frames=frames, replace=replace_existing, fps=rate)
+    if opts.root_motion == "OBJECT":
+        write_object_travel(target, new_action, result.root_motion, frames)
+    # An armature left in Rest Position would play nothing: show the new action (same undo step).
+    switched = switch_to_pose_position(target)
+    judged = partial(judge_action, binding, clip, tgt_in, target, new_action, frames, rate, measure_frames, run.native)
+    report = judged() if judge else {}
+    if switched:
+        report["switched_to_pose_position"] = True
+        report.setdefault("notes", []).append(switched)
+    report["clip"] = {
+        "name": clip.name,
+        "source_fps": clip.fps,
+        "scene_fps": scene_fps,
+        "frames": clip.frame_count,
+        "first_frame": float(frames[0]),
+        "last_frame": float(frames[-1]),
+    }
+    report["mapping"] = {"source": src_map.to_dict(), "target": tgt_map.to_dict()}
+    report["method"] = {"native": run.native, "table": run.methods, "match_rest": match_rest, "warnings": list(run.warnings)}
+    report["options"] = {"root_motion": opts.root_motion, "plant_feet": opts.plant_feet, "fingers": opts.fingers}
+    if result.planted:
+        report["planted_feet"] = result.planted
+        report["planted_hip_drop"] = {"max": result.hip_drop, "frames": result.lowered_frames}
+    return RetargetOutcome(new_action, binding, report, src_map, tgt_map, None if judge else judged)
+
+
+def judge_action(
+    binding: Binding, clip: Any, tgt_in: RigInput, target: Any, action: Any, frames: Any, rate: float, measure_frames: int,
+    native: bool = False,
+) -> dict[str, Any]:
+    """The quality report of a retarget just written: what Blender plays (the pose it evaluates
+    with ``action`` assigned: constraints, NLA, drivers, Rest Position included; not the core's
+    arrays) measured against the source ``clip``, with a warning naming whatever hides or
+    overrides the action's keys.
+
+    A long clip is judged on evenly spread frames (at most ``measure_frames``), so the summary
+    after a retarget costs little next to the retarget itself; the measure command reads all."""
+    picks = np.unique(np.linspace(0, clip.frame_count - 1, min(clip.frame_count, measure_frames)).astype(int))
+    world_t, notes = played_placements(target, action, np.asarray(frames)[picks], tgt_in.skeleton, fps=rate)
+    report = measure(binding, source_placements(binding, clip.take(picks)), world_t, native)
+    report["measured_frames"] = int(picks.size)
+    hidden = what_overrides(target, action, driven_bones(binding)) + notes
+    if hidden:
+        report.setdefault("warnings", []).extend(hidden)
+    if report["source_stretch"] > 0.25:
+        report.setdefault("warnings", []).append(
+            f"the clip moves joints off their rest offsets (segments stretch by up to {100 * report['source_stretch']:.0f} %); "
+            "directions follow the bones' rotations there"
+        )
+    return report
+
+
+def write_object_travel(obj: Any, action: Any, travel: Any, frames: Any) -> None:
+    """Key the object's location with the root travel (root motion on the object).
+
+    ``travel`` is ``(T, 3)`` in the armature's own space; it becomes a world offset through the
+    object's placement and then a location offset in the object's parent space.
+    """
+    world = np.asarray(obj.matrix_world, dtype=np.float64)[:3, :3]
+    delta = np.asarray(travel, dtype=np.float64) @ world.T
+    if obj.parent is not None:
+        parent = np.asarray(obj.parent.matrix_world, dtype=np.float64) @ np.asarray(obj.matrix_parent_inverse, dtype=np.float64)
+        delta = delta @ np.linalg.inv(parent[:3, :3]).T
+    values = np.asarray(obj.location, dtype=np.float64) + delta
+    bag = compat.channelbag(action, compat.action_slot_for(action, obj), create=True)
+    f = np.asarray(frames, dtype=np.float32)
+    for axis in range(3):
+        curve = compat.new_fcurve(bag, "location", axis, "Object Transforms")
+        curve.keyframe_points.add(len(f))
+        curve.keyframe_points.foreach_set("co", np.column_stack([f, values[:, axis]]).astype(np.float32).ravel())
+        curve.keyframe_points.foreach_set("interpolation", [1] * len(f))  # LINEAR
+        curve.update()
+
+
+def retarget_files(
+    source_path: str,
+    target_path: str,
+    output: str,
+    *,
+    clip: str | None = None,
+    target_armature: str | None = None,
+    mapping: str | None = None,
+    keep_frames: bool = False,
+    options: RetargetOptions | None = None,
+    methods: Mapping[str, str] | None = None,
+    match_rest: bool = False,
+    chunk_frames: int = CHUNK_FRAMES,
+) -> RetargetOutcome:
+    """The command line's retarget: both files into a fresh scene, one clip retargeted, the target
+    (with its meshes and the new Action) saved to ``output``. Nothing is written on failure.
+    A long BVH take is read without Blender (:mod:`..bridge.clip_source`), ``chunk_frames`` file frames at a time."""
+    import bpy
+
+    fresh_session()
+    target_file = load_file(target_path)
+    target = pick_armature(target_file, target_armature, "target")
+    target_map = BoneMapping.load(mapping) if mapping else None
+    several = ""
+    if is_long_bvh_take(source_path):  # a long take is not keyed into Blender first
+        source_file, source = None, read_bvh_clip(source_path, clip, chunk_frames)
+        action, name = None, source.name
+    else:
+        source_file = load_file(source_path)
+        source = pick_armature(source_file, None, "source")
+        action = pick_action(source_file, source, clip)
+        name = action.name.split("|")[-1]
+        if clip is None and len(source_file.actions) > 1:  # say which was taken, and how to take another
+            others = ", ".join(repr(a.name.split("|")[-1]) for a in source_file.actions if a is not action)
+            several = f"{Path(source_path).name} holds {len(source_file.actions)} clips: took {name!r}; the others ({others}) with --clip NAME"
+    outcome = retarget_action(
+        source,
+        action,
+        target,
+        scene_fps=scene_fps(),
+        keep_frames=keep_frames,
+        options=options,
+        target_mapping=target_map,
+        name=name,
+        methods=methods,
+        match_rest=match_rest,
+    )
+    # The result file holds the target, not the source that was only read.
+    for obj in source_file.objects if source_file else []:
+        if obj.name in bpy.data.objects:
+            bpy.data.objects.remove(obj, do_unlink=True)
+    for a in source_file.actions if source_file else []:
+        if a.name in bpy.data.actions and a != outcome.action:
+            bpy.data.actions.remove(a)
+    if outcome.action.name != name and name not in bpy.data.actions:
+        outcome.action.name = name  # the source's action of that name is gone now
+    if several:
+        outcome.report.setdefault("notes", []).append(several)
+    target.animation_data.action = outcome.action
+    save_blend(output)
+    outcome.report["files"] = {"source": str(Path(source_path).resolve()), "target": str(Path(target_path).resolve())}
+    return outcome
+
+
+
+def retarget_clip(scene: Any) -> tuple[RetargetOutcome, str]:
+    """The sidebar's Retarget Clip on ``scene``'s settings: the chosen clip onto the target with
+    the rows' mappings and methods (rows filled in from the auto-mapping when there are none), its
+    summary shown in the Quality panel at once or measured after the click returns
+    (:mod:`..viewport.deferred_summary`). Returns the outcome and the line that says what was done."""
+    s = scene.marionette
+    rows = mappings_from_rows(s)
+    outcome = retarget_action(
+        s.source,
+        clip_of(s),
+        s.target,
+        scene_fps=scene_fps(scene),
+        keep_frames=s.keep_frames,
+        options=options_of(s),
+        source_mapping=rows[0] if rows else None,
+        target_mapping=rows[1] if rows else None,
+        replace_existing=s.replace_action,
+        methods=methods_from_rows(s),
+        match_rest=s.match_rest,
+        judge=not deferred_summary.defer_summary(),
+    )
+    if rows is None:
+        fill_rows(s, outcome.source_mapping, outcome.target_mapping)
+    done = f"Retargeted onto {s.target.name!r} as {outcome.action.name!r}"
+    if outcome.judge_later is not None:
+        deferred_summary.defer(scene, outcome, bool(s.color_bones))
+        return outcome, f"{done}; measuring its quality (the Quality panel fills in)"
+    deferred_summary.show_quality(s, outcome, bool(s.color_bones))
+    summary = outcome.report["summary"]
+    return outcome, f"{done}: bone direction error mean {summary['mean_direction_error']:.2f} deg"

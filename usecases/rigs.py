@@ -1,0 +1,91 @@
+"""Armatures as the retarget sees them, and the armature and clip a file job takes from a file.
+
+:func:`rig_input` auto-maps an armature (or checks a given mapping against it);
+:func:`character_of` is the one rule that picks the character among a file's armatures for every
+command that takes one unnamed (retarget, measure, bake-pack).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..bridge.skeleton_read import rest_heads_tails, skeleton_from_armature
+from ..core.errors import MappingError, MarionetteError, RigError
+from ..core.mapping.bone_mapping import BoneMapping
+from ..core.mapping.humanoid_check import check_humanoid_skeleton
+from ..core.retarget.geometric import RigInput
+
+_AUTO_MAPPINGS: dict[tuple[str, bytes, str | None], BoneMapping] = {}
+
+
+def rig_input(obj: Any, mapping: BoneMapping | None = None) -> tuple[RigInput, BoneMapping]:
+    """A Blender armature as the retarget sees it, auto-mapped unless a mapping is given."""
+    if obj is None or getattr(obj, "type", None) != "ARMATURE":
+        raise RigError(f"{getattr(obj, 'name', obj)!r} is not an armature object")
+    skeleton = skeleton_from_armature(obj)
+    heads, tails = rest_heads_tails(obj)
+    try:
+        # A given mapping (edited in the sidebar, loaded from a preset) is checked against the
+        # rig too: its bones must exist and the body it names must stand upright. The outcome
+        # depends only on the rig and the mapping given, so it is kept per layout, bone ends and
+        # mapping (each Retarget Clip of the sidebar's rows checks the same one).
+        given = None if mapping is None else json.dumps(mapping.to_dict(), sort_keys=True)
+        ends = np.round(np.concatenate([heads, tails]).astype(np.float64), 6).tobytes()
+        key = (skeleton.signature(), ends, given)
+        if key not in _AUTO_MAPPINGS:
+            if len(_AUTO_MAPPINGS) >= 32:
+                _AUTO_MAPPINGS.pop(next(iter(_AUTO_MAPPINGS)))
+            _AUTO_MAPPINGS[key] = check_humanoid_skeleton(skeleton, tails, mapping)
+        mapping = _AUTO_MAPPINGS[key]
+    except MappingError as exc:
+        raise MappingError(f"armature {obj.name!r}: {exc}") from exc
+    slots = {slot: mb.bone for slot, mb in mapping.slots.items()}
+    return RigInput(skeleton, slots, tails), mapping
+
+
+def pick_armature(loaded: Any, name: str | None, role: str) -> Any:
+    arms = loaded.armatures
+    label = Path(loaded.path).name
+    if name is not None:
+        for a in arms:
+            if a.name == name or a.data.name == name:
+                return a
+        raise RigError(f"{label}: no armature called {name!r} (it has {', '.join(repr(a.name) for a in arms)})")
+    return character_of(arms)
+
+
+def character_of(arms: Any) -> Any:
+    """The character among a file's armatures, for every command that takes one unnamed: the
+    largest one that maps as a humanoid (a prop, a pet or a control rig with more bones is not
+    it; ties go to the name), else the largest, refused by name later."""
+    if len(arms) == 1:
+        return arms[0]
+    humanoids = []
+    for a in arms:
+        try:
+            rig_input(a)
+        except MarionetteError:
+            continue
+        humanoids.append(a)
+    return max(humanoids or arms, key=lambda a: (len(a.data.bones), a.name))
+
+
+def pick_action(loaded: Any, source: Any, name: str | None) -> Any:
+    label = Path(loaded.path).name
+    actions = loaded.actions
+    if not actions:
+        ad = source.animation_data
+        if ad is not None and ad.action is not None:
+            return ad.action
+        raise MappingError(f"{label}: the file has no animation to retarget")
+    if name is None:
+        return actions[0]
+    for a in actions:
+        if a.name == name or a.name.split("|")[-1] == name:
+            return a
+    raise MappingError(f"{label}: no clip called {name!r} (clips: {', '.join(repr(a.name) for a in actions)})")
+

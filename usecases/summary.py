@@ -1,0 +1,55 @@
+"""The quality summary a person reads after a retarget (the command line prints it)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def format_summary(report: dict[str, Any]) -> str:
+    """The quality figures a person reads after a retarget."""
+    s = report["summary"]
+    lines = [f"  note: {note}" for note in report.get("notes", [])] + [
+        f"  bone direction error   mean {s['mean_direction_error']:.3f} deg, max {s['max_direction_error']:.3f} deg",
+        f"  limb direction error   mean {s['mean_limb_direction_error']:.3f} deg",
+        f"  elbow/knee plane error max {s['max_limb_plane_error']:.3f} deg",
+        f"  hips height error      max {100 * s['hips_height_error']:.2f} % of target hip height",
+        f"  silhouette overlap     front {s['silhouette_front']:.2f}, side {s['silhouette_side']:.2f} (IoU; proportions differ)",
+    ]
+    turned = report.get("rotation_since_first_frame_deg", {})
+    if turned:
+        figures = ", ".join(
+            f"{group} {g['off']:.2f}"
+            # A run judged as a whole says so where its bones, one by one, would read otherwise.
+            + (f" (run as a whole; bone for bone {g['per_bone_off']:.2f})" if abs(g.get("per_bone_off", g["off"]) - g["off"]) >= 0.005 else "")
+            for group, g in turned.items()
+        )
+        lines.append(f"  rotation since first frame, off by (mean deg): {figures}")
+    skate = report.get("foot_skating", {})
+    for side in ("L", "R"):
+        if f"foot.{side} slide" in skate and skate[f"foot.{side} contact frames"]:
+            lines.append(
+                f"  foot.{side} slide planted  {100 * skate[f'foot.{side} slide']:.1f} % of hip height over "
+                f"{skate[f'foot.{side} contact frames']:.0f} contact frames (source: {100 * skate[f'foot.{side} source slide']:.1f} %)"
+            )
+    for palm, err in report.get("palm_normal_error_deg", {}).items():
+        lines.append(f"  {palm} normal error   max {err:.2f} deg")
+    if report.get("options", {}).get("plant_feet") and not report.get("method", {}).get("native"):
+        held = report.get("planted_feet", {})
+        counts = ", ".join(
+            f"{foot} held on {c['held']} frames" + (f" ({c['out_of_reach']} out of the leg's reach)" if c["out_of_reach"] else "")
+            for foot, c in held.items()
+        )
+        lines.append(f"  Plant Feet: {counts or 'no planted contacts in the clip'}")
+        drop = report.get("planted_hip_drop", {})
+        if drop.get("frames"):
+            lines.append(
+                f"  (hips lowered by up to {100 * drop['max']:.1f} % of hip height on {drop['frames']} frames "
+                "to bring held feet within the legs' reach)"
+            )
+        lines.append("  (thighs and shins bend away from the clip's directions to hold the feet)")
+    if "measured_frames" in report:
+        lines.append(f"  (measured on {report['measured_frames']} evenly spread frames of the pose Blender plays)")
+    for warning in report.get("warnings", []):
+        lines.append(f"  warning: {warning}")
+    return "\n".join(lines)
+
