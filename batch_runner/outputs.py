@@ -86,7 +86,7 @@ def continued_volumes(output: str, resume: bool, earlier_start: float | None) ->
 def scan_volumes(volumes: Sequence[str], record: Mapping[str, Any]) -> EarlierOutput:
     """Open each volume in turn: the clips it holds, its files' clip ids, and the clips baked
     with other settings, which are removed from it (and it is saved again)."""
-    from ..usecases.session import save_blend
+    from ..bridge.session import save_blend
 
     found = EarlierOutput()
     for path in volumes:

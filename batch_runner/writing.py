@@ -206,7 +206,7 @@ class OutputWriting:
             clip = clip_from_message(msg, base)
             action = write_action(self.target, clip, base, frames=msg["frames"], fps=msg["fps"])
             if self.settings.options.root_motion == "OBJECT":
-                from ..usecases.retarget import write_object_travel
+                from ..bridge.action_write import write_object_travel
 
                 write_object_travel(self.target, action, msg["root_motion"], msg["frames"])
         except MarionetteError as exc:
@@ -281,7 +281,7 @@ class OutputWriting:
         record = {**file_records(), **self._records}
         scene[FILES_RECORD] = json.dumps(record)
         if path is not None and (self._volume == 0 or self._volume_clips > 0):
-            from ..usecases.session import save_blend
+            from ..bridge.session import save_blend
 
             save_blend(path)
             self._outputs.append(path)

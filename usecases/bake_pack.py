@@ -79,7 +79,7 @@ def _pick_armature(candidates: Sequence[Any], name: str | None, label: str) -> A
 def _open_target(target_path: str, volume: str | None, armature: str | None) -> Any:
     """Open what the run writes into: the output volume it continues, else the target file.
     Returns the target armature."""
-    from .session import fresh_session, refuse_in_interactive_session
+    from ..bridge.session import fresh_session, refuse_in_interactive_session
 
     refuse_in_interactive_session()
     if volume is not None:

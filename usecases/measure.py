@@ -9,12 +9,12 @@ from typing import Any
 from ..bridge import compat
 from ..bridge.clip_read import clip_from_action
 from ..bridge.played_pose import driven_bones, played_placements, what_overrides
+from ..bridge.session import fresh_session
 from ..core.errors import MappingError
 from ..core.measure.figures import measure
 from ..core.retarget.binding_cache import native_refusal
 from ..core.retarget.geometric import bind, source_placements
 from .rigs import pick_action, pick_armature, rig_input
-from .session import fresh_session
 
 
 def measure_files(source_path: str, retargeted_path: str, *, clip: str | None = None, action: str | None = None,
