@@ -32,9 +32,10 @@ from ..core.batch.plan import plan_pack
 from ..core.batch.report import BatchReport, FileOutcome
 from ..core.batch.settings import BakeSettings, mapping_key
 from ..core.batch.status import CLIP_GOOD, FILE_BAKED
-from ..core.errors import MarionetteError, RigError
+from ..core.errors import MarionetteError
 from ..core.mapping.bone_mapping import BoneMapping
 from ..core.retarget.geometric import RetargetOptions
+from .rigs import pick_armature
 
 
 def bake_settings(
@@ -61,21 +62,6 @@ def bake_settings(
 # --- the command line's job ------------------------------------------------------------------
 
 
-def _pick_armature(candidates: Sequence[Any], name: str | None, label: str) -> Any:
-    arms = [o for o in candidates if o is not None and o.type == "ARMATURE"]
-    if name is not None:
-        for a in arms:
-            if a.name == name or a.data.name == name:
-                return a
-        listed = ", ".join(repr(a.name) for a in arms) or "none"
-        raise RigError(f"{label}: no armature called {name!r} (armatures: {listed})")
-    if not arms:
-        raise RigError(f"{label}: the file has no armature to bake onto")
-    from .rigs import character_of
-
-    return character_of(arms)  # the armature a single retarget of this file would take
-
-
 def _open_target(target_path: str, volume: str | None, armature: str | None) -> Any:
     """Open what the run writes into: the output volume it continues, else the target file.
     Returns the target armature."""
@@ -85,7 +71,7 @@ def _open_target(target_path: str, volume: str | None, armature: str | None) -> 
     if volume is not None:
         bpy.ops.wm.open_mainfile(filepath=volume, load_ui=False)
         name = armature or bpy.context.scene.get(TARGET_RECORD)
-        return _pick_armature(list(bpy.data.objects), name if isinstance(name, str) else None, os.path.basename(volume))
+        return pick_armature(list(bpy.data.objects), name if isinstance(name, str) else None, os.path.basename(volume), "to bake onto")
     path = os.path.abspath(target_path)
     label = os.path.basename(path)
     why = why_unreadable(path)
@@ -94,10 +80,10 @@ def _open_target(target_path: str, volume: str | None, armature: str | None) -> 
     if path.lower().endswith(".blend"):
         # A .blend character is opened whole: the output is that file plus the new Actions.
         bpy.ops.wm.open_mainfile(filepath=path, load_ui=False)
-        return _pick_armature(list(bpy.context.scene.objects), armature, label)
+        return pick_armature(list(bpy.context.scene.objects), armature, label, "to bake onto")
     fresh_session()
     loaded = load_file(path)
-    return _pick_armature(loaded.armatures, armature, label)
+    return pick_armature(loaded.armatures, armature, label, "to bake onto")
 
 
 def bake_pack(

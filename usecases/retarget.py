@@ -172,7 +172,7 @@ def retarget_files(
 
     fresh_session()
     target_file = load_file(target_path)
-    target = pick_armature(target_file, target_armature, "target")
+    target = pick_armature(target_file.armatures, target_armature, Path(target_file.path).name)
     target_map = BoneMapping.load(mapping) if mapping else None
     several = ""
     if is_long_bvh_take(source_path):  # a long take is not keyed into Blender first
@@ -180,7 +180,7 @@ def retarget_files(
         action, name = None, source.name
     else:
         source_file = load_file(source_path)
-        source = pick_armature(source_file, None, "source")
+        source = pick_armature(source_file.armatures, None, Path(source_file.path).name)
         action = pick_action(source_file, source, clip)
         name = action.name.split("|")[-1]
         if clip is None and len(source_file.actions) > 1:  # say which was taken, and how to take another
