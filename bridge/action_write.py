@@ -373,3 +373,24 @@ def create_armature(
                 bpy.ops.object.mode_set(mode=previous_mode)
     return obj
 
+
+def write_object_travel(obj: Any, action: Any, travel: Any, frames: Any) -> None:
+    """Key the object's location with the root travel (root motion on the object).
+
+    ``travel`` is ``(T, 3)`` in the armature's own space; it becomes a world offset through the
+    object's placement and then a location offset in the object's parent space.
+    """
+    world = np.asarray(obj.matrix_world, dtype=np.float64)[:3, :3]
+    delta = np.asarray(travel, dtype=np.float64) @ world.T
+    if obj.parent is not None:
+        parent = np.asarray(obj.parent.matrix_world, dtype=np.float64) @ np.asarray(obj.matrix_parent_inverse, dtype=np.float64)
+        delta = delta @ np.linalg.inv(parent[:3, :3]).T
+    values = np.asarray(obj.location, dtype=np.float64) + delta
+    bag = compat.channelbag(action, compat.action_slot_for(action, obj), create=True)
+    f = np.asarray(frames, dtype=np.float32)
+    for axis in range(3):
+        curve = compat.new_fcurve(bag, "location", axis, "Object Transforms")
+        curve.keyframe_points.add(len(f))
+        curve.keyframe_points.foreach_set("co", np.column_stack([f, values[:, axis]]).astype(np.float32).ravel())
+        curve.keyframe_points.foreach_set("interpolation", [1] * len(f))  # LINEAR
+        curve.update()

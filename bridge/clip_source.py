@@ -3,7 +3,7 @@
 Blender's BVH importer keys every channel of every frame into an Action (a 28-minute take at
 120 fps is 200,000 keys per curve) only for the retarget to read them back. A BVH source is read
 with numpy instead (:mod:`core.formats.bvh`, as ``bake-pack`` reads a pack), its rig auto-mapped as a
-Blender import of it would be (the same bone ends, see ``core.batch.plan.bvh_rest_tails``), and its
+Blender import of it would be (the same bone ends, see ``core.batch.baking.bvh_rest_tails``), and its
 clip converted at the scene's rate a piece at a time (:meth:`core.formats.bvh.BvhData.clip_at_rate`), so
 a long take costs about what ``bake-pack`` spends on it.
 
@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from ..core.batch.plan import bvh_rest_tails
+from ..core.batch.baking import bvh_rest_tails
 from ..core.errors import FileFormatError, MappingError
 from ..core.formats.bvh import CHUNK_FRAMES, BvhData, read_bvh
 from ..core.mapping.bone_mapping import BoneMapping

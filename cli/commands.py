@@ -263,7 +263,7 @@ def _bake_pack_arguments(p: argparse.ArgumentParser) -> None:
     _bake_pack_arguments,
 )
 def bake_pack(args: argparse.Namespace) -> int:
-    from ..batch_runner.batch_worker import start_pack
+    from ..batch_runner.pack_start import start_pack
     from ..core.mapping.method_names import parse_method_table
     from ..core.retarget.geometric import RetargetOptions
 
@@ -298,7 +298,7 @@ def bake_pack(args: argparse.Namespace) -> int:
         start = start_pack(args.pack, args.output, jobs=args.jobs, resume=args.resume)
         if start.jobs_note:
             print(f"marionette: {start.jobs_note}", file=terminal, flush=True)
-        from ..operators.batch_bake import bake_pack as run_bake_pack
+        from ..usecases.bake_pack import bake_pack as run_bake_pack
 
         report = run_bake_pack(
             args.pack,

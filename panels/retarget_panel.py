@@ -8,6 +8,8 @@ from typing import Any
 
 import bpy
 
+from ..core.batch.output_files import REPORT_RECORD
+from ..core.batch.status import CLIP_GOOD, FILE_BAKED
 from ..core.mapping.humanoid import MINIMUM_SLOTS
 from ..properties.retarget_settings import clip_of
 from ..viewport.deferred_summary import measured_summary, summary_pending
@@ -189,16 +191,16 @@ class VIEW3D_PT_marionette_batch(MarionettePanel, bpy.types.Panel):
     def draw(self, context: Any) -> None:
         col = self.layout.column()
         col.operator("marionette.batch_bake", text="Batch Bake…", icon="FILE_FOLDER")
-        raw = context.scene.get("marionette_batch_report")
+        raw = context.scene.get(REPORT_RECORD)
         if not isinstance(raw, str):
             return
         r = json.loads(raw)
         clips = r.get("clips_by_status", {})
-        baked = sum(clips.get(s, 0) for s in ("baked", "recovered", "already baked"))
+        baked = sum(clips.get(s, 0) for s in CLIP_GOOD)
         box = col.box()
         box.label(text=f"Last run: {baked} clips, {len(r['files'])} files", icon="CHECKMARK" if r.get("ok") else "ERROR")
         for f in r["files"][:40]:
-            if f["status"] != "baked":
+            if f["status"] != FILE_BAKED:
                 row = box.row()
                 row.alert = True
                 row.label(text=f"{f['label']}: {f['status']} — {f.get('reason', '')}")

@@ -22,11 +22,11 @@ from ..bridge.control_evaluation import evaluate, report_summary
 from ..bridge.control_rows import BuiltControls, build_controls
 from ..bridge.control_targets import TargetReader
 from ..bridge.file_import import FPS_PROPERTY, scene_fps
+from ..bridge.session import save_blend
 from ..core.errors import ClipError, RigError
 from ..core.rig.clip import Clip
 from ..core.rig.rotations import FloatArray
 from ..viewport import live_preview
-from .session import save_blend
 
 
 @dataclass

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..bridge.action_write import write_action
+from ..bridge.session import fresh_session, save_blend
 from ..core.retarget.geometric import RetargetOptions
 from .retarget import RetargetOutcome, retarget_action
-from .session import fresh_session, save_blend
 
 
 def demo(output: str | Path, frames: int = 96) -> RetargetOutcome:

@@ -37,11 +37,11 @@ import bpy
 import numpy as np
 
 from ..bridge.action_write import create_armature
+from ..bridge.session import fresh_session, save_blend
 from ..core.controls.stack import FixedAxisControl, IKControl, InheritControl
 from ..core.errors import RigError
 from ..core.formats.pmx import PmxModel, read_pmx
 from ..core.formats.pmx_rig import DEFAULT_SCALE, PmxRig, build_rig
-from .session import fresh_session, save_blend
 
 NAME_PROPERTY = "mmd_name"
 ENGLISH_PROPERTY = "mmd_name_english"

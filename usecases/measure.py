@@ -9,12 +9,12 @@ from typing import Any
 from ..bridge import compat
 from ..bridge.clip_read import clip_from_action
 from ..bridge.played_pose import driven_bones, played_placements, what_overrides
+from ..bridge.session import fresh_session
 from ..core.errors import MappingError
 from ..core.measure.figures import measure
 from ..core.retarget.binding_cache import native_refusal
 from ..core.retarget.geometric import bind, source_placements
 from .rigs import pick_action, pick_armature, rig_input
-from .session import fresh_session
 
 
 def measure_files(source_path: str, retargeted_path: str, *, clip: str | None = None, action: str | None = None,
@@ -30,7 +30,7 @@ def measure_files(source_path: str, retargeted_path: str, *, clip: str | None = 
 
     fresh_session()
     result_file = load_file(retargeted_path)
-    target = pick_armature(result_file, target_armature, "target")
+    target = pick_armature(result_file.armatures, target_armature, Path(result_file.path).name)
     if action is not None:
         result_action = bpy.data.actions.get(action)
         if result_action is None:
@@ -41,7 +41,7 @@ def measure_files(source_path: str, retargeted_path: str, *, clip: str | None = 
         if result_action is None:
             raise MappingError(f"{Path(retargeted_path).name}: armature {target.name!r} plays no action to measure")
     source_file = load_file(source_path)
-    source = pick_armature(source_file, None, "source")
+    source = pick_armature(source_file.armatures, None, Path(source_file.path).name)
     source_action = pick_action(source_file, source, clip)
     src_in, _ = rig_input(source)
     tgt_in, _ = rig_input(target)

@@ -17,12 +17,12 @@ from typing import Any
 
 import numpy as np
 
-from ..bridge import compat
-from ..bridge.action_write import linked_problem, write_action
+from ..bridge.action_write import linked_problem, write_action, write_object_travel
 from ..bridge.clip_read import clip_from_action
 from ..bridge.clip_source import FileClip, is_long_bvh_take, read_bvh_clip
 from ..bridge.file_import import load_file, scene_fps
 from ..bridge.played_pose import driven_bones, played_placements, switch_to_pose_position, what_overrides
+from ..bridge.session import fresh_session, save_blend
 from ..core.errors import RigError
 from ..core.formats.bvh import CHUNK_FRAMES
 from ..core.formats.reframe import onto_own_frames
@@ -34,7 +34,6 @@ from ..core.retarget.methods import retarget_with_methods
 from ..properties.retarget_settings import clip_of, fill_rows, mappings_from_rows, methods_from_rows, options_of
 from ..viewport import deferred_summary
 from .rigs import pick_action, pick_armature, rig_input
-from .session import fresh_session, save_blend
 
 #: Bindings of the rig pairs retargeted in this session: the clips of a pack bind their pair once;
 #: an edited mapping or rest gets a new binding (the key holds both).
@@ -152,28 +151,6 @@ def judge_action(
     return report
 
 
-def write_object_travel(obj: Any, action: Any, travel: Any, frames: Any) -> None:
-    """Key the object's location with the root travel (root motion on the object).
-
-    ``travel`` is ``(T, 3)`` in the armature's own space; it becomes a world offset through the
-    object's placement and then a location offset in the object's parent space.
-    """
-    world = np.asarray(obj.matrix_world, dtype=np.float64)[:3, :3]
-    delta = np.asarray(travel, dtype=np.float64) @ world.T
-    if obj.parent is not None:
-        parent = np.asarray(obj.parent.matrix_world, dtype=np.float64) @ np.asarray(obj.matrix_parent_inverse, dtype=np.float64)
-        delta = delta @ np.linalg.inv(parent[:3, :3]).T
-    values = np.asarray(obj.location, dtype=np.float64) + delta
-    bag = compat.channelbag(action, compat.action_slot_for(action, obj), create=True)
-    f = np.asarray(frames, dtype=np.float32)
-    for axis in range(3):
-        curve = compat.new_fcurve(bag, "location", axis, "Object Transforms")
-        curve.keyframe_points.add(len(f))
-        curve.keyframe_points.foreach_set("co", np.column_stack([f, values[:, axis]]).astype(np.float32).ravel())
-        curve.keyframe_points.foreach_set("interpolation", [1] * len(f))  # LINEAR
-        curve.update()
-
-
 def retarget_files(
     source_path: str,
     target_path: str,
@@ -195,7 +172,7 @@ def retarget_files(
 
     fresh_session()
     target_file = load_file(target_path)
-    target = pick_armature(target_file, target_armature, "target")
+    target = pick_armature(target_file.armatures, target_armature, Path(target_file.path).name)
     target_map = BoneMapping.load(mapping) if mapping else None
     several = ""
     if is_long_bvh_take(source_path):  # a long take is not keyed into Blender first
@@ -203,7 +180,7 @@ def retarget_files(
         action, name = None, source.name
     else:
         source_file = load_file(source_path)
-        source = pick_armature(source_file, None, "source")
+        source = pick_armature(source_file.armatures, None, Path(source_file.path).name)
         action = pick_action(source_file, source, clip)
         name = action.name.split("|")[-1]
         if clip is None and len(source_file.actions) > 1:  # say which was taken, and how to take another

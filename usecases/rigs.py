@@ -47,14 +47,20 @@ def rig_input(obj: Any, mapping: BoneMapping | None = None) -> tuple[RigInput, B
     return RigInput(skeleton, slots, tails), mapping
 
 
-def pick_armature(loaded: Any, name: str | None, role: str) -> Any:
-    arms = loaded.armatures
-    label = Path(loaded.path).name
+def pick_armature(candidates: Any, name: str | None, label: str, purpose: str = "to retarget") -> Any:
+    """The armature a file job takes among ``candidates`` (objects of a file; ``label`` names the
+    file in messages): the one called ``name`` (object or armature data), else the character
+    (:func:`character_of`). Refuses, naming what the file holds, a name that is not there and a
+    file without armatures."""
+    arms = [o for o in candidates if o is not None and o.type == "ARMATURE"]
     if name is not None:
         for a in arms:
             if a.name == name or a.data.name == name:
                 return a
-        raise RigError(f"{label}: no armature called {name!r} (it has {', '.join(repr(a.name) for a in arms)})")
+        listed = ", ".join(repr(a.name) for a in arms) or "none"
+        raise RigError(f"{label}: no armature called {name!r} (armatures: {listed})")
+    if not arms:
+        raise RigError(f"{label}: the file has no armature {purpose}")
     return character_of(arms)
 
 

@@ -233,7 +233,7 @@ def test_bvh_read_without_blender_agrees_with_blenders_importer(blender, baked_p
     imported by Blender, onto the same target."""
     from marionette.bridge import compat, skeleton_read
     from marionette.bridge.file_import import load_file
-    from marionette.core.batch.plan import bvh_rest_tails
+    from marionette.core.batch.baking import bvh_rest_tails
     from marionette.core.formats.bvh import detect_up_axis, read_bvh
     from marionette.core.mapping.auto_map import auto_map_skeleton
     from marionette.usecases import retarget
@@ -384,7 +384,7 @@ def test_a_bad_method_is_refused_before_anything_is_read_or_written(tmp_path, me
 def test_bake_settings_take_the_target_mappings_methods_and_let_explicit_ones_win(blender) -> None:
     from marionette.bridge.file_import import load_file
     from marionette.core.retarget.geometric import RetargetOptions
-    from marionette.operators.batch_bake import bake_settings
+    from marionette.usecases.bake_pack import bake_settings
     from marionette.usecases.rigs import rig_input
 
     target = load_file(shared_file(TARGET)).armatures[0]
@@ -589,7 +589,7 @@ def test_operator_bakes_a_folder_and_saves_its_report(scene_with_target, tmp_pat
 @pytest.mark.slow
 def test_operator_takes_the_sidebars_method_column_and_match_rest(scene_with_target, tmp_path) -> None:
     from marionette.bridge.clip_read import clip_from_action
-    from marionette.core.batch.plan import bvh_rest_tails
+    from marionette.core.batch.baking import bvh_rest_tails
     from marionette.core.formats.bvh import read_bvh
     from marionette.core.mapping.auto_map import auto_map_skeleton
     from marionette.core.retarget.binding_cache import BindingCache
@@ -646,9 +646,10 @@ def _copies(tmp_path, source: str, count: int, stem: str = "clip") -> Path:
 
 def _runner(target, pack: Path, jobs: int):
     """The operator's runner for ``pack`` onto ``target`` with default settings, started."""
+    from marionette.batch_runner.runner import BatchBake
     from marionette.core.batch.plan import plan_pack
     from marionette.core.retarget.geometric import RetargetOptions
-    from marionette.operators.batch_bake import BatchBake, bake_settings
+    from marionette.usecases.bake_pack import bake_settings
 
     runner = BatchBake(target, bake_settings(target, None, RetargetOptions()), plan_pack([pack]), jobs=jobs)
     runner.start()
@@ -940,9 +941,11 @@ def test_resume_continues_every_volume_and_rebakes_only_changed_clips(blender, v
 def test_the_modal_path_bakes_on_timer_ticks_and_esc_keeps_what_is_baked(scene_with_target, tmp_path) -> None:
     """The operator's event handling (ModalDriver) driven with the events Blender sends it: timer
     ticks write what arrived within the tick's budget, other events pass through, Esc cancels."""
+    from marionette.batch_runner.driving import ModalDriver
+    from marionette.batch_runner.runner import BatchBake
     from marionette.core.batch.plan import plan_pack
     from marionette.core.retarget.geometric import RetargetOptions
-    from marionette.operators.batch_bake import BatchBake, ModalDriver, bake_settings
+    from marionette.usecases.bake_pack import bake_settings
 
     bpy, target = scene_with_target
     pack = tmp_path / "pack"
@@ -976,7 +979,7 @@ def test_the_modal_path_bakes_on_timer_ticks_and_esc_keeps_what_is_baked(scene_w
 
 @pytest.mark.slow
 def test_the_modal_path_runs_to_the_end_on_timer_ticks(scene_with_target, tmp_path) -> None:
-    from marionette.operators.batch_bake import ModalDriver
+    from marionette.batch_runner.driving import ModalDriver
 
     bpy, target = scene_with_target
     runner = _runner(target, _copies(tmp_path, CMU, 3), jobs=2)
@@ -996,9 +999,10 @@ def test_the_modal_path_runs_to_the_end_on_timer_ticks(scene_with_target, tmp_pa
 def test_clips_waiting_for_their_turn_past_the_limit_are_read_back_from_their_parts(scene_with_target, tmp_path) -> None:
     """With no room for waiting clips, every clip is dropped from memory on arrival and written
     from its part: the same Actions, key for key, as when they wait in memory."""
+    from marionette.batch_runner.runner import BatchBake
     from marionette.core.batch.plan import plan_pack
     from marionette.core.retarget.geometric import RetargetOptions
-    from marionette.operators.batch_bake import BatchBake, bake_settings
+    from marionette.usecases.bake_pack import bake_settings
 
     bpy, target = scene_with_target
     pack = tmp_path / "pack"

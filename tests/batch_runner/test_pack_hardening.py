@@ -160,10 +160,11 @@ def test_a_file_that_hangs_its_reader_is_stopped_by_the_timeout_with_one_worker(
     """A file that turned into a named pipe after the pack was planned (the one case the planning
     cannot see): with ``jobs=1`` the read hangs in the worker, ``--timeout`` stops it, and the
     next file bakes in a new worker."""
+    from marionette.batch_runner.runner import BatchBake
     from marionette.bridge.file_import import load_file
     from marionette.core.batch.plan import PackFile, PackPlan
     from marionette.core.retarget.geometric import RetargetOptions
-    from marionette.operators.batch_bake import BatchBake, bake_settings
+    from marionette.usecases.bake_pack import bake_settings
 
     pack = _pack(tmp_path, 1)
     fifo = pack / "late.bvh"
@@ -188,11 +189,12 @@ def test_a_file_that_hangs_its_reader_is_stopped_by_the_timeout_with_one_worker(
 
 _DRIVER = r"""
 import json, sys, time
-from marionette.core.batch.plan import BakeSettings, bvh_rest_tails
+from marionette.core.batch.baking import bvh_rest_tails
+from marionette.core.batch.settings import BakeSettings
 from marionette.core.formats.bvh import read_bvh
 from marionette.core.mapping.auto_map import auto_map_skeleton
 from marionette.core.retarget.geometric import RigInput
-from marionette.batch_runner.batch_worker import WorkerPool
+from marionette.batch_runner.worker_pool import WorkerPool
 
 bvh, fifo, logs = sys.argv[1:4]
 data = read_bvh(bvh)

@@ -176,8 +176,8 @@ def test_a_pack_file_with_an_absurd_frame_time_is_reported_failed_not_an_interna
 
 def test_a_save_that_fails_leaves_no_partial_file(blender, tmp_path: Path) -> None:
     """Past the checks (a folder made meanwhile), a failed save is one refusal and leaves nothing."""
+    from marionette.bridge.session import save_blend
     from marionette.core.errors import MarionetteError
-    from marionette.usecases.session import save_blend
 
     (tmp_path / "taken.blend").mkdir()
     with pytest.raises(MarionetteError, match="taken.blend: cannot be written"):

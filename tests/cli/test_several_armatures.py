@@ -59,3 +59,13 @@ def test_the_humanoid_is_picked_over_a_larger_armature_that_is_not_one(blender, 
     bpy.ops.wm.open_mainfile(filepath=str(baked))
     assert bpy.context.scene.get("marionette_batch_target") == "Character"
     assert any(a.name.endswith("|Walk") for a in bpy.data.actions), [a.name for a in bpy.data.actions]
+
+    # A name that is not in the file: both commands refuse it alike, naming what the file holds.
+    for command, extra in (("retarget", []), ("bake-pack", ["--jobs", "1"])):
+        first = source_file if command == "retarget" else pack
+        refused = tmp_path / f"refused_{command}.blend"
+        cmd = [sys.executable, "-m", "marionette", command, str(first), str(target_file), "-o", str(refused), "--target-armature", "Nope", *extra]
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 1, done.stderr
+        assert "scene.blend: no armature called 'Nope' (armatures: " in done.stderr and "'Character'" in done.stderr, done.stderr
+        assert not refused.exists()

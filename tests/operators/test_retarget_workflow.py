@@ -244,8 +244,8 @@ def test_the_method_column_is_saved_and_loaded_with_the_target_mapping(pair, tmp
 def test_file_jobs_never_close_an_interactive_session(blender):
     """retarget_files and friends start from an empty session: from an interactive Blender they
     are refused (the open file and its unsaved changes stay); from a command line they run."""
+    from marionette.bridge import session
     from marionette.core.errors import MarionetteError
-    from marionette.usecases import session
 
     blender.ops.object.armature_add()
     blender.context.active_object.name = "UnsavedWork"

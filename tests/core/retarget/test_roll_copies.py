@@ -11,7 +11,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from marionette.core.batch import plan as cb
+from marionette.core.batch.baking import bvh_rest_tails
 from marionette.core.formats.bvh import read_bvh
 from marionette.core.mapping.auto_map import auto_map_skeleton
 from marionette.core.measure.figures import bone_direction_errors
@@ -80,7 +80,7 @@ _tails: dict[int, np.ndarray] = {}
 def _bvh(relative: str) -> tuple[Skeleton, np.ndarray, dict[str, str], Clip]:
     bvh = read_bvh(shared_file(relative))
     sk = bvh.skeleton()
-    tails = cb.bvh_rest_tails(bvh)
+    tails = bvh_rest_tails(bvh)
     _tails[id(sk)] = tails
     return sk, tails, auto_map_skeleton(sk, tails).bones(), bvh.clip()
 

@@ -1,0 +1,65 @@
+"""Messages: what crosses between a batch bake's processes, as plain dicts of ``str``, numbers,
+lists and numpy arrays (see :mod:`core.batch`). Rigs and baked clips to and from messages, and what
+holding a baked clip's arrays costs."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from ..retarget.geometric import RigInput
+from ..rig.clip import Clip
+from ..rig.skeleton import Skeleton
+
+Message = dict[str, Any]
+
+#: The arrays of a baked clip message (saved in its part; dropped while it waits on disk).
+BAKED_ARRAYS = ("rotations", "translations", "frames", "root_motion")
+OPTIONAL_ARRAYS = ("scales",)
+
+
+def rig_message(rig: RigInput) -> Message:
+    sk = rig.skeleton
+    return {
+        "names": list(sk.names),
+        "parents": np.asarray(sk.parents),
+        "parent_frames": np.asarray(sk.parent_frames),
+        "child_frames": None if sk.child_frames is None else np.asarray(sk.child_frames),
+        "placement": np.asarray(sk.placement),
+        "slots": dict(rig.slots),
+        "ends": None if rig.ends is None else np.asarray(rig.ends, dtype=np.float64),
+    }
+
+
+def rig_from_message(m: Mapping[str, Any]) -> RigInput:
+    sk = Skeleton(m["names"], m["parents"], m["parent_frames"], m["child_frames"], m["placement"])
+    return RigInput(sk, dict(m["slots"]), m["ends"])
+
+
+def clip_from_message(m: Mapping[str, Any], name: str) -> Clip:
+    """The baked keys of a message as a :class:`Clip` on the driven target bones (coverage 1)."""
+    frames = np.asarray(m["frames"], dtype=np.float64)
+    fps = float(m["fps"])
+    return Clip(
+        names=tuple(m["names"]),
+        times=(frames - frames[0]) / fps,
+        fps=fps,
+        rotations=m["rotations"],
+        translations=m["translations"],
+        scales=m.get("scales"),
+        name=name,
+        first_frame=float(frames[0]),
+    )
+
+
+def message_bytes(message: Mapping[str, Any]) -> int:
+    """Bytes of a baked clip message's arrays (what holding it costs)."""
+    return sum(int(np.asarray(message[k]).nbytes) for k in (*BAKED_ARRAYS, *OPTIONAL_ARRAYS) if message.get(k) is not None)
+
+
+def drop_arrays(message: Message) -> None:
+    """Free a baked clip message's arrays (its part on disk still holds them: :func:`read_part`)."""
+    for k in (*BAKED_ARRAYS, *OPTIONAL_ARRAYS):
+        message.pop(k, None)

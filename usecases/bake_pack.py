@@ -1,0 +1,244 @@
+"""Batch Bake as a use case: every clip of an animation pack onto one character, in parallel
+(:class:`.batch_runner.runner.BatchBake` does the run; its module docstring says how).
+
+:func:`bake_pack` is the command line's ``bake-pack``: it opens the target (or the output it
+continues), bakes, saves the output and writes the report. :func:`start_scene_bake`,
+:func:`bake_here` and :func:`finish_scene_bake` are the Batch Bake operator's: the pack onto the
+target in the open file, with the sidebar's settings.
+"""
+
+# The bpy stubs type Object.data as a union of every data type, context members as optional and
+# many RNA functions as returning None; those reports say nothing about this module's code.
+# mypy: disable-error-code="union-attr,func-returns-value"
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import bpy
+
+from ..batch_runner.driving import CtrlC
+from ..batch_runner.outputs import continued_volumes, scan_volumes, write_report
+from ..batch_runner.pack_start import PackStart, start_pack
+from ..batch_runner.runner import DEFAULT_FILE_MB, DEFAULT_TIMEOUT, BatchBake
+from ..bridge.file_import import load_file, scene_fps
+from ..core.batch.output_files import REPORT_RECORD, TARGET_RECORD, stray_volumes
+from ..core.batch.pack_limits import why_unreadable
+from ..core.batch.plan import plan_pack
+from ..core.batch.report import BatchReport, FileOutcome
+from ..core.batch.settings import BakeSettings, mapping_key
+from ..core.batch.status import CLIP_GOOD, FILE_BAKED
+from ..core.errors import MarionetteError
+from ..core.mapping.bone_mapping import BoneMapping
+from ..core.retarget.geometric import RetargetOptions
+from .rigs import pick_armature
+
+
+def bake_settings(
+    target: Any,
+    mapping: BoneMapping | None,
+    options: RetargetOptions,
+    *,
+    keep_frames: bool = False,
+    methods: Mapping[str, str] | None = None,
+    match_rest: bool = False,
+) -> BakeSettings:
+    """The run's shared settings; refuses (naming what is missing) a target that is not a humanoid,
+    and a bad method table.
+
+    The method table is the one :func:`.retarget.retarget_action` uses: the given target mapping's
+    ``methods`` (saved from the sidebar), overridden by ``methods``."""
+    from .rigs import rig_input
+
+    table = {**(mapping.methods if mapping is not None else {}), **(methods or {})}
+    rig, tmap = rig_input(target, mapping)
+    return BakeSettings(rig, mapping_key(tmap.bones()), scene_fps(), keep_frames, options, table, bool(match_rest))
+
+
+# --- the command line's job ------------------------------------------------------------------
+
+
+def _open_target(target_path: str, volume: str | None, armature: str | None) -> Any:
+    """Open what the run writes into: the output volume it continues, else the target file.
+    Returns the target armature."""
+    from ..bridge.session import fresh_session, refuse_in_interactive_session
+
+    refuse_in_interactive_session()
+    if volume is not None:
+        bpy.ops.wm.open_mainfile(filepath=volume, load_ui=False)
+        name = armature or bpy.context.scene.get(TARGET_RECORD)
+        return pick_armature(list(bpy.data.objects), name if isinstance(name, str) else None, os.path.basename(volume), "to bake onto")
+    path = os.path.abspath(target_path)
+    label = os.path.basename(path)
+    why = why_unreadable(path)
+    if why is not None:
+        raise MarionetteError(f"{label}: {why} ({path})")
+    if path.lower().endswith(".blend"):
+        # A .blend character is opened whole: the output is that file plus the new Actions.
+        bpy.ops.wm.open_mainfile(filepath=path, load_ui=False)
+        return pick_armature(list(bpy.context.scene.objects), armature, label, "to bake onto")
+    fresh_session()
+    loaded = load_file(path)
+    return pick_armature(loaded.armatures, armature, label, "to bake onto")
+
+
+def bake_pack(
+    inputs: Sequence[str],
+    target_path: str,
+    output: str,
+    *,
+    jobs: int | None = None,
+    report_path: str | None = None,
+    target_armature: str | None = None,
+    mapping: str | None = None,
+    resume: bool = False,
+    keep_frames: bool = False,
+    options: RetargetOptions | None = None,
+    methods: Mapping[str, str] | None = None,
+    match_rest: bool = False,
+    max_clips_per_file: int | None = None,
+    max_file_mb: float | None = DEFAULT_FILE_MB,
+    timeout: float | None = DEFAULT_TIMEOUT,
+    progress: Callable[[str], None] | None = None,
+    start: PackStart | None = None,
+) -> BatchReport:
+    """The command line's batch bake: every clip of ``inputs`` onto the target, saved to
+    ``output`` (in volumes past the budget; see the module docstring). The report is also written
+    to ``report_path``. ``methods`` and ``match_rest`` choose the retarget method as for a single
+    retarget (the table is checked before any file is read or written). ``start``: the pack
+    planned and its workers started already (:func:`.batch_runner.pack_start.start_pack`)."""
+    from ..core.mapping.method_names import check_method_table
+
+    t0 = time.perf_counter()
+    if start is None:
+        methods = check_method_table(methods)
+        start = start_pack(inputs, output, jobs=jobs, resume=resume)
+    out = start.output
+    try:
+        methods = check_method_table(methods)
+        volumes = continued_volumes(out, resume, start.earlier_start)
+        target_map = BoneMapping.load(mapping) if mapping else None
+
+        def open_and_settle() -> tuple[Any, BakeSettings]:
+            target = _open_target(target_path, volumes[-1] if volumes else None, target_armature)
+            settings = bake_settings(
+                target, target_map, options or RetargetOptions(), keep_frames=keep_frames, methods=methods, match_rest=match_rest
+            )
+            return target, settings
+
+        target, settings = open_and_settle()
+        earlier = None
+        if len(volumes) > 1:
+            earlier = scan_volumes(volumes[:-1], settings.record())
+            target, settings = open_and_settle()
+    except BaseException:
+        start.refused()  # nothing of a refused run is left behind (no parts folder, no workers)
+        raise
+    opened = time.perf_counter() - t0
+
+    def on_file(f: FileOutcome, done: int, total: int) -> None:
+        if progress is None:
+            return
+        good = sum(1 for c in f.clips if c.status in CLIP_GOOD)
+        why = f.summary_reason()
+        progress(f"[{done:>{len(str(total))}}/{total}] {f.status:9s} {f.label} ({good} clip{'s' if good != 1 else ''})" + (f": {why}" if why and f.status != FILE_BAKED else ""))
+
+    runner = BatchBake(
+        target,
+        settings,
+        start.plan,
+        jobs=start.requested,
+        parts_dir=start.parts,
+        resume=resume,
+        on_file=on_file,
+        pool=start.pool,
+        output=out,
+        volume=max(0, len(volumes) - 1),
+        max_clips=max_clips_per_file,
+        max_mb=max_file_mb,
+        timeout=timeout,
+        earlier=earlier,
+    )
+    with CtrlC(runner):
+        report = runner.run()
+    report.add_time("open", opened)
+    report.info.update(
+        output=out,
+        target={"file": os.path.abspath(target_path), "armature": target.name, "reopened_output": bool(volumes)},
+        jobs=runner.jobs,
+        scene_fps=settings.scene_fps,
+    )
+    report.timings["wall"] = time.perf_counter() - t0
+    # Everything is in the saved output now; the parts only mattered until it existed. Volumes
+    # numbered past this output's are an earlier, larger run's.
+    shutil.rmtree(start.parts, ignore_errors=True)
+    for stray in stray_volumes(out, len(report.info.get("outputs", [])) or 1):
+        os.remove(stray)
+    if report_path:
+        write_report(report, report_path)
+    return report
+
+
+# --- the Batch Bake operator's run -----------------------------------------------------------
+
+
+def start_scene_bake(target: Any, scene_settings: Any, inputs: Sequence[str], *, jobs: int | None, timeout: float | None) -> BatchBake:
+    """Plan the pack ``inputs`` and start baking it onto ``target`` in the open file, with the
+    sidebar's settings (``scene_settings``: its options, mappings, method column, Keep Frames and
+    Match Rest, as Retarget Clip takes them; ``None``: the defaults). Refuses (:class:`MarionetteError`)
+    a target that is not a humanoid, a bad method table and a selection without clip files. A run
+    whose workers could not start is returned cancelled (:attr:`.BatchBake.closed`): its report
+    says why."""
+    from ..properties.retarget_settings import mappings_from_rows, methods_from_rows, options_of
+
+    s = scene_settings
+    rows = mappings_from_rows(s) if s is not None else None
+    options = options_of(s) if s is not None else RetargetOptions()
+    settings = bake_settings(
+        target,
+        rows[1] if rows else None,
+        options,
+        keep_frames=bool(s and s.keep_frames),
+        methods=methods_from_rows(s) if s is not None else None,
+        match_rest=bool(s and s.match_rest),
+    )
+    plan = plan_pack([bpy.path.abspath(p) for p in inputs])
+    if not plan.files:
+        said = "; ".join(f"{os.path.basename(p)}: {why}" for p, why in plan.refused[:3])
+        raise MarionetteError(f"No clip files to bake ({said})" if said else "No clip files (BVH, FBX, glTF/GLB, .blend) in the selection")
+    runner = BatchBake(target, settings, plan, jobs=jobs, timeout=timeout)
+    try:
+        runner.start()
+    except MarionetteError as exc:
+        runner.cancel(str(exc))
+    return runner
+
+
+def bake_here(runner: BatchBake) -> None:
+    """Run to the end within this call (Blender in the background, or no window to go modal in);
+    Ctrl-C stops the run, keeping what is baked."""
+    with CtrlC(runner):
+        while runner.step(0.2):
+            if runner.interrupt_requested:
+                runner.cancel("interrupted by the user (Ctrl-C)")
+
+
+def finish_scene_bake(runner: BatchBake, report_path: str, scene: Any) -> tuple[BatchReport, str]:
+    """End the run (what is left is written, the target's own Action restored), save the JSON
+    report (``report_path``; empty: next to the .blend, or in the temp folder) and keep it on the
+    scene for the sidebar. Returns the report and where it was saved (or why not)."""
+    report = runner.finish()
+    report.info["target"] = {"armature": runner.target.name}
+    path = report_path or (
+        bpy.path.abspath("//marionette_batch_report.json") if bpy.data.filepath else os.path.join(bpy.app.tempdir or ".", "marionette_batch_report.json")
+    )
+    try:
+        saved = write_report(report, bpy.path.abspath(path))
+    except OSError as exc:
+        saved = f"(not saved: {exc})"
+    scene[REPORT_RECORD] = json.dumps(report.to_dict())
+    return report, saved
