@@ -297,8 +297,9 @@ def clip_from_action(
         # Only clips whose values are the keys themselves (interpolation and handles unread) and
         # not too long are kept; the arrays are made read-only, since callers share them.
         for arr in (clip.times, clip.rotations, clip.translations, clip.scales, clip.coverage):
-            if arr is not None:
+            while isinstance(arr, np.ndarray):  # an array and whatever it views
                 arr.flags.writeable = False
+                arr = arr.base
         arrays = (frames, keys.x, keys.y, keys.counts, keys.linear_extrapolation, keys.by_blender, connected, *current.values())
         _READ_CLIPS.pop(held, None)
         if len(_READ_CLIPS) >= 2:

@@ -48,6 +48,7 @@ from .foot_plant import Leg, PlantReport, plant_legs, planted_frames
 from .in_between import spread, spread_runs, times_each, twist, twist_entry, twist_shares
 from .own_motion import OwnTables, bend_carried, bend_runs, carried_bends, carried_pairs, keep_own, own_tables
 from .pelvis import ground_points, heights_along, hips_offset, hips_points
+from .pose_memo import frozen, keep_pose, kept_pose
 
 RootMotion = Literal["HIPS", "ROOT_BONE", "OBJECT", "IN_PLACE"]
 ROOT_MOTION_MODES: tuple[str, ...] = ("HIPS", "ROOT_BONE", "OBJECT", "IN_PLACE")
@@ -519,6 +520,13 @@ def _source_pose(
     carry stay at rest. The same placements as :func:`source_placements`, for the bones asked only
     (turned by ``turn`` on the left when given)."""
     sk = binding.source.skeleton
+    # A read-only clip (a source read again unchanged from Blender) is posed once: see pose_memo.
+    still = frozen(clip.rotations, clip.translations, clip.scales)
+    key = (sk, clip.rotations, clip.translations, clip.scales, clip.names, bones.tobytes(), frames.indices(clip.frame_count),
+           None if turn is None else turn.tobytes())
+    kept = kept_pose(key) if still else None
+    if kept is not None:
+        return kept
     col_of: dict[int, int] = {}
     for c, name in enumerate(clip.names):
         j = sk.find(name)
@@ -538,7 +546,8 @@ def _source_pose(
     if clip.scales is not None:
         sc = np.ones((bones.size, t, 3))
         _gather_bone_major(sc, rows, clip.scales[frames], cols)
-    return sk.bone_placements(bones, rot, tr, sc, turn)
+    pose = sk.bone_placements(bones, rot, tr, sc, turn)
+    return keep_pose(key, pose) if still else pose
 
 
 def _gather_bone_major(out: FloatArray, rows: list[int], frame_major: FloatArray, cols: list[int]) -> None:
