@@ -133,8 +133,8 @@ def _default_frames(action: bpy.types.Action, keys: _Keys) -> np.ndarray:
     elif not np.any(keyed):  # only baked samples: Blender knows their range
         lo, hi = float(action.frame_range[0]), float(action.frame_range[1])
     else:
-        lo = float(keys.x[keys.starts[keyed]].min())
-        hi = float(keys.x[keys.starts[keyed] + keys.counts[keyed] - 1].max())
+        lo = float(keys.co[2 * keys.starts[keyed]].min())  # the frames as read: x unconverted
+        hi = float(keys.co[2 * (keys.starts[keyed] + keys.counts[keyed] - 1)].max())
     start = math.ceil(lo - _KEY_THRESHOLD)
     stop = math.floor(hi + _KEY_THRESHOLD)
     if stop < start:  # a range narrower than a frame: take the frame it starts in
@@ -220,7 +220,7 @@ def clip_from_action(
         and again.name == action.name
         and again.rate == rate
         and again.made == made
-        and _same(again.arrays, (frames, keys.x, keys.y, keys.counts, keys.linear_extrapolation, keys.by_blender, connected, *current.values()))
+        and _same(again.arrays, (frames, keys.co, keys.counts, keys.linear_extrapolation, keys.by_blender, connected, *current.values()))
     ):
         _READ_CLIPS[held] = _READ_CLIPS.pop(held)  # the most recently used, dropped last
         return again.clip
@@ -293,14 +293,14 @@ def clip_from_action(
         first_frame=float(frames[0]),
     )
     clip = _validated(clip, zero)
-    if not keys.modes_read.any() and not keys.by_blender.any() and keys.x.size <= _READ_CLIP_KEYS:
+    if not keys.modes_read.any() and not keys.by_blender.any() and keys.co.size // 2 <= _READ_CLIP_KEYS:
         # Only clips whose values are the keys themselves (interpolation and handles unread) and
         # not too long are kept; the arrays are made read-only, since callers share them.
         for arr in (clip.times, clip.rotations, clip.translations, clip.scales, clip.coverage):
             while isinstance(arr, np.ndarray):  # an array and whatever it views
                 arr.flags.writeable = False
                 arr = arr.base
-        arrays = (frames, keys.x, keys.y, keys.counts, keys.linear_extrapolation, keys.by_blender, connected, *current.values())
+        arrays = (frames, keys.co, keys.counts, keys.linear_extrapolation, keys.by_blender, connected, *current.values())
         _READ_CLIPS.pop(held, None)
         if len(_READ_CLIPS) >= 2:
             _READ_CLIPS.pop(next(iter(_READ_CLIPS)))
@@ -316,7 +316,7 @@ class _ReadClip:
     name: str
     rate: float
     made: Any  # the curves' array indices, (bone, property) and the bones' rotation modes
-    arrays: tuple[np.ndarray, ...]  # frames, keys, key counts, extrapolation, curves Blender evaluates, connected, pose
+    arrays: tuple[np.ndarray, ...]  # frames, keys as read, key counts, extrapolation, curves Blender evaluates, connected, pose
     clip: Clip
 
 
