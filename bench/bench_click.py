@@ -22,16 +22,17 @@ the clip read and the source posed by the click before (the keys are still read 
 with those the clip was made of); each round also clicks once after nudging one key of the
 source, timed on its own: that click reads and poses the source anew, as a first click does.
 
-Measured on a 2-core machine shared with other jobs (load average 5.4-6.0 throughout), three runs
-of ``--runs 3``: the click 23.9-32.3x faster than the recipe in wall time (medians over rounds;
-single rounds 17.5-64x), 26.9-31.1x in CPU time (the click 34.0-35.2 ms, the recipe 0.92-1.06 s);
-the click after an edit of the source 44-48 ms of CPU time (~22x). Before the clip and the
-source's pose were kept, the click took ~47-67 ms of CPU time (17.7-24.8x). The click's CPU time
-by part (clicks again, same machine): reading the source ~4.8 ms (Blender's ``foreach_get``, one
-call per F-curve, ~3 ms; ~9 ms with the clip made anew, Euler angles to quaternions included),
-the core retarget ~10 ms (~14.5 ms posing the source anew), Plant Feet ~7.5 ms, writing ~7.5 ms
-(Blender creating and filling ~100 F-curves of 1,100 keys), the mapping checks ~0.8 ms, the
-operator and Blender's update after it ~3-4 ms.
+Measured on a 2-core machine shared with other jobs (load average 1.3-1.5), three runs of ``--runs
+3``: the click 24.0-25.1x faster than the recipe in wall time (medians over rounds; single rounds
+21.9-30.1x), 29.0-31.6x in CPU time (the click 30.4-33.5 ms, CPU 32.9-36.0 ms, the recipe 1.0-1.14 s
+of CPU); the click after an edit of the source 39.6-45.0 ms (CPU 42.3-47.6 ms, ~22-25x in CPU time).
+At load average 5.4-6.0: 23.9-32.3x (single rounds 17.5-64x), CPU 26.9-31.1x. Before the clip and
+the source's pose were kept, the click took ~47-67 ms of CPU time (17.7-24.8x; 19.6x in wall time on
+an idle machine). The click's CPU time by part (clicks again): reading the source ~4.9 ms (Blender's
+``foreach_get``, one call per F-curve, ~3 ms; ~9 ms with the clip made anew, Euler angles to
+quaternions included), the core retarget ~11 ms (4-5 ms more posing the source anew), Plant Feet
+~7.5 ms, writing ~8 ms (Blender creating and filling ~100 F-curves of 1,100 keys), the mapping
+checks ~1 ms, the operator and Blender's update after it ~4 ms.
 """
 
 from __future__ import annotations
