@@ -327,6 +327,11 @@ _READ_CLIPS: dict[tuple[int, int], _ReadClip] = {}
 _READ_CLIP_KEYS = 1_000_000
 
 
+def forget_read_clips() -> None:
+    """Drop every clip kept between reads (the add-on unregistered, or memory wanted back)."""
+    _READ_CLIPS.clear()
+
+
 def _same(kept: Sequence[np.ndarray], now: Sequence[np.ndarray]) -> bool:
     return len(kept) == len(now) and all(a.shape == b.shape and np.array_equal(a, b) for a, b in zip(kept, now, strict=True))
 

@@ -48,3 +48,8 @@ def keep_pose(key: tuple[Any, ...], pose: tuple[FloatArray, FloatArray]) -> tupl
         a.flags.writeable = False
     _POSES[:] = [*_POSES[-1:], (key, pose)]
     return pose
+
+
+def forget_poses() -> None:
+    """Drop every kept pose (the add-on unregistered, or memory wanted back)."""
+    _POSES.clear()

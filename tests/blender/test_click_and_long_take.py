@@ -212,3 +212,19 @@ def test_a_clip_clicked_again_is_read_anew_when_its_keys_or_pose_change(pair):
     posed = click()
     assert not same(posed, bulk)
     assert same(posed, click(fresh=True))
+
+
+def test_unregistering_drops_the_clips_and_poses_kept_between_clicks(pair):
+    bpy = pair[0]
+    import marionette
+    from marionette.bridge import clip_read
+    from marionette.core.retarget import pose_memo
+
+    assert bpy.ops.marionette.retarget_clip() == {"FINISHED"}
+    assert bpy.ops.marionette.retarget_clip() == {"FINISHED"}
+    assert clip_read._READ_CLIPS and pose_memo._POSES
+    marionette.unregister()
+    try:
+        assert not clip_read._READ_CLIPS and not pose_memo._POSES
+    finally:
+        marionette.register()
