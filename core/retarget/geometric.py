@@ -47,7 +47,7 @@ from .facing import Facing
 from .foot_plant import Leg, PlantReport, plant_legs, planted_frames
 from .in_between import spread, spread_runs, times_each, twist, twist_entry, twist_shares
 from .own_motion import OwnTables, bend_carried, bend_runs, carried_bends, carried_pairs, keep_own, own_tables
-from .pelvis import ground_points, heights_along, hips_offset, hips_points
+from .pelvis import ground_points, heights_along, hips_offset, hips_path_from_points, hips_points
 from .pose_memo import frozen, keep_pose, kept_pose
 
 RootMotion = Literal["HIPS", "ROOT_BONE", "OBJECT", "IN_PLACE"]
@@ -183,55 +183,6 @@ def travel_scales(
         return v
 
     return TravelScales(pick(opts.horizontal_scale), pick(opts.vertical_scale), src_h, tgt_h, tgt_ground)
-
-
-def hips_path(
-    src: RigAnatomy,
-    tgt: RigAnatomy,
-    source: FloatArray,
-    up_s: FloatArray,
-    up_t: FloatArray,
-    align: FloatArray,
-    horizontal_scale: float,
-    vertical_scale: float,
-    target_ground: float,
-) -> tuple[FloatArray, FloatArray]:
-    """The target hips point's path (:mod:`.pelvis`) for source placements ``(T, Bs, 4, 4)``:
-    ``(travel, grounded)``, both ``(T, 3)`` in target skeleton space. ``grounded`` is the hips at
-    the source's height above its ground (a low percentile of the feet over the clip, so a jump
-    stays a jump), scaled, over the target's rest spot; ``travel`` is the source's horizontal
-    travel from its rest, aligned and scaled. The hips play ``grounded + travel`` when travel
-    stays on them."""
-    hips_s = hips_points(src, source, up_s)
-    heights = heights_along(ground_points(src), source, up_s)
-    return _hips_path(src, tgt, hips_s, heights, up_s, up_t, align, horizontal_scale, vertical_scale, target_ground)
-
-
-def _hips_path(
-    src: RigAnatomy,
-    tgt: RigAnatomy,
-    hips_s: FloatArray,
-    heights: FloatArray,
-    up_s: FloatArray,
-    up_t: FloatArray,
-    align: FloatArray,
-    horizontal_scale: float,
-    vertical_scale: float,
-    target_ground: float,
-    rest_hips: tuple[FloatArray, FloatArray] | None = None,
-) -> tuple[FloatArray, FloatArray]:
-    """:func:`hips_path` from the source hips point's positions ``(T, 3)`` and its ground
-    points' heights ``(T, P)``, for callers that hold positions rather than 4x4 placements.
-    ``rest_hips`` are both rigs' hips points at rest, when the caller holds them already."""
-    ground_s = float(np.percentile(heights.min(axis=-1), 5))
-    rest_s, rest_t = rest_hips if rest_hips is not None else (hips_points(src, src.rest, up_s), hips_points(tgt, tgt.rest, up_t))
-    travel_s = hips_s - rest_s
-    travel_s = travel_s - np.outer(travel_s @ up_s, up_s)
-    base = rest_t - (rest_t @ up_t) * up_t
-    height = target_ground + vertical_scale * (hips_s @ up_s - ground_s)
-    travel = np.asarray((travel_s @ align.T) * horizontal_scale, dtype=np.float64)
-    grounded = np.asarray(base + np.outer(height, up_t), dtype=np.float64)
-    return travel, grounded
 
 
 def rig_facings(src: RigAnatomy, tgt: RigAnatomy, opts: RetargetOptions, warnings: list[str]) -> tuple[Facing, Facing]:
@@ -775,7 +726,7 @@ def retarget(binding: Binding, clip: Clip, *, plant: bool | None = None) -> Reta
 
     # 2. Root travel, measured from the ground and scaled.
     up_s = binding.source_canonical.body[:, 2]
-    travel_t, grounded = _hips_path(
+    travel_t, grounded = hips_path_from_points(
         binding.source, binding.target, np.concatenate([p[1] for p in parts]), np.concatenate([p[2] for p in parts]),
         up_s, binding.target_canonical.body[:, 2], binding.align,
         binding.horizontal_scale, binding.vertical_scale, binding.target_ground, tables.rest_hips,
