@@ -44,3 +44,9 @@ def unregister() -> None:
     panels.unregister()
     operators.unregister()
     properties.unregister()
+    # Clips and poses kept between clicks go with the add-on.
+    from .bridge.clip_read import forget_read_clips
+    from .core.retarget.pose_memo import forget_poses
+
+    forget_read_clips()
+    forget_poses()

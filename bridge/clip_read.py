@@ -133,8 +133,8 @@ def _default_frames(action: bpy.types.Action, keys: _Keys) -> np.ndarray:
     elif not np.any(keyed):  # only baked samples: Blender knows their range
         lo, hi = float(action.frame_range[0]), float(action.frame_range[1])
     else:
-        lo = float(keys.x[keys.starts[keyed]].min())
-        hi = float(keys.x[keys.starts[keyed] + keys.counts[keyed] - 1].max())
+        lo = float(keys.co[2 * keys.starts[keyed]].min())  # the frames as read: x unconverted
+        hi = float(keys.co[2 * (keys.starts[keyed] + keys.counts[keyed] - 1)].max())
     start = math.ceil(lo - _KEY_THRESHOLD)
     stop = math.floor(hi + _KEY_THRESHOLD)
     if stop < start:  # a range narrower than a frame: take the frame it starts in
@@ -207,9 +207,26 @@ def clip_from_action(
     if reasons:
         return clip_from_evaluation(obj, action, frames, rate)
 
+    current = _pose_values(obj, skeleton)
+    connected = np.array([obj.data.bones[n].use_connect for n in skeleton.names])
+    # The same keys read again (Retarget Clip clicked again on the clip): the clip made last time,
+    # when everything it is made of compares equal (keys, frames, channels, rotation modes, pose).
+    held = (obj.session_uid, action.session_uid)
+    made = [fc.array_index for fc, _, _ in entries], [(b_, p_) for _, b_, p_ in entries], modes
+    again = _READ_CLIPS.get(held)
+    if (
+        again is not None
+        and again.skeleton is skeleton
+        and again.name == action.name
+        and again.rate == rate
+        and again.made == made
+        and _same(again.arrays, (frames, keys.co, keys.counts, keys.linear_extrapolation, keys.by_blender, connected, *current.values()))
+    ):
+        _READ_CLIPS[held] = _READ_CLIPS.pop(held)  # the most recently used, dropped last
+        return again.clip
+
     values = _evaluate(keys, frames)
     t, b = frames.shape[0], len(skeleton)
-    current = _pose_values(obj, skeleton)
     coverage = np.zeros(b)
     # Curve rows of each channel, scattered in one fancy assignment per channel.
     rows: dict[str, tuple[list[int], list[int], list[int]]] = {p: ([], [], []) for p in _CHANNEL_SIZE}
@@ -255,7 +272,6 @@ def clip_from_action(
             raise RigError(f"unknown rotation mode {mode!r}")
     rotations, zero = _normalized(rotations)
     translations = channel("location")
-    connected = np.array([obj.data.bones[n].use_connect for n in skeleton.names])
     if np.any(connected):
         # Blender ignores the location of a connected bone (its head is pinned to the parent's tail).
         translations[:, connected] = 0.0
@@ -276,7 +292,48 @@ def clip_from_action(
         name=action.name,
         first_frame=float(frames[0]),
     )
-    return _validated(clip, zero)
+    clip = _validated(clip, zero)
+    if not keys.modes_read.any() and not keys.by_blender.any() and keys.co.size // 2 <= _READ_CLIP_KEYS:
+        # Only clips whose values are the keys themselves (interpolation and handles unread) and
+        # not too long are kept; the arrays are made read-only, since callers share them.
+        for arr in (clip.times, clip.rotations, clip.translations, clip.scales, clip.coverage):
+            while isinstance(arr, np.ndarray):  # an array and whatever it views
+                arr.flags.writeable = False
+                arr = arr.base
+        arrays = (frames, keys.co, keys.counts, keys.linear_extrapolation, keys.by_blender, connected, *current.values())
+        _READ_CLIPS.pop(held, None)
+        if len(_READ_CLIPS) >= 2:
+            _READ_CLIPS.pop(next(iter(_READ_CLIPS)))
+        _READ_CLIPS[held] = _ReadClip(skeleton, action.name, rate, made, arrays, clip)
+    return clip
+
+
+@dataclass(frozen=True)
+class _ReadClip:
+    """A clip :func:`clip_from_action` made, with everything it was made of."""
+
+    skeleton: Skeleton
+    name: str
+    rate: float
+    made: Any  # the curves' array indices, (bone, property) and the bones' rotation modes
+    arrays: tuple[np.ndarray, ...]  # frames, keys as read, key counts, extrapolation, curves Blender evaluates, connected, pose
+    clip: Clip
+
+
+#: The clips read last, per (object, action), the most recently used last: a clip read again with
+#: nothing changed is not made again (its keys are still read and compared). The summary after a
+#: click reads the new action, so two are kept. Clips of more keys than this are not kept.
+_READ_CLIPS: dict[tuple[int, int], _ReadClip] = {}
+_READ_CLIP_KEYS = 1_000_000
+
+
+def forget_read_clips() -> None:
+    """Drop every clip kept between reads (the add-on unregistered, or memory wanted back)."""
+    _READ_CLIPS.clear()
+
+
+def _same(kept: Sequence[np.ndarray], now: Sequence[np.ndarray]) -> bool:
+    return len(kept) == len(now) and all(a.shape == b.shape and np.array_equal(a, b) for a, b in zip(kept, now, strict=True))
 
 
 def _normalized(q: FloatArray) -> tuple[FloatArray, bool]:

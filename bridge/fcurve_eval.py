@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -41,15 +42,42 @@ class _Keys:
     describe: Any
     starts: np.ndarray  # (C,) int64
     counts: np.ndarray  # (C,) int64
-    x: np.ndarray  # (N,) key frames
-    y: np.ndarray  # (N,) key values
+    co: np.ndarray  # (2N,) float32 as read: frame, value, frame, value, ...
     linear_extrapolation: np.ndarray  # (C,) bool
     #: Curves numpy does not model: Blender evaluates them (FCurve.evaluate), one by one.
     by_blender: np.ndarray  # (C,) bool
-    ipo: np.ndarray  # (N,) Keyframe.interpolation values (valid where ``modes_read``)
-    hl: np.ndarray  # (N, 2) left handles (valid for read curves with Bezier keys)
-    hr: np.ndarray  # (N, 2) right handles
     modes_read: np.ndarray  # (C,) bool
+
+    # Made when first used (a clip read again unchanged uses none of them): fresh arrays of a
+    # clip's size cost their page faults.
+    @cached_property
+    def _xy(self) -> np.ndarray:
+        return self.co.astype(np.float64).reshape(-1, 2)  # one contiguous conversion
+
+    @property
+    def x(self) -> np.ndarray:
+        """``(N,)`` key frames."""
+        return self._xy[:, 0]
+
+    @property
+    def y(self) -> np.ndarray:
+        """``(N,)`` key values."""
+        return self._xy[:, 1]
+
+    @cached_property
+    def ipo(self) -> np.ndarray:
+        """``(N,)`` Keyframe.interpolation values (valid where ``modes_read``)."""
+        return np.full(self.co.size // 2, _IPO_LINEAR, dtype=np.int32)
+
+    @cached_property
+    def hl(self) -> np.ndarray:
+        """``(N, 2)`` left handles (valid for read curves with Bezier keys)."""
+        return np.zeros((self.co.size // 2, 2))
+
+    @cached_property
+    def hr(self) -> np.ndarray:
+        """``(N, 2)`` right handles."""
+        return np.zeros((self.co.size // 2, 2))
 
     def read_modes(self, curves: np.ndarray) -> None:
         """Read interpolation modes (and handles where a key is Bezier) of ``curves``, and send
@@ -145,20 +173,14 @@ def _read_keys(fcurves: Sequence[Any], describe: Any = None) -> _Keys:
             else f"key {key - int(starts[c])} (whose frame is not finite either)"
         )
         raise ClipError(f"{name(c)} has a non-finite key at {where}")
-    # One contiguous conversion; x and y are views of its columns.
-    xy = co.astype(np.float64).reshape(total, 2)
     return _Keys(
         fcurves=fcurves,
         describe=name,
         starts=starts,
         counts=counts,
-        x=xy[:, 0],
-        y=xy[:, 1],
+        co=co,
         linear_extrapolation=linear_ext,
         by_blender=by_blender,
-        ipo=np.full(total, _IPO_LINEAR, dtype=np.int32),
-        hl=np.zeros((total, 2)),
-        hr=np.zeros((total, 2)),
         modes_read=np.zeros(n_curves, dtype=bool),
     )
 

@@ -18,8 +18,8 @@ from numpy.typing import NDArray
 
 from ..mapping.humanoid import SIDES, sided
 from ..retarget.canonical_pose import RigAnatomy
-from ..retarget.geometric import Binding, SegmentTable, hips_path, orientations
-from ..retarget.pelvis import ground_points, heights_along, hips_points
+from ..retarget.geometric import Binding, SegmentTable, orientations
+from ..retarget.pelvis import ground_points, heights_along, hips_path, hips_points
 from ..rig.rotations import FloatArray, euler_from_matrix, matrix_between_vectors
 
 

@@ -47,7 +47,8 @@ from .facing import Facing
 from .foot_plant import Leg, PlantReport, plant_legs, planted_frames
 from .in_between import spread, spread_runs, times_each, twist, twist_entry, twist_shares
 from .own_motion import OwnTables, bend_carried, bend_runs, carried_bends, carried_pairs, keep_own, own_tables
-from .pelvis import ground_points, heights_along, hips_offset, hips_points
+from .pelvis import ground_points, heights_along, hips_offset, hips_path_from_points, hips_points
+from .pose_memo import frozen, keep_pose, kept_pose
 
 RootMotion = Literal["HIPS", "ROOT_BONE", "OBJECT", "IN_PLACE"]
 ROOT_MOTION_MODES: tuple[str, ...] = ("HIPS", "ROOT_BONE", "OBJECT", "IN_PLACE")
@@ -182,55 +183,6 @@ def travel_scales(
         return v
 
     return TravelScales(pick(opts.horizontal_scale), pick(opts.vertical_scale), src_h, tgt_h, tgt_ground)
-
-
-def hips_path(
-    src: RigAnatomy,
-    tgt: RigAnatomy,
-    source: FloatArray,
-    up_s: FloatArray,
-    up_t: FloatArray,
-    align: FloatArray,
-    horizontal_scale: float,
-    vertical_scale: float,
-    target_ground: float,
-) -> tuple[FloatArray, FloatArray]:
-    """The target hips point's path (:mod:`.pelvis`) for source placements ``(T, Bs, 4, 4)``:
-    ``(travel, grounded)``, both ``(T, 3)`` in target skeleton space. ``grounded`` is the hips at
-    the source's height above its ground (a low percentile of the feet over the clip, so a jump
-    stays a jump), scaled, over the target's rest spot; ``travel`` is the source's horizontal
-    travel from its rest, aligned and scaled. The hips play ``grounded + travel`` when travel
-    stays on them."""
-    hips_s = hips_points(src, source, up_s)
-    heights = heights_along(ground_points(src), source, up_s)
-    return _hips_path(src, tgt, hips_s, heights, up_s, up_t, align, horizontal_scale, vertical_scale, target_ground)
-
-
-def _hips_path(
-    src: RigAnatomy,
-    tgt: RigAnatomy,
-    hips_s: FloatArray,
-    heights: FloatArray,
-    up_s: FloatArray,
-    up_t: FloatArray,
-    align: FloatArray,
-    horizontal_scale: float,
-    vertical_scale: float,
-    target_ground: float,
-    rest_hips: tuple[FloatArray, FloatArray] | None = None,
-) -> tuple[FloatArray, FloatArray]:
-    """:func:`hips_path` from the source hips point's positions ``(T, 3)`` and its ground
-    points' heights ``(T, P)``, for callers that hold positions rather than 4x4 placements.
-    ``rest_hips`` are both rigs' hips points at rest, when the caller holds them already."""
-    ground_s = float(np.percentile(heights.min(axis=-1), 5))
-    rest_s, rest_t = rest_hips if rest_hips is not None else (hips_points(src, src.rest, up_s), hips_points(tgt, tgt.rest, up_t))
-    travel_s = hips_s - rest_s
-    travel_s = travel_s - np.outer(travel_s @ up_s, up_s)
-    base = rest_t - (rest_t @ up_t) * up_t
-    height = target_ground + vertical_scale * (hips_s @ up_s - ground_s)
-    travel = np.asarray((travel_s @ align.T) * horizontal_scale, dtype=np.float64)
-    grounded = np.asarray(base + np.outer(height, up_t), dtype=np.float64)
-    return travel, grounded
 
 
 def rig_facings(src: RigAnatomy, tgt: RigAnatomy, opts: RetargetOptions, warnings: list[str]) -> tuple[Facing, Facing]:
@@ -519,6 +471,13 @@ def _source_pose(
     carry stay at rest. The same placements as :func:`source_placements`, for the bones asked only
     (turned by ``turn`` on the left when given)."""
     sk = binding.source.skeleton
+    # A read-only clip (a source read again unchanged from Blender) is posed once: see pose_memo.
+    still = frozen(clip.rotations, clip.translations, clip.scales)
+    key = (sk, clip.rotations, clip.translations, clip.scales, clip.names, bones.tobytes(), frames.indices(clip.frame_count),
+           None if turn is None else turn.tobytes())
+    kept = kept_pose(key) if still else None
+    if kept is not None:
+        return kept
     col_of: dict[int, int] = {}
     for c, name in enumerate(clip.names):
         j = sk.find(name)
@@ -538,7 +497,8 @@ def _source_pose(
     if clip.scales is not None:
         sc = np.ones((bones.size, t, 3))
         _gather_bone_major(sc, rows, clip.scales[frames], cols)
-    return sk.bone_placements(bones, rot, tr, sc, turn)
+    pose = sk.bone_placements(bones, rot, tr, sc, turn)
+    return keep_pose(key, pose) if still else pose
 
 
 def _gather_bone_major(out: FloatArray, rows: list[int], frame_major: FloatArray, cols: list[int]) -> None:
@@ -766,7 +726,7 @@ def retarget(binding: Binding, clip: Clip, *, plant: bool | None = None) -> Reta
 
     # 2. Root travel, measured from the ground and scaled.
     up_s = binding.source_canonical.body[:, 2]
-    travel_t, grounded = _hips_path(
+    travel_t, grounded = hips_path_from_points(
         binding.source, binding.target, np.concatenate([p[1] for p in parts]), np.concatenate([p[2] for p in parts]),
         up_s, binding.target_canonical.body[:, 2], binding.align,
         binding.horizontal_scale, binding.vertical_scale, binding.target_ground, tables.rest_hips,

@@ -72,3 +72,52 @@ def hips_points(anatomy: RigAnatomy, placements: FloatArray, up: FloatArray) -> 
     m = placements[..., anatomy.slots["hips"], :, :]
     rot = m[..., :3, :3] / np.linalg.norm(m[..., :3, :3], axis=-2, keepdims=True)
     return np.asarray(rot @ hips_offset(anatomy, up) + m[..., :3, 3], dtype=np.float64)
+
+
+def hips_path(
+    src: RigAnatomy,
+    tgt: RigAnatomy,
+    source: FloatArray,
+    up_s: FloatArray,
+    up_t: FloatArray,
+    align: FloatArray,
+    horizontal_scale: float,
+    vertical_scale: float,
+    target_ground: float,
+) -> tuple[FloatArray, FloatArray]:
+    """The target hips point's path (:mod:`.pelvis`) for source placements ``(T, Bs, 4, 4)``:
+    ``(travel, grounded)``, both ``(T, 3)`` in target skeleton space. ``grounded`` is the hips at
+    the source's height above its ground (a low percentile of the feet over the clip, so a jump
+    stays a jump), scaled, over the target's rest spot; ``travel`` is the source's horizontal
+    travel from its rest, aligned and scaled. The hips play ``grounded + travel`` when travel
+    stays on them."""
+    hips_s = hips_points(src, source, up_s)
+    heights = heights_along(ground_points(src), source, up_s)
+    return hips_path_from_points(src, tgt, hips_s, heights, up_s, up_t, align, horizontal_scale, vertical_scale, target_ground)
+
+
+def hips_path_from_points(
+    src: RigAnatomy,
+    tgt: RigAnatomy,
+    hips_s: FloatArray,
+    heights: FloatArray,
+    up_s: FloatArray,
+    up_t: FloatArray,
+    align: FloatArray,
+    horizontal_scale: float,
+    vertical_scale: float,
+    target_ground: float,
+    rest_hips: tuple[FloatArray, FloatArray] | None = None,
+) -> tuple[FloatArray, FloatArray]:
+    """:func:`hips_path` from the source hips point's positions ``(T, 3)`` and its ground
+    points' heights ``(T, P)``, for callers that hold positions rather than 4x4 placements.
+    ``rest_hips`` are both rigs' hips points at rest, when the caller holds them already."""
+    ground_s = float(np.percentile(heights.min(axis=-1), 5))
+    rest_s, rest_t = rest_hips if rest_hips is not None else (hips_points(src, src.rest, up_s), hips_points(tgt, tgt.rest, up_t))
+    travel_s = hips_s - rest_s
+    travel_s = travel_s - np.outer(travel_s @ up_s, up_s)
+    base = rest_t - (rest_t @ up_t) * up_t
+    height = target_ground + vertical_scale * (hips_s @ up_s - ground_s)
+    travel = np.asarray((travel_s @ align.T) * horizontal_scale, dtype=np.float64)
+    grounded = np.asarray(base + np.outer(height, up_t), dtype=np.float64)
+    return travel, grounded

@@ -65,8 +65,8 @@ from ..rig.rotations import (
 from ..rig.skeleton import Skeleton
 from .canonical_pose import RigAnatomy, build_anatomy, evaluate_point
 from .facing import Facing
-from .geometric import RetargetOptions, RigInput, hips_path, orientations, rig_facings, travel_scales
-from .pelvis import hips_offset
+from .geometric import RetargetOptions, RigInput, orientations, rig_facings, travel_scales
+from .pelvis import hips_offset, hips_path
 
 
 @dataclass(frozen=True)

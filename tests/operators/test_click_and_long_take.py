@@ -172,3 +172,61 @@ def test_a_long_take_onto_its_own_import_gets_the_importers_keys(blender, tmp_pa
     # long (the hips' travel) by a float32 rest, which moves its other components by ~1e-7 of it.
     off = np.linalg.norm(got.translations - want.translations, axis=-1)
     assert np.all(off <= 1e-6 * np.linalg.norm(want.translations, axis=-1) + 1e-4)
+
+
+def test_a_clip_clicked_again_is_read_anew_when_its_keys_or_pose_change(pair):
+    """Retarget Clip keeps the source clip it read, and a click on the same unchanged clip takes
+    it; an edited key (through the key as in the Graph Editor, or in bulk, which tells Blender
+    nothing), a rotation mode or the pose of an unkeyed channel changed between clicks gives the
+    keys a first read of the edited clip gives."""
+    bpy, source, target, action = pair
+    from marionette.bridge import clip_read, compat
+
+    def click(fresh: bool = False) -> dict[tuple[str, int], np.ndarray]:
+        if fresh:
+            clip_read._READ_CLIPS.clear()
+        assert bpy.ops.marionette.retarget_clip() == {"FINISHED"}
+        return _keys(target.animation_data.action)
+
+    def same(a, b) -> bool:
+        return a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
+
+    first = click(fresh=True)
+    assert clip_read._READ_CLIPS  # the clip read is kept
+    assert same(click(), first)  # and taken again: the same keys
+    curves = {(fc.data_path, fc.array_index): fc for fc in compat.action_fcurves(action, action.slots[0])}
+    thigh = curves[('pose.bones["Thigh.L"].rotation_quaternion', 1)]
+    thigh.keyframe_points[10].co[1] += 0.3  # one key, through the key
+    edited = click()
+    assert not same(edited, first)
+    assert same(edited, click(fresh=True))
+    shin = curves[('pose.bones["Shin.R"].rotation_quaternion', 2)]
+    co = np.empty(2 * len(shin.keyframe_points), dtype=np.float32)
+    shin.keyframe_points.foreach_get("co", co)
+    co[1::2] += 0.2  # every key of a curve, in bulk
+    shin.keyframe_points.foreach_set("co", co)
+    bulk = click()
+    assert not same(bulk, edited)
+    assert same(bulk, click(fresh=True))
+    # The rotation mode (the quaternion keys are no longer played) and an unkeyed channel's pose.
+    source.pose.bones["Shin.R"].rotation_mode = "XYZ"
+    source.pose.bones["Shin.R"].rotation_euler = (0.4, 0.0, 0.0)
+    posed = click()
+    assert not same(posed, bulk)
+    assert same(posed, click(fresh=True))
+
+
+def test_unregistering_drops_the_clips_and_poses_kept_between_clicks(pair):
+    bpy = pair[0]
+    import marionette
+    from marionette.bridge import clip_read
+    from marionette.core.retarget import pose_memo
+
+    assert bpy.ops.marionette.retarget_clip() == {"FINISHED"}
+    assert bpy.ops.marionette.retarget_clip() == {"FINISHED"}
+    assert clip_read._READ_CLIPS and pose_memo._POSES
+    marionette.unregister()
+    try:
+        assert not clip_read._READ_CLIPS and not pose_memo._POSES
+    finally:
+        marionette.register()

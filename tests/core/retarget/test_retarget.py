@@ -4,6 +4,8 @@ result does not depend on it."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -368,3 +370,35 @@ def test_a_clip_collapsing_a_segment_falls_back_to_the_bones_rotation():
     i = target.skeleton.index("UpperArm.L")
     angle = R.quat_angle_between(R.quat_from_matrix(plain[:, i, :3, :3]), R.quat_from_matrix(from_collapsed[:, i, :3, :3]))
     assert np.degrees(angle).max() < 1e-6
+
+
+def _copy(clip, writeable: bool = True):
+    """``clip`` in arrays of its own; read-only ones as a clip read again unchanged from Blender."""
+    rotations, translations = clip.rotations.copy(), clip.translations.copy()
+    rotations.flags.writeable = translations.flags.writeable = writeable
+    return replace(clip, rotations=rotations, translations=translations)
+
+
+def test_a_read_only_clip_posed_once_gives_the_keys_of_a_clip_posed_anew():
+    """The source pose of a read-only clip is kept between retargets; the keys are those of the
+    same clip in writable arrays (posed every time), whatever the target (turned, other
+    proportions), options or frames, and a writable clip edited in place between retargets is
+    posed with its edit."""
+    plain = sample_humanoid(arms_down_angle=0.3, proportions=0.9)
+    turned = transformed(plain, rotation_about([0.0, 0.0, 1.0], 90.0))
+    frozen = _copy(CLIP, writeable=False)
+
+    def keys(target, clip, **options):
+        result = retarget(bind(rig_input(SOURCE), rig_input(target), RetargetOptions(**options)), clip)
+        return np.concatenate([result.clip.rotations.ravel(), result.clip.translations.ravel()])
+
+    for target, options in ((plain, {}), (turned, {"plant_feet": True}), (SOURCE, {"root_motion": "OBJECT"}), (plain, {})):
+        kept = keys(target, frozen, **options)  # posed once, then taken again
+        assert np.array_equal(kept, keys(target, frozen, **options))
+        assert np.array_equal(kept, keys(target, _copy(CLIP), **options))
+    edited = _copy(CLIP)
+    before = keys(plain, edited)
+    edited.rotations[10:, SOURCE.skeleton.index("Thigh.L")] = R.quat_from_axis_angle([1.0, 0.0, 0.0], 0.5)
+    after = keys(plain, edited)
+    assert not np.array_equal(before, after)
+    assert np.array_equal(after, keys(plain, _copy(edited)))
