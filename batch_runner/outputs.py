@@ -42,7 +42,7 @@ class EarlierOutput:
 
 def action_keys(action: Any) -> int:
     """Keys in every F-curve of ``action`` (what its memory grows with)."""
-    return sum(len(fc.keyframe_points) for slot in action.slots for fc in compat.action_fcurves(action, slot))
+    return sum(len(fc.keyframe_points) for action_slot in action.slots for fc in compat.action_fcurves(action, action_slot))
 
 
 def batch_actions() -> list[tuple[Any, str, str, Any]]:

@@ -62,7 +62,7 @@ class TargetState:
     """What the target looked like before the run (restored at the end)."""
 
     action: Any = None
-    slot: Any = None
+    action_slot: Any = None
     fake_user: bool = False
     taken: set[str] = field(default_factory=set)
     pose: dict[str, Any] = field(default_factory=dict)
@@ -236,7 +236,7 @@ class OutputWriting:
             self.report.count("clips_rebaked")
         self._held_max = max(self._held_max, len(bpy.data.actions))
         self._volume_clips += 1
-        bags = (compat.channelbag(action, slot) for slot in action.slots)
+        bags = (compat.channelbag(action, action_slot) for action_slot in action.slots)
         self._volume_keys += len(msg["frames"]) * sum(len(bag.fcurves) for bag in bags if bag is not None)
         full = (self._max_clips is not None and self._volume_clips >= self._max_clips) or (
             self._max_bytes is not None and self._volume_keys * ACTION_BYTES_PER_KEY >= self._max_bytes
@@ -271,7 +271,7 @@ class OutputWriting:
         if st.pose:
             set_pose(self.target, st.pose)
         if st.action is not None:
-            compat.assign_action(self.target, st.action, st.slot)
+            compat.assign_action(self.target, st.action, st.action_slot)
             st.action.use_fake_user = st.fake_user
         elif clips:
             first = min(clips.values(), key=lambda c: c.order)

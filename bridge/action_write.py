@@ -178,8 +178,8 @@ def write_action(
     action = _new_action(name, replace)
     try:
         action[FPS_PROPERTY] = rate
-        slot = compat.new_action_slot(action, obj)
-        bag = compat.channelbag(action, slot, create=True)
+        action_slot = compat.new_action_slot(action, obj)
+        bag = compat.channelbag(action, action_slot, create=True)
         linear = [_IPO_LINEAR] * t
         paths = [f'pose.bones["{bpy.utils.escape_identifier(n)}"].' for n in names]
         # Where Blender copies F-curves (slotted actions), every curve is a copy of one template
@@ -219,7 +219,7 @@ def write_action(
         bpy.data.actions.remove(action)
         raise
     previous = obj.animation_data.action if obj.animation_data else None
-    compat.assign_action(obj, action, slot)
+    compat.assign_action(obj, action, action_slot)
     if previous is not None and previous != action and previous.users == 0 and not previous.use_fake_user:
         previous.use_fake_user = True
     return action

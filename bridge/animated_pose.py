@@ -75,13 +75,13 @@ def pose_problems(obj: bpy.types.Object) -> list[str]:
 def bone_fcurves(obj: bpy.types.Object, skeleton: Skeleton) -> tuple[Any, list[tuple[Any, str, int, int]]]:
     """The active action and its live pose-bone curves as ``(fcurve, property, joint, index)``
     (muted curves, muted groups, unknown bones and empty curves skipped, as Blender skips them)."""
-    action, slot = compat.current_action(obj)
+    action, action_slot = compat.current_action(obj)
     if action is None:
         return None, []
-    if compat.SLOTTED_ACTIONS and slot is None:
-        slot = compat.action_slot_for(action, obj)
+    if compat.SLOTTED_ACTIONS and action_slot is None:
+        action_slot = compat.action_slot_for(action, obj)
     out = []
-    for fc in compat.action_fcurves(action, slot):
+    for fc in compat.action_fcurves(action, action_slot):
         if fc.mute or (fc.group is not None and fc.group.mute):
             continue
         m = _BONE_PATH.match(fc.data_path)

@@ -69,15 +69,15 @@ def _bone_curves(obj: bpy.types.Object, action: bpy.types.Action) -> tuple[Any, 
     """The slot ``obj`` plays ``action`` through and its live pose-bone transform curves as
     ``(fcurve, bone, property)`` (muted curves and curves of muted groups are skipped, as
     Blender's animation system skips them)."""
-    slot = compat.action_slot_for(action, obj)
-    if compat.SLOTTED_ACTIONS and slot is None and len(action.slots) > 0:
+    action_slot = compat.action_slot_for(action, obj)
+    if compat.SLOTTED_ACTIONS and action_slot is None and len(action.slots) > 0:
         raise ClipError(
             f"action {action.name!r} has {len(action.slots)} slots and none is assigned to or named after "
             f"{obj.name!r}; assign the action to the object to choose one"
         )
     out = []
     bones = obj.pose.bones
-    for fc in compat.action_fcurves(action, slot):
+    for fc in compat.action_fcurves(action, action_slot):
         if fc.mute or (fc.group is not None and fc.group.mute):
             continue
         m = _BONE_PATH.match(fc.data_path)
@@ -92,7 +92,7 @@ def _bone_curves(obj: bpy.types.Object, action: bpy.types.Action) -> tuple[Any, 
         if not 0 <= fc.array_index < _CHANNEL_SIZE[prop]:
             continue
         out.append((fc, bone, prop))
-    return slot, out
+    return action_slot, out
 
 
 def needs_evaluation(obj: bpy.types.Object, action: bpy.types.Action | None = None) -> list[str]:
@@ -361,7 +361,7 @@ class _ObjectAnimationState:
 
     had_animation_data: bool
     action: Any
-    slot: Any
+    action_slot: Any
     use_nla: bool
     influence: float
     blend: str
@@ -381,7 +381,7 @@ class _ObjectAnimationState:
         return cls(
             had_animation_data=ad is not None,
             action=ad.action if ad else None,
-            slot=(ad.action_slot if ad and compat.SLOTTED_ACTIONS else None),
+            action_slot=(ad.action_slot if ad and compat.SLOTTED_ACTIONS else None),
             use_nla=ad.use_nla if ad else True,
             influence=ad.action_influence if ad else 1.0,
             blend=ad.action_blend_type if ad else "REPLACE",
@@ -397,8 +397,8 @@ class _ObjectAnimationState:
             obj.animation_data_clear()
         else:
             ad = obj.animation_data
-            if ad.action != self.action or (compat.SLOTTED_ACTIONS and ad.action_slot != self.slot):
-                compat.assign_action(obj, self.action, self.slot)
+            if ad.action != self.action or (compat.SLOTTED_ACTIONS and ad.action_slot != self.action_slot):
+                compat.assign_action(obj, self.action, self.action_slot)
             ad.use_nla = self.use_nla
             ad.action_influence = self.influence
             ad.action_blend_type = self.blend
@@ -432,9 +432,9 @@ def clip_from_evaluation(
     ad = obj.animation_data
     if ad is not None and ad.use_tweak_mode:
         raise ClipError(f"{obj.name!r} is in NLA tweak mode; leave it before reading an action")
-    slot = None
+    action_slot = None
     if action is not None:
-        slot, found = _bone_curves(obj, action)
+        action_slot, found = _bone_curves(obj, action)
         found = [e for e in found if len(e[0].keyframe_points) or len(e[0].sampled_points)]
         if not found:
             raise ClipError(f"action {action.name!r} has no keys on the bones of {obj.name!r}")
@@ -455,7 +455,7 @@ def clip_from_evaluation(
         if obj.data.pose_position != "POSE":
             obj.data.pose_position = "POSE"
         if action is not None:
-            compat.assign_action(obj, action, slot)
+            compat.assign_action(obj, action, action_slot)
             ad = obj.animation_data
             ad.use_nla = False
             ad.action_influence = 1.0

@@ -117,27 +117,27 @@ def new_action_slot(action: bpy.types.Action, obj: bpy.types.Object) -> Any | No
     return action.slots.new(id_type="OBJECT", name=obj.name)
 
 
-def channelbag(action: bpy.types.Action, slot: Any | None, create: bool = False) -> Any | None:
-    """The channelbag holding ``slot``'s F-curves (the action itself before slotted actions).
+def channelbag(action: bpy.types.Action, action_slot: Any | None, create: bool = False) -> Any | None:
+    """The channelbag holding ``action_slot``'s F-curves (the action itself before slotted actions).
 
     With ``create`` a layer, a keyframe strip and the channelbag are made as needed.
     """
     if not SLOTTED_ACTIONS:
         return action
-    if slot is None:
+    if action_slot is None:
         return None
     from bpy_extras import anim_utils
 
     if create:
-        return anim_utils.action_ensure_channelbag_for_slot(action, slot)
-    return anim_utils.action_get_channelbag_for_slot(action, slot)
+        return anim_utils.action_ensure_channelbag_for_slot(action, action_slot)
+    return anim_utils.action_get_channelbag_for_slot(action, action_slot)
 
 
-def action_fcurves(action: bpy.types.Action, slot: Any | None) -> list[bpy.types.FCurve]:
-    """Every F-curve ``slot`` animates in ``action`` (all of the action's before slotted actions)."""
+def action_fcurves(action: bpy.types.Action, action_slot: Any | None) -> list[bpy.types.FCurve]:
+    """Every F-curve ``action_slot`` animates in ``action`` (all of the action's before slotted actions)."""
     if not SLOTTED_ACTIONS:
         return list(action.fcurves)  # type: ignore[attr-defined]
-    if slot is None:
+    if action_slot is None:
         return []
     out: list[bpy.types.FCurve] = []
     # A slot may have a channelbag on several layers/strips; Blender 5.0 only makes one of each,
@@ -145,7 +145,7 @@ def action_fcurves(action: bpy.types.Action, slot: Any | None) -> list[bpy.types
     for layer in action.layers:
         strip: Any
         for strip in layer.strips:
-            bag = strip.channelbag(slot)
+            bag = strip.channelbag(action_slot)
             if bag is not None:
                 out.extend(bag.fcurves)
     return out
@@ -165,13 +165,13 @@ def new_fcurve(bag: Any, data_path: str, index: int, group: str) -> bpy.types.FC
     return bag.fcurves.new(data_path, index=index, action_group=group)
 
 
-def assign_action(obj: bpy.types.Object, action: bpy.types.Action | None, slot: Any | None) -> None:
-    """Make ``obj`` play ``action`` through ``slot``, both set explicitly (Blender only picks a
+def assign_action(obj: bpy.types.Object, action: bpy.types.Action | None, action_slot: Any | None) -> None:
+    """Make ``obj`` play ``action`` through ``action_slot``, both set explicitly (Blender only picks a
     slot by itself for an action's first user)."""
     ad = obj.animation_data or obj.animation_data_create()
     ad.action = action
-    if SLOTTED_ACTIONS and action is not None and slot is not None:
-        ad.action_slot = slot
+    if SLOTTED_ACTIONS and action is not None and action_slot is not None:
+        ad.action_slot = action_slot
 
 
 def current_action(obj: bpy.types.Object) -> tuple[bpy.types.Action | None, Any | None]:

@@ -108,9 +108,9 @@ def object_world_track(o: bpy.types.Object, frames: np.ndarray) -> FloatArray | 
     if not _keys_only(o):
         return None
     ad = o.animation_data
-    slot = ad.action_slot if compat.SLOTTED_ACTIONS else None
+    action_slot = ad.action_slot if compat.SLOTTED_ACTIONS else None
     curves = [
-        fc for fc in compat.action_fcurves(ad.action, slot)
+        fc for fc in compat.action_fcurves(ad.action, action_slot)
         if fc.data_path in _OBJECT_PATHS and not fc.mute and not (fc.group is not None and fc.group.mute)
         and (len(fc.keyframe_points) or len(fc.sampled_points))
     ]

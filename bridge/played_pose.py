@@ -61,11 +61,11 @@ def driven_bones(binding: Binding) -> list[str]:
     return [names[i] for i in np.flatnonzero(np.asarray(binding.driven))]
 
 
-def _keyed_channels(action: Any, slot: Any, bones: set[str]) -> set[tuple[str, str]]:
-    """``(bone, property kind)`` pairs of ``bones`` that ``action`` keys through ``slot``
+def _keyed_channels(action: Any, action_slot: Any, bones: set[str]) -> set[tuple[str, str]]:
+    """``(bone, property kind)`` pairs of ``bones`` that ``action`` keys through ``action_slot``
     (rotation modes count as one kind)."""
     out = set()
-    for fc in compat.action_fcurves(action, slot):
+    for fc in compat.action_fcurves(action, action_slot):
         if fc.mute or (fc.group is not None and fc.group.mute):
             continue
         channel = _bone_channel(fc.data_path)
@@ -165,8 +165,8 @@ def what_overrides(obj: Any, action: Any, bones: Iterable[str]) -> list[str]:
         if driven:
             out.append(f"drivers set the transforms of bones {_names(driven)}")
         if ad.action == action:
-            slot = compat.action_slot_for(action, obj)
-            muted = [fc for fc in compat.action_fcurves(action, slot) if fc.mute or (fc.group is not None and fc.group.mute)]
+            action_slot = compat.action_slot_for(action, obj)
+            muted = [fc for fc in compat.action_fcurves(action, action_slot) if fc.mute or (fc.group is not None and fc.group.mute)]
             if muted:
                 out.append(f"action {action.name!r} has {len(muted)} muted F-curves")
     return out
