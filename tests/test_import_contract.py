@@ -50,7 +50,6 @@ KNOWN_CYCLES: set[frozenset[str]] = set()
 KNOWN_OVERSIZED: set[str] = {
     "tests/batch_runner/test_batch_bake.py",
     "tests/bridge/test_bridge.py",
-    "tests/core/mapping/test_mapping.py",
     "tests/operators/test_controls_blender.py",
 }
 
