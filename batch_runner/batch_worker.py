@@ -11,9 +11,9 @@ name things (the Action names that become clip ids) depends on the file alone, n
 files this process read before; everything the file brought is dropped afterwards.
 
 :func:`serve` is a worker's main loop: it connects back to the main process (address and key
-given on the command line and in the environment), receives the run's settings once, then job
-after job (a file, or some of a file's clips), and sends its messages as they exist, so the main
-process writes one file while the next is computed. Messages go in batches: a BVH job's
+given on the command line and in the environment), receives the run's settings once, then task
+after task (a file, or some of a file's clips), and sends its messages as they exist, so the main
+process writes one file while the next is computed. Messages go in batches: a BVH task's
 ``clips``, ``clip`` and ``file_done`` travel as one send; an imported file's ``clips`` and each
 ``clip`` go at once (when the main process may split the file, it answers the first ``clip``
 with the clips this worker is to bake; a lost worker's report names the clip it was on). The worker
@@ -137,20 +137,20 @@ def file_events(
 
 
 def run_file(
-    job: Message, cache: PackCache, parts_dir: str | None, choose: Choose | None = None, data: Any = None, ahead_seconds: float = 0.0
+    task: Message, cache: PackCache, parts_dir: str | None, choose: Choose | None = None, data: Any = None, ahead_seconds: float = 0.0
 ) -> Iterator[Message]:
-    """One job (a file, or the clips ``job["clips"]`` of it), each message tagged with the job's
+    """One task (a file, or the clips ``task["clips"]`` of it), each message tagged with the task's
     file id and path; a baked clip carries the run's settings record and is saved as a part before
-    it is handed on. Failures become ``file_failed`` messages; ``file_done`` ends the job.
+    it is handed on. Failures become ``file_failed`` messages; ``file_done`` ends the task.
     ``data``: the BVH file read ahead (or the error reading it raised), in ``ahead_seconds``."""
-    fid, path = job["file"], job["path"]
+    fid, path = task["file"], task["path"]
     t0 = time.perf_counter()
     yield {"op": "start", "file": fid, "path": path}
     record = cache.settings.record_text()
     try:
         if isinstance(data, BaseException):
             raise data
-        for msg in file_events(path, cache, job.get("skip", ()), only=job.get("clips"), choose=choose, data=data):
+        for msg in file_events(path, cache, task.get("skip", ()), only=task.get("clips"), choose=choose, data=data):
             msg["file"], msg["path"] = fid, path
             if msg["op"] == "clips" and data is not None:
                 msg["timings"]["read"] += ahead_seconds
@@ -187,7 +187,7 @@ class ReadAhead:
     Blender, open the target): the main process hands this worker those files first.
 
     At most :data:`READ_AHEAD_FILES` files and :data:`READ_AHEAD_BYTES` of motion are held; the
-    thread stops at the first job (from then on it would only compete with the job for the
+    thread stops at the first task (from then on it would only compete with the task for the
     core)."""
 
     def __init__(self, paths: Sequence[str]) -> None:
@@ -214,7 +214,7 @@ class ReadAhead:
             t0 = time.perf_counter()
             try:
                 data = read_bvh(path)
-            except Exception as exc:  # reported when the file's job comes
+            except Exception as exc:  # reported when the file's task comes
                 data = exc
             with self._cv:
                 self._done[path] = (data, time.perf_counter() - t0)
@@ -264,7 +264,7 @@ def serve(argv: list[str]) -> int:
     parts_dir: str | None = None
     backlog: deque[Message] = deque()
     stopping = False
-    working = False  # from the first job on, time spent waiting for the next one is idle time
+    working = False  # from the first task on, time spent waiting for the next one is idle time
     idle = 0.0
 
     def next_message() -> Message | None:
@@ -282,23 +282,23 @@ def serve(argv: list[str]) -> int:
 
     try:
         while not stopping:
-            job = next_message()
-            if job is None:
+            task = next_message()
+            if task is None:
                 return 0
-            op = job.get("op")
+            op = task.get("op")
             if op == "stop":
                 return 0
             if op == "setup":
-                cache = PackCache(BakeSettings.from_message(job["settings"]))
-                parts_dir = job.get("parts_dir")
+                cache = PackCache(BakeSettings.from_message(task["settings"]))
+                parts_dir = task.get("parts_dir")
                 continue
             if op != "file" or cache is None:
                 continue
             if ahead is not None:
                 ahead.stop()
             working = True
-            fid = job["file"]
-            streaming = not str(job["path"]).lower().endswith(".bvh")
+            fid = task["file"]
+            streaming = not str(task["path"]).lower().endswith(".bvh")
 
             def choose(ids: list[str], fid: Any = fid) -> list[str]:
                 # The main process answers this file's clips message with the clips to bake here.
@@ -316,9 +316,9 @@ def serve(argv: list[str]) -> int:
                         return []
                     backlog.append(m)
 
-            data, seconds = ahead.take(job["path"]) if ahead is not None and not streaming else (None, 0.0)
+            data, seconds = ahead.take(task["path"]) if ahead is not None and not streaming else (None, 0.0)
             out: list[Message] = []
-            for msg in run_file(job, cache, parts_dir, choose if job.get("ask") else None, data, seconds):
+            for msg in run_file(task, cache, parts_dir, choose if task.get("ask") else None, data, seconds):
                 if msg["op"] == "file_done":
                     msg["idle"], idle = idle, 0.0
                 out.append(msg)

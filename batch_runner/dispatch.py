@@ -19,23 +19,23 @@ from ..core.batch.settings import BakeSettings
 from ..core.batch.status import CLIP_FAILED, CLIP_LOST
 from .worker_pool import Worker, WorkerPool
 
-_QUEUE_DEPTH = 2  # jobs handed to a worker ahead of time
+_QUEUE_DEPTH = 2  # tasks handed to a worker ahead of time
 #: Seconds a worker that has not imported Blender yet needs before its first imported file
 #: (importing bpy and resetting to an empty file: 0.6 to 0.9 s measured on two busy cores).
 _BLENDER_START = 1.0
 
 
 @dataclass
-class Job:
+class Task:
     """Work for one worker: file ``file`` of the report, all its clips not in ``skip`` or only
     ``clips``."""
 
     file: int
     skip: list[str] = field(default_factory=list)
     clips: list[str] | None = None
-    #: The worker that read this file ahead (it gets the job first).
+    #: The worker that read this file ahead (it gets the task first).
     prefer: int | None = None
-    #: The worker baking the file's other clips (this job goes elsewhere while others live).
+    #: The worker baking the file's other clips (this task goes elsewhere while others live).
     avoid: int | None = None
     #: Whether the worker asks which clips to bake once it has imported the file.
     ask: bool = False
@@ -54,9 +54,9 @@ class WorkDispatch:
     _pool: WorkerPool | None
     _log_dir: str | None
     _scratch: str | None
-    _pending: deque[Job]
+    _pending: deque[Task]
     _prefer_left: dict[int, int]
-    _open_jobs: dict[int, int]
+    _open_tasks: dict[int, int]
     _file_frames: dict[int, list[int]]
     _import_seconds: dict[int, float]
     _cache_counts: dict[int, list[int]]
@@ -93,41 +93,41 @@ class WorkDispatch:
         self.report.add_time("workers_start", time.perf_counter() - t0)
         self.report.count("workers_started", len(started))
 
-    def _job_message(self, job: Job) -> Message:
-        m: Message = {"op": "file", "file": job.file, "path": self.plan.files[job.file].path, "skip": list(job.skip)}
-        if job.clips is not None:
-            m["clips"] = list(job.clips)
-        if job.ask and job.clips is None:
+    def _task_message(self, task: Task) -> Message:
+        m: Message = {"op": "file", "file": task.file, "path": self.plan.files[task.file].path, "skip": list(task.skip)}
+        if task.clips is not None:
+            m["clips"] = list(task.clips)
+        if task.ask and task.clips is None:
             m["ask"] = True
         return m
 
-    def _pick(self, w: Worker) -> Job | None:
-        """The next job for ``w``: a file it read ahead, else the first one nobody read ahead,
+    def _pick(self, w: Worker) -> Task | None:
+        """The next task for ``w``: a file it read ahead, else the first one nobody read ahead,
         else (taken from the end) one another worker read ahead. A second half of a split file
         does not go to the worker baking the first half while another worker lives."""
         assert self._pool is not None
         live = self._pool.workers
 
-        def allowed(job: Job) -> bool:
-            return not (job.avoid == w.wid and len(live) > 1)
+        def allowed(task: Task) -> bool:
+            return not (task.avoid == w.wid and len(live) > 1)
 
         if self._prefer_left.get(w.wid):
-            for idx, job in enumerate(self._pending):
-                if job.prefer == w.wid:
+            for idx, task in enumerate(self._pending):
+                if task.prefer == w.wid:
                     self._prefer_left[w.wid] -= 1
                     del self._pending[idx]
-                    return job
-        for idx, job in enumerate(self._pending):
-            if allowed(job) and (job.prefer is None or job.prefer not in live):
+                    return task
+        for idx, task in enumerate(self._pending):
+            if allowed(task) and (task.prefer is None or task.prefer not in live):
                 del self._pending[idx]
-                return job
+                return task
         for idx in range(len(self._pending) - 1, -1, -1):
-            job = self._pending[idx]
-            if allowed(job):
-                if job.prefer is not None and job.prefer in self._prefer_left:
-                    self._prefer_left[job.prefer] -= 1
+            task = self._pending[idx]
+            if allowed(task):
+                if task.prefer is not None and task.prefer in self._prefer_left:
+                    self._prefer_left[task.prefer] -= 1
                 del self._pending[idx]
-                return job
+                return task
         return None
 
     def _dispatch(self) -> None:
@@ -138,22 +138,22 @@ class WorkDispatch:
             for w in sorted(self._pool.workers.values(), key=lambda w: w.wid):
                 if not self._pending:
                     return
-                if len(w.jobs) <= depth:
-                    job = self._pick(w)
-                    if job is not None:
-                        self._send_job(w, job)
+                if len(w.tasks) <= depth:
+                    task = self._pick(w)
+                    if task is not None:
+                        self._send_job(w, task)
 
-    def _send_job(self, w: Worker, job: Job) -> None:
+    def _send_job(self, w: Worker, task: Task) -> None:
         assert self._pool is not None
-        msg = self._job_message(job)
+        msg = self._task_message(task)
         if self._pool.send(w, msg):
-            if not w.jobs:
+            if not w.tasks:
                 w.heard = time.monotonic()  # an idle worker's silence counts from now
-            w.jobs.append(job)
-            self._log(event="dispatch", file=msg["path"], worker=w.wid, pid=w.pid, clips=job.clips)
+            w.tasks.append(task)
+            self._log(event="dispatch", file=msg["path"], worker=w.wid, pid=w.pid, clips=task.clips)
         else:
-            job.prefer = None
-            self._pending.appendleft(job)  # its death shows up on the next receive
+            task.prefer = None
+            self._pending.appendleft(task)  # its death shows up on the next receive
 
     def _receive(self, timeout: float) -> None:
         if self._pool is None:
@@ -167,9 +167,9 @@ class WorkDispatch:
                 w.heard = time.monotonic()
                 self._handle(msg, w)
                 if msg["op"] == "file_done" and self.jobs > 1:
-                    self._dispatch()  # its next job before writing what else arrived
+                    self._dispatch()  # its next task before writing what else arrived
         self._check_timeouts()
-        # Replace workers that died while files remain (one per missing slot); with one job the
+        # Replace workers that died while files remain (one per missing worker); with ``--jobs 1`` the
         # helper worker is started again only when the next file needs it.
         if self.jobs > 1 and self._pending and self._pool is not None:
             missing = self.jobs - len(self._pool.workers)
@@ -181,7 +181,7 @@ class WorkDispatch:
             return
         now = time.monotonic()
         for w in list(self._pool.workers.values()):
-            if w.jobs and now - w.heard > self.timeout:
+            if w.tasks and now - w.heard > self.timeout:
                 self._pool.kill(w)
                 self._worker_died(w, timed_out=True)
 
@@ -198,29 +198,29 @@ class WorkDispatch:
             self._spawn(1, self.plan.needs_blender)
         assert self._pool is not None
         w = next(iter(self._pool.workers.values()))
-        job = self._pending.popleft()
-        self._send_job(w, job)
-        if not w.jobs or self.plan.files[job.file].needs_blender:
+        task = self._pending.popleft()
+        self._send_job(w, task)
+        if not w.tasks or self.plan.files[task.file].needs_blender:
             self._receive(timeout)  # a worker that could not take it has died: noticed here
             return
-        while w.jobs and w.wid in self._pool.workers and not self._interrupt:
+        while w.tasks and w.wid in self._pool.workers and not self._interrupt:
             self._receive(0.05)
 
-    def _job_of(self, w: Worker | None, i: int) -> Job | None:
+    def _job_of(self, w: Worker | None, i: int) -> Task | None:
         if w is None:
             return None
-        for job in w.jobs:
-            if job.file == i:
-                return job
+        for task in w.tasks:
+            if task.file == i:
+                return task
         return None
 
-    def _handle(self, msg: Message, w: Worker | None, job: Job | None = None) -> None:
+    def _handle(self, msg: Message, w: Worker | None, task: Task | None = None) -> None:
         op = msg["op"]
         i = int(msg["file"])
         f = self.report.files[i]
-        job = job or self._job_of(w, i)
+        task = task or self._job_of(w, i)
         if op == "start":
-            self._log(event="start", file=f.path, worker=w.wid if w is not None else "main", pid=w.pid if w is not None else os.getpid(), clips=job.clips if job else None)
+            self._log(event="start", file=f.path, worker=w.wid if w is not None else "main", pid=w.pid if w is not None else os.getpid(), clips=task.clips if task else None)
         elif op == "clips":
             if f.clip_ids is None:
                 f.clip_ids = list(msg["clips"])
@@ -231,18 +231,18 @@ class WorkDispatch:
                 self._file_frames[i] = [int(n) for n in msg["frames"]]
                 self._import_seconds[i] = float(msg["timings"]["read"])
         elif op == "clip":
-            if job is not None:
-                job.arrived.add(str(msg["clip"]))
+            if task is not None:
+                task.arrived.add(str(msg["clip"]))
             msg["file_clips"] = f.clip_ids
             for stage, sec in msg["timings"].items():
                 self.report.add_time(stage, sec)
             self._wait(i, msg)
         elif op == "clip_failed":
-            if job is not None:
-                job.arrived.add(str(msg["clip"]))
+            if task is not None:
+                task.arrived.add(str(msg["clip"]))
             f.clips.append(ClipOutcome(msg["clip"], CLIP_FAILED, reason=msg["reason"]))
-        if op in ("clip", "clip_failed") and w is not None and job is not None and job.ask and job.clips is None:
-            self._answer(w, job, msg)
+        if op in ("clip", "clip_failed") and w is not None and task is not None and task.ask and task.clips is None:
+            self._answer(w, task, msg)
         elif op == "file_failed":
             if f.reason is None:
                 f.reason = msg["reason"]
@@ -253,67 +253,67 @@ class WorkDispatch:
             if w is not None:
                 self._worker_peak = max(self._worker_peak, float(msg.get("peak_mb", 0.0)))
                 w.blender = bool(msg.get("blender", w.blender))
-                if job is not None:
-                    w.jobs.remove(job)
+                if task is not None:
+                    w.tasks.remove(task)
             self._job_ended(i)
 
-    def _answer(self, w: Worker, job: Job, first: Message) -> None:
+    def _answer(self, w: Worker, task: Task, first: Message) -> None:
         """Tell the worker that imported a file and baked its first clip (``first``) which of the
         other clips to bake; give the last of them to a second worker when no other file is
         waiting and the split ends the file sooner. A clip's cost is the first clip's, in
         proportion to its frames."""
         assert self._pool is not None
-        f = self.report.files[job.file]
+        f = self.report.files[task.file]
         ids = f.clip_ids or []
-        rest = [c for c in ids if c not in set(job.skip) and c != first["clip"]]
+        rest = [c for c in ids if c not in set(task.skip) and c != first["clip"]]
         take = rest
         others = [o for o in self._pool.workers.values() if o is not w and o.conn is not None]
         if len(rest) > 1 and others and not self._pending and first["op"] == "clip":
-            frames = dict(zip(ids, self._file_frames.get(job.file, []), strict=False))
+            frames = dict(zip(ids, self._file_frames.get(task.file, []), strict=False))
             t = first["timings"]
             seconds = sum(float(t.get(k, 0.0)) for k in ("read", "retarget", "part"))
             per_frame = seconds / max(int(first["source_frames"]), 1)
             costs = [per_frame * frames.get(c, int(first["source_frames"])) for c in rest]
-            helper = min(others, key=lambda o: len(o.jobs))
-            second_start = self._import_seconds.get(job.file, 0.0) + (0.0 if helper.blender else _BLENDER_START)
+            helper = min(others, key=lambda o: len(o.tasks))
+            second_start = self._import_seconds.get(task.file, 0.0) + (0.0 if helper.blender else _BLENDER_START)
             k = split_point(costs, second_start)
             if k is not None:
                 take = rest[:k]
-                self._pending.appendleft(Job(job.file, list(job.skip), clips=rest[k:], avoid=w.wid))
-                self._open_jobs[job.file] += 1
+                self._pending.appendleft(Task(task.file, list(task.skip), clips=rest[k:], avoid=w.wid))
+                self._open_tasks[task.file] += 1
                 self.report.count("files_split")
                 f.split = [len(take) + 1, len(rest) - k]
                 self._log(event="split", file=f.path, worker=w.wid, kept=len(take) + 1, given=len(rest) - k)
-        job.clips = [first["clip"], *take]
-        self._pool.send(w, {"op": "take", "file": job.file, "clips": take})
+        task.clips = [first["clip"], *take]
+        self._pool.send(w, {"op": "take", "file": task.file, "clips": take})
 
-    def _job_rest(self, job: Job) -> list[str] | None:
-        """The clips of ``job`` that have not arrived (``None`` when its clips are not known yet)."""
-        f, pf = self.report.files[job.file], self.plan.files[job.file]
-        ids = job.clips
+    def _job_rest(self, task: Task) -> list[str] | None:
+        """The clips of ``task`` that have not arrived (``None`` when its clips are not known yet)."""
+        f, pf = self.report.files[task.file], self.plan.files[task.file]
+        ids = task.clips
         if ids is None:
             # A BVH holds one clip named after the file, known before the file is read.
             known = f.clip_ids if f.clip_ids is not None else ([bvh_clip_id(pf.path)] if pf.is_bvh else None)
-            ids = None if known is None else [c for c in known if c not in set(job.skip)]
-        return None if ids is None else [c for c in ids if c not in job.arrived]
+            ids = None if known is None else [c for c in known if c not in set(task.skip)]
+        return None if ids is None else [c for c in ids if c not in task.arrived]
 
     def _worker_died(self, w: Worker, timed_out: bool = False) -> None:
         assert self._pool is not None
         how = self._pool.retire(w)
         self.report.count("workers_timed_out" if timed_out else "workers_lost")
-        jobs = list(w.jobs)
-        w.jobs.clear()
-        if not jobs:
+        tasks = list(w.tasks)
+        w.tasks.clear()
+        if not tasks:
             return
         # Jobs it had not started go back to the queue; the one in progress is lost.
-        for job in reversed(jobs[1:]):
-            job.prefer = None
-            self._pending.appendleft(job)
-        job = jobs[0]
-        f = self.report.files[job.file]
-        rest = self._job_rest(job)
+        for task in reversed(tasks[1:]):
+            task.prefer = None
+            self._pending.appendleft(task)
+        task = tasks[0]
+        f = self.report.files[task.file]
+        rest = self._job_rest(task)
         if rest is not None and not rest:  # every clip arrived; only the closing message did not
-            self._job_ended(job.file)
+            self._job_ended(task.file)
             return
         if timed_out:
             assert self.timeout is not None
@@ -337,7 +337,7 @@ class WorkDispatch:
                 for c in rest[1:]:
                     f.clips.append(ClipOutcome(c, CLIP_LOST, reason="not reached: the worker baking it was lost"))
         self._log(event="timeout" if timed_out else "lost", file=f.path, worker=w.wid, pid=w.pid)
-        self._job_ended(job.file)
+        self._job_ended(task.file)
 
 
 def _scratch_dir() -> str:

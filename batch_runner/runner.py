@@ -7,8 +7,8 @@ How the work is split, and why:
   (:func:`.bridge.action_write.write_action`, bulk ``foreach_set``), whatever order they arrive in, so
   the output does not depend on which worker finished first.
 * Reading and retargeting, which do not need this Blender, run in *worker processes*
-  (``--jobs``, one per core by default; :mod:`.batch_worker`), each started once and fed job
-  after job. A worker reads BVH with numpy alone (:mod:`core.formats.bvh`) and imports ``bpy`` only when
+  (``--jobs``, one per core by default; :mod:`.batch_worker`), each started once and fed task
+  after task. A worker reads BVH with numpy alone (:mod:`core.formats.bvh`) and imports ``bpy`` only when
   it first meets an FBX, glTF or .blend file (starting Blender costs about 0.5 s and 260 MB, more
   than a clip's own work). Workers keep a mapping and binding cache (:class:`core.batch.baking.PackCache`),
   so a pack from one capture shoot maps and binds once per worker. The command line starts the
@@ -20,7 +20,7 @@ How the work is split, and why:
   more jobs, imported files are imported into an empty file whatever this file holds, and the
   keys are those of any other ``--jobs``.
 * Results travel as plain messages (:mod:`core.batch.messages`) over a local socket authenticated with a
-  random key. Each worker is handed two jobs ahead, so it never waits for this process to write.
+  random key. Each worker is handed two tasks ahead, so it never waits for this process to write.
   A file with several long clips is split between two workers when that ends it sooner than one
   worker would (:func:`core.batch.plan.split_point`: the second worker imports the file too).
 * A worker that stays silent for ``--timeout`` seconds on one file (a hanging importer) is killed;
@@ -38,7 +38,7 @@ Nothing lost:
 * A worker saves each baked clip as a *part* (``OUT.blend.parts/*.npz``) before sending it. If
   this process dies, ``--resume`` writes the parts into the output without computing them again.
 * A killed or crashed worker costs the clip it was computing: the report names that clip (and
-  any clips of the same job it had not reached), a new worker takes the remaining files, and
+  any clips of the same task it had not reached), a new worker takes the remaining files, and
   the run ends with a non-zero status. Ctrl-C (or Esc in Blender) stops the workers, keeps every
   clip already computed, saves, and reports what was not baked.
 * ``--resume`` continues the existing output (every volume) and skips every clip already in it
@@ -73,7 +73,7 @@ from ..core.batch.plan import PackPlan, bvh_clip_id, clip_key
 from ..core.batch.report import BatchReport, ClipOutcome, FileOutcome
 from ..core.batch.settings import BakeSettings, record_difference
 from ..core.batch.status import CLIP_ALREADY, CLIP_BAKED, CLIP_CANCELLED, CLIP_RECOVERED, FILE_BAKED
-from .dispatch import Job, WorkDispatch
+from .dispatch import Task, WorkDispatch
 from .outputs import EarlierOutput, action_keys, batch_actions, file_records
 from .pack_start import pack_jobs
 from .worker_pool import WorkerPool
@@ -165,10 +165,10 @@ class BatchBake(WorkDispatch, OutputWriting):
         self._log_dir = log_dir or parts_dir
         self._scratch: str | None = None  # a log folder of our own, removed unless a worker was lost
         self._pool: WorkerPool | None = pool
-        self._pending: deque[Job] = deque()
+        self._pending: deque[Task] = deque()
         self._prefer_left: dict[int, int] = {}
         self._pose_note: str | None = None
-        self._open_jobs: dict[int, int] = {}
+        self._open_tasks: dict[int, int] = {}
         self._waiting: dict[int, list[Message]] = {}  # file -> baked clips waiting for their turn
         self._waiting_bytes = 0
         self._waiting_limit = float(waiting_mb) * 2**20
@@ -230,7 +230,7 @@ class BatchBake(WorkDispatch, OutputWriting):
         return f"{self.files_done}/{self.total_files} files, {self.clips_baked} clips baked" + (f", {failed} failed" if failed else "")
 
     def _busy(self) -> bool:
-        return self._pool is not None and any(w.jobs for w in self._pool.workers.values())
+        return self._pool is not None and any(w.tasks for w in self._pool.workers.values())
 
     def _log(self, **event: Any) -> None:
         if self._journal is not None:
@@ -303,8 +303,8 @@ class BatchBake(WorkDispatch, OutputWriting):
             if prefer is not None:
                 self._prefer_left[prefer] = self._prefer_left.get(prefer, 0) + 1
             skip = [c.clip for c in f.clips if c.status in (CLIP_ALREADY, CLIP_RECOVERED)]
-            self._pending.append(Job(i, skip, prefer=prefer, ask=self.jobs > 1 and not pf.is_bvh))
-            self._open_jobs[i] = 1
+            self._pending.append(Task(i, skip, prefer=prefer, ask=self.jobs > 1 and not pf.is_bvh))
+            self._open_tasks[i] = 1
         self._flush()
         self.report.add_time("start", time.perf_counter() - t0)
         self._started = True
@@ -348,29 +348,29 @@ class BatchBake(WorkDispatch, OutputWriting):
         self.report.interrupted = reason
         if self._pool is not None:
             for w in list(self._pool.workers.values()):
-                for job in list(w.jobs)[1:]:  # not started: cancelled with the queue below
-                    self._pending.append(job)
-                if w.jobs:
-                    job = w.jobs[0]
-                    f = self.report.files[job.file]
-                    rest = self._job_rest(job)
-                    if rest is None or rest:  # else every clip arrived: the job is done
+                for task in list(w.tasks)[1:]:  # not started: cancelled with the queue below
+                    self._pending.append(task)
+                if w.tasks:
+                    task = w.tasks[0]
+                    f = self.report.files[task.file]
+                    rest = self._job_rest(task)
+                    if rest is None or rest:  # else every clip arrived: the task is done
                         f.cancelled = True
                         f.reason = f"cancelled while being baked ({reason})"
                         for c in rest or []:
                             f.clips.append(ClipOutcome(c, CLIP_CANCELLED, reason=reason))
-                    w.jobs.clear()
-                    self._open_jobs[job.file] -= 1
+                    w.tasks.clear()
+                    self._open_tasks[task.file] -= 1
         while self._pending:
-            job = self._pending.popleft()
-            f = self.report.files[job.file]
+            task = self._pending.popleft()
+            f = self.report.files[task.file]
             f.cancelled = True
             if f.reason is None:
                 f.reason = f"not started ({reason})"
-            for c in job.clips or []:
+            for c in task.clips or []:
                 f.clips.append(ClipOutcome(c, CLIP_CANCELLED, reason=reason))
-            self._open_jobs[job.file] -= 1
-        for i, n in self._open_jobs.items():
+            self._open_tasks[task.file] -= 1
+        for i, n in self._open_tasks.items():
             if n <= 0:
                 self.report.files[i].finished = True
         self.close(graceful=False)

@@ -77,7 +77,7 @@ class Worker:
     pid: int = 0
     #: Jobs sent and not finished, in order: the first is in progress, the others wait in the
     #: worker's connection so that it never idles while the main process writes.
-    jobs: deque[Any] = field(default_factory=deque)
+    tasks: deque[Any] = field(default_factory=deque)
     #: When the worker last said anything (or was given work while idle): the per-file timeout
     #: counts from here.
     heard: float = 0.0

@@ -113,7 +113,7 @@ class OutputWriting:
     _waiting: dict[int, list[Message]]
     _waiting_bytes: int
     _waiting_limit: float
-    _open_jobs: dict[int, int]
+    _open_tasks: dict[int, int]
     _cursor: int
     _clips: dict[str, WrittenClip]
     _outcomes: dict[str, ClipOutcome]
@@ -156,13 +156,13 @@ class OutputWriting:
                     break
 
     def _job_ended(self, i: int) -> None:
-        self._open_jobs[i] = self._open_jobs.get(i, 1) - 1
-        if self._open_jobs[i] <= 0:
+        self._open_tasks[i] = self._open_tasks.get(i, 1) - 1
+        if self._open_tasks[i] <= 0:
             self.report.files[i].finished = True
             self._flush()
 
     def _flush(self) -> None:
-        """Write the files whose jobs have all ended, in pack order, up to the first unfinished."""
+        """Write the files whose tasks have all ended, in pack order, up to the first unfinished."""
         files = self.report.files
         while self._cursor < len(files) and files[self._cursor].finished:
             i = self._cursor

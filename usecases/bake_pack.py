@@ -59,7 +59,7 @@ def bake_settings(
     return BakeSettings(rig, mapping_key(tmap.bones()), scene_fps(), keep_frames, options, table, bool(match_rest))
 
 
-# --- the command line's job ------------------------------------------------------------------
+# --- the command line's run ------------------------------------------------------------------
 
 
 def _open_target(target_path: str, volume: str | None, armature: str | None) -> Any:
