@@ -3,12 +3,10 @@ measured and placed (SPEC 4.6).
 
 The hips point is the hips bone's head, unless that head lies more than :data:`HIPS_MARGIN` of
 the hip height below the thigh roots (a hips bone rising from under the pelvis): then it is the
-point straight above the head at that depth. Rigs put the head anywhere from about 12 % of hip
-height above the thigh roots (BVH hips at the top of the pelvis) to about 9 % below them, and
-their figures stay as they were; a head further down would otherwise shrink the hip height the
-travel is scaled by (to 3 % of it for a head at the floor) and swing the pelvis about a point
-below it. The point is rigid with the hips bone (a fixed offset in its axes), so the same rule
-holds at rest and in motion, on both rigs.
+point straight above the head at that depth, so a low head neither shrinks the hip height the
+travel is scaled by nor swings the pelvis about a point below it. The point is rigid with the
+hips bone (a fixed offset in its axes), so the same rule holds at rest and in motion, on both
+rigs.
 """
 
 from __future__ import annotations
