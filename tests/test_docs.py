@@ -111,3 +111,10 @@ def test_the_checks_can_fail(tmp_path: Path) -> None:
     assert exists("core/rig/skeleton.py")
     assert slug("Bones in between, toes and fingers") == "bones-in-between-toes-and-fingers"
     assert slug("FBX, glTF/GLB, VRM and .blend") == "fbx-gltfglb-vrm-and-blend"
+
+
+@pytest.mark.parametrize("page", pages(), ids=lambda p: str(p.relative_to(REPO)))
+def test_pages_point_inside_the_repository(page: Path) -> None:
+    # The design is written here; no page sends the reader to a document the repository lacks.
+    text = page.read_text(encoding="utf-8")
+    assert not re.search(r"\bSPEC\b|SPEC\.md", text), f"{page.relative_to(REPO)} refers to a document outside the repository"
