@@ -118,3 +118,31 @@ def test_pages_point_inside_the_repository(page: Path) -> None:
     # The design is written here; no page sends the reader to a document the repository lacks.
     text = page.read_text(encoding="utf-8")
     assert not re.search(r"\bSPEC\b|SPEC\.md", text), f"{page.relative_to(REPO)} refers to a document outside the repository"
+
+
+#: Names the module maps use that are Blender's own, not defined in the repository.
+BLENDER_NAMES = {"bl_idname", "frame_change_post"}
+
+
+def defined_names() -> set[str]:
+    """Functions and classes the add-on defines (tests and benchmarks left out)."""
+    files = [*REPO.glob("*.py"), *(p for f in FOLDERS if f not in ("tests", "bench") for p in (REPO / f).rglob("*.py"))]
+    names: set[str] = set()
+    for path in files:
+        names.update(re.findall(r"^\s*(?:def|class)\s+(\w+)", path.read_text(encoding="utf-8"), re.M))
+    return names
+
+
+@pytest.mark.parametrize("page", [REPO / "README.md", DOCS / "README.md"], ids=["README.md", "docs/README.md"])
+def test_module_map_names_exist(page: Path) -> None:
+    # The map names entry functions and classes rather than files that may split; each must still
+    # be defined somewhere in the package, or the map has rotted.
+    text = FENCE.sub("", page.read_text(encoding="utf-8"))
+    start = text.index("## Module map")
+    end = text.find("\n## ", start + 1)
+    section = text[start : end if end > 0 else None]
+    names = {s for s in SPAN.findall(section) if re.fullmatch(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)?", s)}
+    assert len(names) > 10, "the module map names too few functions to be a map"
+    defined = defined_names() | BLENDER_NAMES
+    missing = sorted(n for n in names if n.split(".")[-1] not in defined)
+    assert not missing, f"{page.relative_to(REPO)}'s module map names what the code no longer defines: {', '.join(missing)}"
