@@ -7,6 +7,10 @@ point straight above the head at that depth, so a low head neither shrinks the h
 travel is scaled by nor swings the pelvis about a point below it. The point is rigid with the
 hips bone (a fixed offset in its axes), so the same rule holds at rest and in motion, on both
 rigs.
+
+:func:`hips_path` then carries the source hips point's motion onto the target: heights from each
+rig's own ground, the travel turned through the alignment of the two bodies and scaled (by hip
+height, or by explicit horizontal and vertical scales).
 """
 
 from __future__ import annotations
