@@ -1,5 +1,5 @@
 """The animated pose of an armature object: what the animation alone gives, never what the
-controls wrote before (SPEC 7.1). Conventions are those of :mod:`.clip_read` and :mod:`.action_write`: skeleton space is
+controls wrote before (docs/controls.md#the-stack). Conventions are those of :mod:`.clip_read` and :mod:`.action_write`: skeleton space is
 the armature object's space, bones are in the skeleton's order (parents first), local rotations
 are w-first quaternions of ``pose_bone.matrix_basis``.
 

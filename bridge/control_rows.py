@@ -272,7 +272,7 @@ def _build_secondary(
     obj: bpy.types.Object, skeleton: Skeleton, lengths: FloatArray, row: Any, spec: ControlSpec, common: dict[str, Any],
     forward: Callable[[], FloatArray],
 ) -> tuple[Control, ControlSpec]:
-    """Ground feet, springs, inheritance, fixed axes and closures (SPEC 7.4-7.7)."""
+    """Ground feet, springs, inheritance, fixed axes and closures (docs/controls.md#kinds)."""
     from ..core.controls import stack as cc
 
     kind = row.kind

@@ -1,4 +1,4 @@
-"""What Blender plays on a retargeted armature (SPEC 6): the summary judges the evaluated pose,
+"""What Blender plays on a retargeted armature (docs/pipeline.md#measurement): the summary judges the evaluated pose,
 what a user sees, not the keys written.
 
 Keys can be right and still play nothing: an armature shown in Rest Position, an action at zero

@@ -2,7 +2,7 @@
 
 They live on the object, not on the shared Armature datablock, so two objects that share one
 Armature keep separate controls (and, in :mod:`.live_preview`, separate simulation state;
-SPEC 2.4). Each row is one control of the stack of SPEC 7; :mod:`.control_rows` turns the rows
+docs/controls.md#definitions-and-instances). Each row is one control of the control stack (docs/controls.md#the-stack); :mod:`.control_rows` turns the rows
 into an immutable core :class:`~marionette.core.controls.stack.ControlStack`.
 
 Units: distances are in the armature's units (shown with the scene's length unit), angles are
@@ -12,7 +12,7 @@ stored in radians and shown in degrees, times in seconds. Bones are referred to 
 use ``second_start`` / ``second_end`` for the other one.
 
 Changing a definition rebuilds the object's stack at the next evaluation; changing ``enabled`` or
-``weight`` only updates the running instance (a disabled control forgets its state, SPEC 7.1).
+``weight`` only updates the running instance (a disabled control forgets its state, docs/controls.md#the-stack).
 """
 
 from __future__ import annotations
@@ -97,7 +97,7 @@ OVERRIDABLE_ITEMS = {"LIBRARY_OVERRIDABLE", "USE_INSERTION"}
 class MarionetteControl(bpy.types.PropertyGroup):
     """One control of an armature object's stack."""
 
-    # Common to every kind (SPEC 7.1).
+    # Common to every kind (docs/controls.md#the-stack).
     name: StringProperty(override=OVERRIDABLE, name="Name", default="Control", update=_definition_changed)  # type: ignore[valid-type]
     kind: EnumProperty(override=OVERRIDABLE, name="Type", items=KIND_ITEMS, default="TWO_BONE_IK", update=_definition_changed)  # type: ignore[valid-type]
     enabled: BoolProperty(override=OVERRIDABLE, name="Enabled", default=True, description="Run this control", update=_state_changed)  # type: ignore[valid-type]
@@ -134,7 +134,7 @@ class MarionetteControl(bpy.types.PropertyGroup):
     second_object: PointerProperty(override=OVERRIDABLE, name="Second Target", type=bpy.types.Object, description="Target of the second branch", update=_definition_changed)  # type: ignore[valid-type]
     second_bone: StringProperty(override=OVERRIDABLE, name="Second Target Bone", description="Bone of the second target armature", update=_definition_changed)  # type: ignore[valid-type]
 
-    # IK (SPEC 7.2).
+    # IK (docs/controls.md#ik-chains).
     orient_end: BoolProperty(override=OVERRIDABLE,   # type: ignore[valid-type]
         name="Match Target Rotation", default=False,
         description="Give the end bone the target's world rotation after reaching it (needs an End Bone)",
@@ -186,7 +186,7 @@ class MarionetteControl(bpy.types.PropertyGroup):
         description="Largest turn about the hinge axis, from the rest pose", update=_definition_changed,
     )
 
-    # Look-at (SPEC 7.3).
+    # Look-at (docs/controls.md#look-at).
     facing_axis: EnumProperty(override=OVERRIDABLE, name="Facing", items=AXIS_ITEMS, default="AUTO", description="The last bone's axis that should point at the target", update=_definition_changed)  # type: ignore[valid-type]
     up_axis: EnumProperty(override=OVERRIDABLE, name="Up", items=AXIS_ITEMS, default="AUTO", description="The last bone's axis that points up", update=_definition_changed)  # type: ignore[valid-type]
     space_bone: StringProperty(override=OVERRIDABLE,   # type: ignore[valid-type]
@@ -215,7 +215,7 @@ class MarionetteControl(bpy.types.PropertyGroup):
         update=_definition_changed,
     )
 
-    # Ground feet (SPEC 7.4): the first chain is the left leg, the second the right one
+    # Ground feet (docs/controls.md#ground-feet): the first chain is the left leg, the second the right one
     # (thigh down to foot, three bones each).
     pelvis_bone: StringProperty(override=OVERRIDABLE, name="Pelvis", description="Bone lowered when a leg cannot reach (empty: no pelvis adjustment)", update=_definition_changed)  # type: ignore[valid-type]
     probe_height: FloatProperty(override=OVERRIDABLE, name="Probe Height", default=0.5, min=0.001, soft_max=2.0, unit="LENGTH", description="Rays start this far above each sole and reach twice as far down", update=_definition_changed)  # type: ignore[valid-type]
@@ -229,18 +229,18 @@ class MarionetteControl(bpy.types.PropertyGroup):
         update=_definition_changed,
     )
 
-    # Springs (SPEC 7.5).
+    # Springs (docs/controls.md#springs).
     stiffness: FloatProperty(override=OVERRIDABLE, name="Stiffness", default=60.0, min=0.0, max=57600.0, soft_max=1000.0, description="Pull toward the animated pose, per second squared", update=_definition_changed)  # type: ignore[valid-type]
     damping: FloatProperty(override=OVERRIDABLE, name="Damping", default=4.0, min=0.0, soft_max=50.0, description="Velocity decay rate, per second", update=_definition_changed)  # type: ignore[valid-type]
     gravity: FloatVectorProperty(override=OVERRIDABLE, name="Gravity", default=(0.0, 0.0, -9.81), size=3, subtype="ACCELERATION", unit="ACCELERATION", description="World acceleration on the chain", update=_definition_changed)  # type: ignore[valid-type]
 
-    # Inheritance and fixed axes (SPEC 7.6): the chain's bones are the targets.
+    # Inheritance and fixed axes (docs/controls.md#inheritance-and-fixed-axes): the chain's bones are the targets.
     source_bone: StringProperty(override=OVERRIDABLE, name="Source Bone", description="Bone whose current rotation and movement are added", update=_definition_changed)  # type: ignore[valid-type]
     rotation_fraction: FloatProperty(override=OVERRIDABLE, name="Rotation", default=1.0, soft_min=-1.0, soft_max=1.0, description="Fraction of the source's rotation added (negative turns the other way)", update=_definition_changed)  # type: ignore[valid-type]
     translation_fraction: FloatProperty(override=OVERRIDABLE, name="Movement", default=0.0, soft_min=-1.0, soft_max=1.0, description="Fraction of the source's movement added", update=_definition_changed)  # type: ignore[valid-type]
     twist_axis: EnumProperty(override=OVERRIDABLE, name="Axis", items=TWIST_AXIS_ITEMS, default="POS_Y", description="The bones' local axis whose twist is kept", update=_definition_changed)  # type: ignore[valid-type]
 
-    # Closure (SPEC 7.7).
+    # Closure (docs/controls.md#closure).
     max_iterations: IntProperty(override=OVERRIDABLE, name="Max Iterations", default=16, min=1, soft_max=64, description="Closure: solves of both branches at most", update=_definition_changed)  # type: ignore[valid-type]
     closure_solver: EnumProperty(override=OVERRIDABLE,   # type: ignore[valid-type]
         name="Solver", items=CLOSURE_SOLVER_ITEMS, default="FABRIK",

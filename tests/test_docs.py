@@ -146,3 +146,19 @@ def test_module_map_names_exist(page: Path) -> None:
     defined = defined_names() | BLENDER_NAMES
     missing = sorted(n for n in names if n.split(".")[-1] not in defined)
     assert not missing, f"{page.relative_to(REPO)}'s module map names what the code no longer defines: {', '.join(missing)}"
+
+
+CODE_REF = re.compile(r"docs/([\w-]+\.md)(?:#([\w-]+))?")
+
+
+def test_the_code_points_at_pages_and_sections_that_exist() -> None:
+    # Docstrings and comments refer to the design by page and section: each must land.
+    broken = []
+    for path in sorted(REPO.rglob("*.py")):
+        if any(part in {".venv", "build", ".git"} or part.endswith(".egg-info") for part in path.relative_to(REPO).parts):
+            continue
+        for m in CODE_REF.finditer(path.read_text(encoding="utf-8")):
+            page = DOCS / m.group(1)
+            if not page.exists() or (m.group(2) and m.group(2) not in anchors(page)):
+                broken.append(f"{path.relative_to(REPO)}: {m.group(0)}")
+    assert broken == []

@@ -15,7 +15,7 @@ from tests.helpers.addon_state import addon_state
 pytestmark = pytest.mark.bpy
 
 REPO = Path(__file__).resolve().parents[1]
-DEV_ONLY = ("tests/", "bench/", ".ci/", "pyproject.toml")
+DEV_ONLY = ("tests/", "bench/", "docs/", ".ci/", "pyproject.toml")
 
 
 def _blender_ext_cli(bpy) -> Path:

@@ -19,7 +19,7 @@ from .rigs import pick_action, pick_armature, rig_input
 
 def measure_files(source_path: str, retargeted_path: str, *, clip: str | None = None, action: str | None = None,
                   target_armature: str | None = None) -> dict[str, Any]:
-    """Measure a retarget already saved in a .blend against its source clip (SPEC 6).
+    """Measure a retarget already saved in a .blend against its source clip (docs/pipeline.md#measurement).
 
     The source clip is played at the retargeted action's frame rate; both rigs are auto-mapped,
     so the figures judge the result whoever produced it."""

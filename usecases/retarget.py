@@ -75,7 +75,7 @@ def retarget_action(
     source's frame numbers. ``methods`` chooses the retarget method per slot (geometric frames
     where it says nothing); a clip already on the target's layout is bound natively, its keys
     unchanged. Everything that can fail is checked before the Action is created. ``judge``
-    measures the result (SPEC 6) into the report; without it the report says only what was done.
+    measures the result (docs/pipeline.md#measurement) into the report; without it the report says only what was done.
     """
     problem = linked_problem(target)
     if problem is not None:

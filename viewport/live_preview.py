@@ -1,5 +1,5 @@
 """Live preview: the viewport shows each armature's animation with its controls applied, as the
-timeline plays or is scrubbed (SPEC 8.3).
+timeline plays or is scrubbed (docs/controls.md#live-preview).
 
 Per object with ``marionette_controls.live_preview`` on, a runtime (its core
 :class:`~marionette.core.controls.stack.ControlInstance`, the :class:`~.animated_pose.AnimatedPose`

@@ -1,4 +1,4 @@
-"""Blending a group's candidates into the working pose by their weights (SPEC 7.1): slerp for
+"""Blending a group's candidates into the working pose by their weights (docs/controls.md#the-stack): slerp for
 rotations, linear for translations, only where a candidate changes a joint, coverage raised to
 the weight there; frames with a non-finite candidate are skipped as a whole. Members of a group
 are independent, so their blends go in together, with a plain-float route for the usual live

@@ -1,4 +1,4 @@
-"""Diamond closure (SPEC 7.7): two branches leave a shared pivot and their end points must meet.
+"""Diamond closure (docs/controls.md#closure): two branches leave a shared pivot and their end points must meet.
 
 Conventions: skeleton-space points, frames first, float64, quaternions as in
 :mod:`core.rig.rotations`; each branch is a :class:`core.controls.chains.JointPath` solved and written back

@@ -1,4 +1,4 @@
-"""Ground adaptation (SPEC 7.4): feet on uneven ground, pelvis lowered to let the lower leg reach.
+"""Ground adaptation (docs/controls.md#ground-feet): feet on uneven ground, pelvis lowered to let the lower leg reach.
 
 Conventions: skeleton-space positions and directions, frames first, float64, quaternions as in
 :mod:`core.rig.rotations`. World up is Blender's +Z; it is carried into skeleton space through the
@@ -63,7 +63,7 @@ from .ik import solve_path_ik
 BoolArray = NDArray[np.bool_]
 RayCast = Callable[[FloatArray, FloatArray, FloatArray], tuple[ArrayLike, ArrayLike, ArrayLike]]
 
-#: The largest foot tilt SPEC 7.4 allows.
+#: The largest foot tilt allowed (docs/controls.md#ground-feet).
 MAX_TILT = math.radians(35.0)
 _EPS = 1e-12
 #: Relative rounding of a ray's hit height: four units in the last place of single precision.
@@ -131,7 +131,7 @@ class GroundRig:
     ) -> GroundRig:
         """``legs``: (thigh, shin, foot) per leg. ``pelvis``: the joint to lower (an ancestor of
         every thigh), or ``None`` for no pelvis adjustment. ``forward``: the rig's rest forward
-        in skeleton space (default: inferred from the feet and knees, SPEC 4.1). ``up``: the
+        in skeleton space (default: inferred from the feet and knees, docs/pipeline.md#facing). ``up``: the
         skeleton's up at rest (+Z for Blender rigs, +Y for a BVH read as is); ``floor``: the
         height along ``up`` of the floor the animation was made on. The sole of each foot is a
         point ``sole_height`` under the rest ankle, carried by the foot (default: the rest

@@ -15,7 +15,7 @@ iterations (FABRIK: backward+forward passes; CCD: tip-to-root sweeps; two-bone: 
 chain was already there), ``converged`` (residual within tolerance) and ``reachable`` (the target
 lies within the chain's reach, before any joint limit).
 
-Defaults follow SPEC 7.2: stop within 0.001 units or after 16 passes; the two-bone triangle is
+Defaults (docs/controls.md#ik-chains): stop within 0.001 units or after 16 passes; the two-bone triangle is
 clamped just inside its reachable interval (by ``REACH_MARGIN`` of the chain length) so the chain
 never becomes exactly straight or folded, where the bend direction would be lost. Segment
 lengths are always those of the current pose: translation or scale animation changes them, and

@@ -1,4 +1,4 @@
-"""Bone inheritance ("append" / "grant") and fixed axes (SPEC 7.6), on any skeleton.
+"""Bone inheritance ("append" / "grant") and fixed axes (docs/controls.md#inheritance-and-fixed-axes), on any skeleton.
 
 Conventions: local rotations ``(T, B, 4)`` are w-first Hamilton unit quaternions (active, column
 vectors, :mod:`core.rig.rotations`), the rotation ``R`` of a joint's local transform in the

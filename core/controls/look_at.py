@@ -10,7 +10,7 @@ hips or root bone; none means skeleton space). At build time the facing and up a
 rest, into that space; yaw is the turn about the rest up axis (positive toward ``up x facing``,
 i.e. counter-clockwise seen from above), pitch the elevation above the rest horizontal. Because
 both are measured in root space, turning the whole character does not change the allowed head
-turn (SPEC 7.3).
+turn (docs/controls.md#look-at).
 
 Beyond the yaw range the allowed turn falls back linearly to the middle of the range as the
 target goes round behind the character, reaching it directly behind. That keeps the aim

@@ -1,4 +1,4 @@
-"""Spring chains (SPEC 7.5): segments that lag behind and swing about the animated pose.
+"""Spring chains (docs/controls.md#springs): segments that lag behind and swing about the animated pose.
 
 Conventions: the simulation runs in *world* space (the armature object's placement applied), so
 moving the object drives the springs as moving a bone does; gravity is a world vector (Blender:

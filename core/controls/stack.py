@@ -5,13 +5,13 @@ each joint's local transform in :mod:`core.rig.skeleton`), translations ``(T, B,
 scales, frames first, float64. Targets are skeleton-space points; orientations skeleton-space
 quaternions. Times are seconds.
 
-Definitions and state are apart (SPEC 2.4). A :class:`ControlStack` (the skeleton, its control
+Definitions and state are apart (docs/controls.md#definitions-and-instances). A :class:`ControlStack` (the skeleton, its control
 definitions in run order, the prebuilt joint -> controls table) is immutable and may be shared
 by any number of armature objects. Each object owns a :class:`ControlInstance`: targets, enable
 flags, weights, smoothing memory, solver warm starts and the last reports. Two instances of one
 stack never see each other's state.
 
-One evaluation (SPEC 7.1): enabled controls with positive weight run in ascending priority
+One evaluation (docs/controls.md#the-stack): enabled controls with positive weight run in ascending priority
 (definition order breaks ties), each reading the pose the previous one produced. A control
 computes a candidate pose for the joints it drives; its weight blends the joints that changed
 (slerp from the input toward the candidate; weight 1 writes the candidate itself). A frame whose
@@ -26,9 +26,9 @@ one batched call; the result is the same as running them one after the other. Co
 chains of as many joints likewise share their path kinematics and writeback (each still steps
 on its own).
 
-Control kinds: IK chains and look-at (SPEC 7.2-7.3), ground adaptation (7.4, :mod:`core.controls.ground`),
-spring chains (7.5, :mod:`core.controls.springs`), bone inheritance and fixed axes (7.6,
-:mod:`core.controls.inheritance`) and diamond closures (7.7, :mod:`core.controls.closure`). Each kind's
+Control kinds: IK chains and look-at (docs/controls.md#ik-chains, docs/controls.md#look-at), ground adaptation (docs/controls.md#ground-feet, :mod:`core.controls.ground`),
+spring chains (docs/controls.md#springs, :mod:`core.controls.springs`), bone inheritance and fixed axes (docs/controls.md#inheritance-and-fixed-axes,
+:mod:`core.controls.inheritance`) and diamond closures (docs/controls.md#closure, :mod:`core.controls.closure`). Each kind's
 definition and run live in :mod:`core.controls.kinds` (the behaviour the stack calls is
 :class:`~core.controls.kinds.base.ControlKind`); this module orders the controls, batches them,
 keeps each instance's state and reports, and blends the candidates (:mod:`core.controls.blend`). A control may change

@@ -2,7 +2,7 @@
 
 :func:`build_rig` reads a :class:`~core.formats.pmx.PmxModel` and returns a :class:`PmxRig`: a
 :class:`~core.rig.skeleton.Skeleton` and a :class:`~core.controls.stack.ControlStack` of IK chains with
-their limits, bone inheritance ("append"/"grant") and fixed axes (SPEC 2, 7.2, 7.6, 9). Nothing
+their limits, bone inheritance ("append"/"grant") and fixed axes (docs/formats.md#pmx). Nothing
 built here refers to PMX afterwards: the controls are the same ones any rig uses, and the MMD
 names, indices and raw values stay in :class:`PmxRig` only for display and reports.
 
@@ -187,7 +187,7 @@ def link_frame(
 
 @dataclass(frozen=True, eq=False)
 class PmxRig:
-    """A PMX model's skeleton and control definitions (shared and immutable, SPEC 2.4).
+    """A PMX model's skeleton and control definitions (shared and immutable, docs/controls.md#definitions-and-instances).
 
     Joint ``j`` of :attr:`skeleton` is PMX bone :attr:`pmx_index` ``[j]``; its name is the
     Blender bone name. :attr:`tails` are skeleton-space tail points for building the armature.

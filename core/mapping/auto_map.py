@@ -1,5 +1,5 @@
 """Automatic humanoid bone mapping: which bone of a rig fills which slot of the canonical profile
-(SPEC 3). The entry point for every rig: :func:`auto_map` on arrays, :func:`auto_map_skeleton`
+(docs/mapping.md). The entry point for every rig: :func:`auto_map` on arrays, :func:`auto_map_skeleton`
 on a :class:`~core.rig.skeleton.Skeleton`.
 
 * Inputs are plain arrays: ``names`` (B), ``parents`` (B,) indices with ``-1`` for a root, in any

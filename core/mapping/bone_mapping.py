@@ -115,7 +115,7 @@ class BoneMapping:
 
     def require_humanoid(self) -> None:
         """Refuse (:class:`MappingError`) a rig that cannot be retargeted as a humanoid, naming
-        what is missing (SPEC 3.4)."""
+        what is missing (docs/mapping.md#conflicts-and-refusal)."""
         message = self.refusal_message()
         if message is not None:
             raise MappingError(message)

@@ -1,4 +1,4 @@
-"""Fingers of a hand (SPEC 3): by name where the names say which finger, else by structure --
+"""Fingers of a hand (docs/mapping.md): by name where the names say which finger, else by structure --
 the thumb is the chain starting nearest the wrist, the others are counted from it along the
 knuckle line. Props held in the hand (a chain far longer than the others, or than the forearm)
 are not fingers. Plain numpy on the mapper's rig; no Blender."""

@@ -1,4 +1,4 @@
-"""Eyes and jaw under the head (SPEC 3): named bones first; without names, the body's geometry.
+"""Eyes and jaw under the head (docs/mapping.md): named bones first; without names, the body's geometry.
 
 The eyes are the one pair of bones in the head's subtree whose heads sit either side of the
 midline, mirror images of each other, above the head joint and looking forward (sitting ahead of

@@ -30,7 +30,7 @@ EXTRA_SLOTS = ("eye.L", "eye.R", "jaw")
 #: Every slot of the profile, in parents-first order.
 SLOTS: tuple[str, ...] = AXIAL + LIMB_SLOTS + FINGER_SLOTS + TWIST_SLOTS + EXTRA_SLOTS
 
-#: Slots a rig must supply to be retargeted at all (SPEC 3.4). The spine chain between hips and
+#: Slots a rig must supply to be retargeted at all (docs/mapping.md#conflicts-and-refusal). The spine chain between hips and
 #: head may be one bone or several; ``spine`` itself stands for "at least one bone between hips
 #: and neck or head".
 MINIMUM_SLOTS: tuple[str, ...] = (
@@ -43,7 +43,7 @@ MINIMUM_SLOTS: tuple[str, ...] = (
 #: Optional slots: a rig without them still retargets.
 OPTIONAL_SLOTS: tuple[str, ...] = tuple(s for s in SLOTS if s not in MINIMUM_SLOTS)
 
-#: The 20 slots that go through the geometric frame map (SPEC 4.3).
+#: The 20 slots that go through the geometric frame map (docs/pipeline.md#geometric-frames).
 FRAME_SLOTS: tuple[str, ...] = (
     "hips",
     "spine",

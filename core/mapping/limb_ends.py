@@ -1,4 +1,4 @@
-"""Where limbs end, read from the body's joints (SPEC 3): bone ends when bone lengths mean nothing,
+"""Where limbs end, read from the body's joints (docs/mapping.md): bone ends when bone lengths mean nothing,
 importer end markers, and feet, hands and toes wherever the hierarchy hangs them.
 
 A foot is the bone whose head is where the shin ends, whatever its parent (the shin, the root,

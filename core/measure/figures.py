@@ -1,4 +1,4 @@
-"""Headless measurements of a retarget (SPEC 6): measure the link before you edit it.
+"""Headless measurements of a retarget (docs/pipeline.md#measurement): measure the link before you edit it.
 
 Every figure compares the target's motion with the source's after carrying the source into the
 target's body frame (the binding's alignment) and scale, so rigs that face different ways or differ
@@ -89,7 +89,7 @@ def expected_hips(binding: Binding, source: FloatArray, native: bool = False) ->
     above its ground and its travel, aligned and scaled (root motion kept on the hips), over the
     target's rest ground where a retarget puts it. A ``native`` retarget keeps the clip's keys, so
     the target stands on the clip's own floor (a BVH's lies a hip height above its rest feet;
-    SPEC 4.8)."""
+    docs/pipeline.md#rigs-as-they-really-are)."""
     up_s = binding.source_canonical.body[:, 2]
     ground = binding.target_ground
     if native:

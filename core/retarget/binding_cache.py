@@ -1,10 +1,10 @@
-"""Native binding and the binding cache (SPEC 5.4, 2.3).
+"""Native binding and the binding cache (docs/methods.md#native-binding-and-the-binding-cache).
 
 Native binding. A clip read from a rig whose layout matches the target's -- same joint names,
 same parents, same rest data, i.e. the same layout signature (:meth:`Skeleton.signature`) -- needs
 no conversion at all: its keys are the target's keys. :func:`native_binding` decides that and
 :meth:`NativeBinding.apply` hands the keys over bit for bit. Equal names are not enough: the same
-rig with other bone rolls has other joint axes, so its keys mean something else (SPEC 2.3). Options
+rig with other bone rolls has other joint axes, so its keys mean something else (docs/conventions.md#layout-signature). Options
 that ask for a change (root motion moved off the hips, an explicit travel scale other than 1,
 fingers left out) also need a conversion, so they rule native binding out.
 
@@ -15,7 +15,7 @@ signatures, an exact digest of both rigs' rest frames and bone end points, and t
 input a binding is computed from is part of its key, so an edited mapping or an edited rest can
 only miss: a stale binding is never handed out. The exact rest digest makes the cache stricter
 than the rounded layout signature (a rest nudged by less than the signature's rounding still gets
-its own binding); native binding, by contrast, follows the signature, as SPEC 2.3 defines
+its own binding); native binding, by contrast, follows the signature, as docs/conventions.md#layout-signature defines
 compatibility.
 
 Hits and misses are counted (:attr:`BindingCache.hits`, :attr:`BindingCache.misses`); the least

@@ -1,4 +1,4 @@
-"""A rig's anatomy and its canonical T-pose, from positions only (SPEC 4.2, 4.8).
+"""A rig's anatomy and its canonical T-pose, from positions only (docs/pipeline.md#canonical-pose, docs/pipeline.md#rigs-as-they-really-are).
 
 :class:`RigAnatomy` ties a :class:`~core.rig.skeleton.Skeleton` to its humanoid slots:
 
@@ -228,7 +228,7 @@ def evaluate_point(point: Point, placements: FloatArray) -> FloatArray:
 
 
 def rest_facing(anatomy: RigAnatomy, forward: ArrayLike | None = None) -> Facing:
-    """Facing of the rig's rest pose, inferred from the body (SPEC 4.1).
+    """Facing of the rig's rest pose, inferred from the body (docs/pipeline.md#facing).
 
     ``forward`` is the explicit fallback used when the cues cancel; without one, the side labels
     of the mapping decide (left minus right, crossed with up) and the facing says so.

@@ -1,4 +1,4 @@
-"""Which way a body faces, inferred from joint positions (SPEC 4.1).
+"""Which way a body faces, inferred from joint positions (docs/pipeline.md#facing).
 
 A skeleton carries no "forward". Up runs from the hips toward the neck/head; forward is a vote
 between two cues that survive most rest poses:

@@ -1,4 +1,4 @@
-"""Geometric-frame retarget (SPEC 4): the default method.
+"""Geometric-frame retarget (docs/methods.md#geometric-frames): the default method.
 
 Never trust an authored bone axis: a bone's roll is a free choice of whoever exported the rig,
 positions are what every rig agrees on. The retarget is split in two:
@@ -167,7 +167,7 @@ def travel_scales(
     src: RigAnatomy, tgt: RigAnatomy, up_s: FloatArray, up_t: FloatArray, opts: RetargetOptions, warnings: list[str]
 ) -> TravelScales:
     """Hip heights measured from the ground (the lowest foot point at rest), never from the rest
-    origin (SPEC 4.6, 4.8), at the hips point (:mod:`.pelvis`); the scales default to their
+    origin (docs/pipeline.md#hips-height-and-travel), at the hips point (:mod:`.pelvis`); the scales default to their
     ratio, and an unusable scale is 1."""
     src_h = float(hips_points(src, src.rest, up_s) @ up_s - heights_along(ground_points(src), src.rest, up_s).min())
     tgt_ground = float(heights_along(ground_points(tgt), tgt.rest, up_t).min())
@@ -186,7 +186,7 @@ def travel_scales(
 
 
 def rig_facings(src: RigAnatomy, tgt: RigAnatomy, opts: RetargetOptions, warnings: list[str]) -> tuple[Facing, Facing]:
-    """Both rigs' rest facings, inferred from their bodies (SPEC 4.1); a fallback is reported in
+    """Both rigs' rest facings, inferred from their bodies (docs/pipeline.md#facing); a fallback is reported in
     ``warnings``, and a rig whose facing cannot be told at all is refused."""
     src_facing = rest_facing(src, opts.source_forward)
     tgt_facing = rest_facing(tgt, opts.target_forward)

@@ -1,4 +1,4 @@
-"""Target bones between two mapped bones, and twist bones (SPEC 4.4, 4.5).
+"""Target bones between two mapped bones, and twist bones (docs/pipeline.md#bones-in-between-toes-and-fingers).
 
 * An axial slot whose target segment crosses bones in between (a spine of five bones mapped onto
   three slots) spreads its bend along the run instead of pivoting at its first joint.

@@ -1,4 +1,4 @@
-"""Per-bone choice of retarget method (SPEC 5.5), and the one call that retargets a clip with it.
+"""Per-bone choice of retarget method (docs/methods.md#choosing-the-method-per-bone), and the one call that retargets a clip with it.
 
 A method table maps humanoid slots to one of:
 

@@ -1,4 +1,4 @@
-"""Mapped bones keep their own rotation; bones in between take the rest of the bend (SPEC 4.4).
+"""Mapped bones keep their own rotation; bones in between take the rest of the bend (docs/pipeline.md#transfer).
 
 A framed slot's motion is its source bone's rotation re-aimed at the measured segment (see
 :mod:`core.retarget.geometric`). Where the source segment runs through bones of its own (a hand whose

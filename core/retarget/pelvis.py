@@ -1,5 +1,5 @@
 """Where the body meets the ground, and the hips point where the hips' height and travel are
-measured and placed (SPEC 4.6).
+measured and placed (docs/pipeline.md#hips-height-and-travel).
 
 The hips point is the hips bone's head, unless that head lies more than :data:`HIPS_MARGIN` of
 the hip height below the thigh roots (a hips bone rising from under the pelvis): then it is the

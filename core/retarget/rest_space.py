@@ -1,4 +1,4 @@
-"""Rest-space retarget (SPEC 5): the second method, for rigs that share joint axes.
+"""Rest-space retarget (docs/methods.md#rest-space): the second method, for rigs that share joint axes.
 
 Where the geometric-frame method (:mod:`core.retarget.geometric`) rebuilds every bone's frame from positions,
 this method trusts the rigs' own rest orientations. It suits rigs of one family (same exporter,
@@ -13,7 +13,7 @@ Binding (:func:`bind_rest_space`, once per rig pair). For every slot both rigs m
 bone ``j`` and target bone ``k``:
 
 * ``A`` -- the facing alignment, the rotation taking the source body axes (forward, left, up,
-  inferred from the body, SPEC 4.1) onto the target's;
+  inferred from the body, docs/pipeline.md#facing) onto the target's;
 * ``Rs_j``, ``Rt_k`` -- rest orientations (skeleton space);
 * ``M_k`` -- the optional rest match (:func:`rest_match`): a rotation, found from positions only,
   taking the aligned source rest bone onto the target's rest pose -- its direction exactly, its
@@ -32,7 +32,7 @@ parent is mapped to the source joint's parent, this is the closed form ``T_t = G
 ``G = (Pt C0t)^T A (Ps C0s)`` taken at rest: each local rotation conjugated by the rotation
 between the two joints' parent-side rest frames.
 
-Translation follows SPEC 4.6: the hips' travel is rotated through ``A`` and scaled (target hip
+Translation as in docs/pipeline.md#hips-height-and-travel: the hips' travel is rotated through ``A`` and scaled (target hip
 height over source hip height, both measured from the feet), its height is measured from the
 clip's own ground; disabling translation keeps the hips' local translation at zero. Other joints
 rotate about their pivots (zero local translation), except bones hung from an anatomical parent
@@ -325,7 +325,7 @@ def retarget_rest_space(binding: RestSpaceBinding, clip: Clip) -> RestSpaceResul
     # 1. Every mapped joint at once: the source orientation, aligned and carried.
     q_target = binding.align @ qs[:, binding.source_bones] @ binding.carry  # (T, K, 3, 3)
 
-    # 2. Root travel, measured from the ground and scaled (SPEC 4.6).
+    # 2. Root travel, measured from the ground and scaled (docs/pipeline.md#hips-height-and-travel).
     opts = binding.options
     body_s, body_t = binding.source_facing.basis(), binding.target_facing.basis()
     up_s, up_t = body_s[:, 2], body_t[:, 2]

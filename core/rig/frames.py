@@ -1,4 +1,4 @@
-"""Geometric frames: orthonormal bone frames built from positions and body axes (SPEC 4.3).
+"""Geometric frames: orthonormal bone frames built from positions and body axes (docs/pipeline.md#geometric-frames).
 
 A geometric frame is a 3x3 rotation whose columns are ``X, Y, Z`` in skeleton space:
 

@@ -1,4 +1,4 @@
-"""The summary judges what Blender plays, not the keys written (SPEC 6).
+"""The summary judges what Blender plays, not the keys written (docs/pipeline.md#measurement).
 
 A character saved in Rest Position plays nothing, whatever its action holds: the retarget
 switches it to Pose Position and says so. Whatever else hides or overrides the new keys (a

@@ -1,4 +1,4 @@
-"""core/ must never import Blender (SPEC section 1): its maths runs in any Python with numpy."""
+"""core/ must never import Blender (docs/conventions.md): its maths runs in any Python with numpy."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The synthetic humanoid body of the mapping tests (SPEC 3) and the bone names of each naming
+"""The synthetic humanoid body of the mapping tests (docs/mapping.md) and the bone names of each naming
 convention, written by hand from each convention's documentation and real files."""
 
 from __future__ import annotations

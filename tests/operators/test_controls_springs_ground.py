@@ -1,4 +1,4 @@
-"""Spring and ground controls in Blender (SPEC 7.4, 7.5): a spring tail live, scrubbed and baked,
+"""Spring and ground controls in Blender (docs/controls.md#ground-feet, docs/controls.md#springs): a spring tail live, scrubbed and baked,
 feet on sloped and moving ground, and inheritance, fixed axis and closure live and baked."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from tests.helpers.controls_scenes import _control_rigs, _key_path, _play, _pose
 pytestmark = pytest.mark.bpy
 
 
-# --- springs and ground (SPEC 7.4, 7.5) ------------------------------------------------------
+# --- springs and ground (docs/controls.md#ground-feet, docs/controls.md#springs) ------------------------------------------------------
 
 
 def _soles(skeleton):

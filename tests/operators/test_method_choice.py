@@ -106,6 +106,6 @@ def test_cli_same_rig_binds_natively_and_method_table_reaches_the_report(tmp_pat
     assert data["method"]["native"] is False and data["method"]["match_rest"] is True
     assert data["method"]["table"]["upper_arm.L"] == "REST_SPACE" and data["method"]["table"]["index_2.R"] == "LOCAL_CURL"
     assert "hips" not in data["method"]["table"]
-    # Rest matching lines the arms' directions up across an A-pose target (SPEC 5.1).
+    # Rest matching lines the arms' directions up across an A-pose target (docs/methods.md#rest-matching).
     arms = [data["direction_error_deg"][s]["max"] for s in ("upper_arm.L", "forearm.L", "upper_arm.R", "forearm.R")]
     assert max(arms) < 1.0

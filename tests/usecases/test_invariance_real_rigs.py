@@ -1,4 +1,4 @@
-"""Invariances of the retarget on Blender's own Rigify metarig and on the shared rigs (SPEC 4):
+"""Invariances of the retarget on Blender's own Rigify metarig and on the shared rigs (docs/methods.md#geometric-frames):
 randomised bone rolls, a re-posed rest applied as the new rest, and facing read from the body
 whatever the file's axes."""
 

@@ -1,4 +1,4 @@
-"""Auto-mapping on every real rig in ``tests/data`` and on Rigify's metarigs (SPEC 3).
+"""Auto-mapping on every real rig in ``tests/data`` and on Rigify's metarigs (docs/mapping.md).
 
 Each expected mapping below was written by hand from the rig's own bone hierarchy (dumped from
 the imported armature: names, parents, head and tail positions), applying the profile's rules:

@@ -1,5 +1,5 @@
 """Every humanoid clip in tests/data onto every humanoid target there, measured on what
-Blender plays after the keys are written: the evaluated pose, frame by frame (SPEC 4, 6). The VRM
+Blender plays after the keys are written: the evaluated pose, frame by frame (docs/pipeline.md, docs/pipeline.md#measurement). The VRM
 character is saved in Rest Position; the retarget switches it to Pose Position.
 
 Besides the retarget's own figures (which share the binding's body frames), two checks stand on

@@ -1,4 +1,4 @@
-"""Rest-space retarget on a real same-family pair (SPEC 5): two clips of the Quaternius FBX onto
+"""Rest-space retarget on a real same-family pair (docs/methods.md#rest-space): two clips of the Quaternius FBX onto
 its own armature and onto copies of it with a moved rest, read from and written to Blender.
 
 Copies are made in Blender from the armature's own rest: one with every bone rolled by a random

@@ -1,4 +1,4 @@
-"""Diamond closures as the control stack runs them (SPEC 7.7): the definition, its two smoothed
+"""Diamond closures as the control stack runs them (docs/controls.md#closure): the definition, its two smoothed
 controller targets and its run. The solve is in :mod:`core.controls.closure`."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from .base import Candidate, ControlKind, ControlReport, ControlState, Evaluatio
 
 @dataclass(frozen=True)
 class ClosureControl(ControlKind):
-    """A diamond closure (SPEC 7.7); the instance gives the two controller targets
+    """A diamond closure (docs/controls.md#closure); the instance gives the two controller targets
     (:meth:`ControlInstance.set_closure_targets`), smoothed like IK targets."""
 
     feed: ClassVar[str] = "closure"

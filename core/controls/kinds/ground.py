@@ -1,4 +1,4 @@
-"""Ground adaptation as the control stack runs it (SPEC 7.4): the definition, the ray cast that
+"""Ground adaptation as the control stack runs it (docs/controls.md#ground-feet): the definition, the ray cast that
 feeds it and its run with the per-instance smoothing memory. The maths is in
 :mod:`core.controls.ground`."""
 
@@ -19,7 +19,7 @@ from .base import Candidate, ControlKind, ControlReport, ControlState, Evaluatio
 
 @dataclass(frozen=True)
 class GroundControl(ControlKind):
-    """Ground-adapted feet and pelvis (SPEC 7.4). The instance supplies the ray cast
+    """Ground-adapted feet and pelvis (docs/controls.md#ground-feet). The instance supplies the ray cast
     (:meth:`ControlInstance.set_ground`). ``smooth_time`` smooths the ground plane under each
     foot (hence its lift and tilt), ``pelvis_smooth_time`` the pelvis offset."""
 

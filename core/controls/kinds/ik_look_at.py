@@ -1,4 +1,4 @@
-"""IK chains and look-at chains as the control stack runs them (SPEC 7.2-7.3): their definitions,
+"""IK chains and look-at chains as the control stack runs them (docs/controls.md#ik-chains, docs/controls.md#look-at): their definitions,
 what feeds them (a target, optionally a pole and an end orientation) and their batched runs over a
 pose. The solvers are in :mod:`core.controls.ik` and :mod:`core.controls.look_at`."""
 
@@ -35,7 +35,7 @@ LOOK_AT_TOLERANCE = 1e-6
 
 @dataclass(frozen=True)
 class IKControl(ControlKind):
-    """An IK chain (SPEC 7.2). ``solver`` is ``two_bone`` (a 2-joint path), ``fabrik`` or
+    """An IK chain (docs/controls.md#ik-chains). ``solver`` is ``two_bone`` (a 2-joint path), ``fabrik`` or
     ``ccd``; ``limits`` one entry per path joint (``None`` = free); ``orient_end`` lets the
     instance give the path's ``end_joint`` an orientation after the positional solve."""
 
@@ -200,7 +200,7 @@ class IKControl(ControlKind):
 
 @dataclass(frozen=True)
 class LookAtControl(ControlKind):
-    """A look-at chain (SPEC 7.3)."""
+    """A look-at chain (docs/controls.md#look-at)."""
 
     feed: ClassVar[str] = "target"
 

@@ -1,4 +1,4 @@
-"""Bone inheritance and fixed axes as the control stack runs them (SPEC 7.6). The maths is in
+"""Bone inheritance and fixed axes as the control stack runs them (docs/controls.md#inheritance-and-fixed-axes). The maths is in
 :mod:`core.controls.inheritance`."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from .base import Candidate, ControlKind, ControlState, Evaluation, check_common
 
 @dataclass(frozen=True)
 class InheritControl(ControlKind):
-    """Bone inheritance, "append"/"grant" (SPEC 7.6): runs after every control that writes one
+    """Bone inheritance, "append"/"grant" (docs/controls.md#inheritance-and-fixed-axes): runs after every control that writes one
     of its sources."""
 
     name: str
@@ -43,7 +43,7 @@ class InheritControl(ControlKind):
 
 @dataclass(frozen=True)
 class FixedAxisControl(ControlKind):
-    """Fixed axes (SPEC 7.6): each joint keeps only the twist about its axis."""
+    """Fixed axes (docs/controls.md#inheritance-and-fixed-axes): each joint keeps only the twist about its axis."""
 
     name: str
     axes: FixedAxes

@@ -1,4 +1,4 @@
-"""Spring chains as the control stack runs them (SPEC 7.5): the definition, the per-instance
+"""Spring chains as the control stack runs them (docs/controls.md#springs): the definition, the per-instance
 simulation state and the batched run of consecutive chains of as many joints (each steps on its
 own, their path kinematics and writeback shared). The simulation is in :mod:`core.controls.springs`."""
 
@@ -20,7 +20,7 @@ from .base import Candidate, ControlKind, ControlReport, ControlState, Evaluatio
 
 @dataclass(frozen=True)
 class SpringControl(ControlKind):
-    """A spring chain (SPEC 7.5); its state lives in each instance."""
+    """A spring chain (docs/controls.md#springs); its state lives in each instance."""
 
     needs_time: ClassVar[bool] = True
     needs_placement: ClassVar[bool] = True

@@ -1,4 +1,4 @@
-"""Diamond closure (SPEC 7.7): residual, iterations, satisfied vs stopped, construction refusals."""
+"""Diamond closure (docs/controls.md#closure): residual, iterations, satisfied vs stopped, construction refusals."""
 
 from __future__ import annotations
 

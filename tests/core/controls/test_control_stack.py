@@ -1,4 +1,4 @@
-"""The control stack: order, weights, coverage, smoothing, state ownership (SPEC 7.1, 2.4)."""
+"""The control stack: order, weights, coverage, smoothing, state ownership (docs/controls.md#the-stack, docs/controls.md#definitions-and-instances)."""
 
 from __future__ import annotations
 

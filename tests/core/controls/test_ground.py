@@ -1,4 +1,4 @@
-"""Ground adaptation (SPEC 7.4) on analytic terrain: flat, slopes, stairs, a ledge.
+"""Ground adaptation (docs/controls.md#ground-feet) on analytic terrain: flat, slopes, stairs, a ledge.
 
 The 65-bone humanoid walks a flat-ground cycle (``walk_cycle``) over terrain given as a height
 field, probed with exact vertical rays. As a character controller would, the armature object is

@@ -1,4 +1,4 @@
-"""IK solvers: measured properties on seeded random chains (SPEC 7.2, issue 7).
+"""IK solvers: measured properties on seeded random chains (docs/controls.md#ik-chains).
 
 Every test states its tolerance. Convergence histograms are printed (run with ``-s`` to see
 them); the issue asks for them to be recorded next to the asserted rates.

@@ -1,4 +1,4 @@
-"""Bone inheritance ("append"/"grant") and fixed axes (SPEC 7.6), and their place in the stack."""
+"""Bone inheritance ("append"/"grant") and fixed axes (docs/controls.md#inheritance-and-fixed-axes), and their place in the stack."""
 
 from __future__ import annotations
 

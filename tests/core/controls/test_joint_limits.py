@@ -1,4 +1,4 @@
-"""Joint limits: projection properties and limited IK solves (SPEC 7.2, issue 7)."""
+"""Joint limits: projection properties and limited IK solves (docs/controls.md#ik-chains)."""
 
 from __future__ import annotations
 

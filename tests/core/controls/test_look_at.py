@@ -1,4 +1,4 @@
-"""Look-at: aim, rig-space limits, distribution along the chain, no flips (SPEC 7.3, issue 7)."""
+"""Look-at: aim, rig-space limits, distribution along the chain, no flips (docs/controls.md#look-at)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Spring chains (SPEC 7.5): frame-rate independence, lengths, energy, resets, scrubbing, instances.
+"""Spring chains (docs/controls.md#springs): frame-rate independence, lengths, energy, resets, scrubbing, instances.
 
 The chain is 1 m long (4 bones of 0.25 m) hanging from a carrier bone. The "walk" motion carries
 it like a ponytail on a walking character: forward at 1.4 m/s, a 3 cm bob at 2 Hz, a 5 cm sway

@@ -1,4 +1,4 @@
-"""The humanoid bone mapping as data (SPEC 3): JSON and file round trips, queries, edits and
+"""The humanoid bone mapping as data (docs/mapping.md): JSON and file round trips, queries, edits and
 validation; the shipped presets are written from the same name rules auto mapping uses."""
 
 from __future__ import annotations

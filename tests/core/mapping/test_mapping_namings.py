@@ -1,4 +1,4 @@
-"""Humanoid bone mapping per naming on synthetic rigs (SPEC 3): each naming maps the body and is
+"""Humanoid bone mapping per naming on synthetic rigs (docs/mapping.md): each naming maps the body and is
 recognised, meaningless names map by structure alone, and the shoulder bone is judged as clavicle
 or upper arm."""
 

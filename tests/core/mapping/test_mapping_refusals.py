@@ -1,4 +1,4 @@
-"""Humanoid bone mapping conflicts and refusals (SPEC 3): conflicts are reported, never silently
+"""Humanoid bone mapping conflicts and refusals (docs/mapping.md): conflicts are reported, never silently
 resolved; non-humanoid rigs and bad arrays are refused naming what is missing."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Humanoid bone mapping of real-rig quirks rebuilt on synthetic rigs (SPEC 3): helper and twist
+"""Humanoid bone mapping of real-rig quirks rebuilt on synthetic rigs (docs/mapping.md): helper and twist
 bones, extra segments, IK feet, flat hierarchies, Biped, Rigify, props and MMD bones."""
 
 from __future__ import annotations

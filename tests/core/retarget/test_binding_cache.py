@@ -1,4 +1,4 @@
-"""Native binding and the binding cache (SPEC 5.4): native exactly when names and layout agree,
+"""Native binding and the binding cache (docs/methods.md#native-binding-and-the-binding-cache): native exactly when names and layout agree,
 keys handed over bit for bit; cache hits counted, every edit of what a binding depends on a miss,
 and no stale binding ever handed out."""
 

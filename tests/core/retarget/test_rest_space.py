@@ -1,4 +1,4 @@
-"""Rest-space retarget (SPEC 5) on rigs built by the tests: Blender-bone rigs from the sample
+"""Rest-space retarget (docs/methods.md#rest-space) on rigs built by the tests: Blender-bone rigs from the sample
 humanoid and joint-frame rigs with non-identity attachment frames C0/C1. Each test measures an
 angle, a position or a key against a value known independently of the code under test."""
 
@@ -205,7 +205,7 @@ def test_travel_is_scaled_by_hip_height_from_the_ground():
     hs, ht = ws[:, SOURCE.skeleton.index("Hips"), :3, 3], wt[:, target.skeleton.index("Hips"), :3, 3]
     travelled_s, travelled_t = np.linalg.norm((hs[-1] - hs[0])[:2]), np.linalg.norm((ht[-1] - ht[0])[:2])
     assert travelled_t == pytest.approx(travelled_s * b.horizontal_scale, rel=1e-9)
-    # Same rule as the geometric frames (SPEC 4.6): the hips land where that method puts them.
+    # Same rule as the geometric frames (docs/pipeline.md#hips-height-and-travel): the hips land where that method puts them.
     _, wg = geometric_world(target)
     assert np.abs(ht - wg[:, target.skeleton.index("Hips"), :3, 3]).max() < 1e-12
     assert np.abs(res.root_motion[-1, :2] - (hs[-1] - hs[0])[:2] * b.horizontal_scale).max() < 0.05

@@ -1,4 +1,4 @@
-"""Geometric-frame retarget (SPEC 4) on rigs built by the tests: each test varies one property of
+"""Geometric-frame retarget (docs/methods.md#geometric-frames) on rigs built by the tests: each test varies one property of
 the target or the source (rolls, rest pose, facing, proportions, hierarchy) and measures that the
 result does not depend on it."""
 

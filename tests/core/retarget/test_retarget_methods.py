@@ -1,4 +1,4 @@
-"""Per-bone method choice (SPEC 5.5): the combined result keeps, bone by bone, what the chosen
+"""Per-bone method choice (docs/methods.md#choosing-the-method-per-bone): the combined result keeps, bone by bone, what the chosen
 method gives; local curl keeps each finger segment's turn relative to the segment above it."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Forearm and shin twist bones (SPEC 4.8: twist splits are handled, not left at bind): a twist
+"""Forearm and shin twist bones (twist splits are handled, not left at rest: docs/pipeline.md#rigs-as-they-really-are): a twist
 bone turns about its limb's axis by a share of the wrist's (ankle's) twist, the share being how
 far along the limb it lies; every segment keeps its direction and the hand its orientation."""
 

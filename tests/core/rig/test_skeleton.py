@@ -1,4 +1,4 @@
-"""The rig model of SPEC section 2: attachment frames, FK, world-to-local, lookup, signature."""
+"""The rig model (docs/conventions.md#the-rig-model): attachment frames, FK, world-to-local, lookup, signature."""
 
 from __future__ import annotations
 
