@@ -14,14 +14,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..mapping.humanoid import SIDES, sided
-from ..rig.rotations import (
-    FloatArray,
-    axis_angle_from_quat,
-    matrix_between_vectors,
-    matrix_from_quat,
-    quat_from_axis_angle,
-    quat_from_matrix,
-)
+from ..rig.rotation import Rotation
+from ..rig.rotations import FloatArray, matrix_between_vectors, quat_from_matrix
 from ..rig.skeleton import Skeleton
 from .canonical_pose import CanonicalPose, RigAnatomy, evaluate_point
 
@@ -78,7 +72,7 @@ def twist(motion: FloatArray, twists: tuple[tuple[int, int, int, FloatArray, flo
         q = quat_from_matrix(times_each((np.swapaxes(limb, -1, -2) @ motion[k2])[None], at_rest[None])[0])
         angle = 2.0 * np.arctan2(q[:, 1:] @ axis, q[:, 0])
         angle = (angle + np.pi) % (2.0 * np.pi) - np.pi  # the short way round
-        turn = matrix_from_quat(quat_from_axis_angle(axis[None], share * angle))
+        turn = Rotation.from_axis_angle(axis[None], share * angle).as_matrix()
         w_r[b] = limb @ turn @ canonical_rot[b]
 
 
@@ -136,8 +130,8 @@ def spread(motion: FloatArray, runs: tuple[tuple[int, int, NDArray[np.int64], Fl
     ``(K, T, 3, 3)``, ``w_r`` ``(Bt, T, 3, 3)``."""
     for k, kp, chain, fractions, vectors in runs:
         parent, own = motion[kp], motion[k]
-        axis, angle = axis_angle_from_quat(quat_from_matrix(own @ np.swapaxes(parent, -1, -2)))
-        shares = matrix_from_quat(quat_from_axis_angle(axis[None], fractions[:, None] * angle[None]))
+        axis, angle = Rotation.from_matrix(own @ np.swapaxes(parent, -1, -2)).as_axis_angle()
+        shares = Rotation.from_axis_angle(axis[None], fractions[:, None] * angle[None]).as_matrix()
         turns = shares @ parent[None]  # (J, T, 3, 3)
         reached = (turns @ vectors[:, None, :, None])[..., 0].sum(axis=0)
         wanted = own @ vectors.sum(axis=0)

@@ -22,7 +22,8 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from ..mapping.humanoid import FINGERS, SIDES, finger_slot, sided
-from .rotations import FloatArray, matrix_between_vectors, matrix_from_quat, quat_from_axis_angle
+from .rotation import Rotation
+from .rotations import FloatArray, matrix_between_vectors
 
 # Body-axis coordinates: (forward, left, up).
 _F = np.array([1.0, 0.0, 0.0])
@@ -111,7 +112,7 @@ def canonical_turn(segment: ArrayLike, slot: str, body: ArrayLike, carried: Arra
     first = np.eye(3)
     if np.linalg.norm(flat) > 1e-9 * max(float(np.linalg.norm(seg)), 1e-300):
         angle = np.arctan2(np.dot(np.cross(flat, x_c), p), np.dot(flat, x_c))
-        first = matrix_from_quat(quat_from_axis_angle(p, angle))
+        first = Rotation.from_axis_angle(p, angle).as_matrix()
     return np.asarray(matrix_between_vectors(first @ seg, x_c) @ first, dtype=np.float64)
 
 
