@@ -43,7 +43,7 @@ TARGET = "gltf/male_base_mesh_apose.glb"
 # Runs the command line in this process and prints the peak memory of it and of its workers.
 _MEASURED_RUN = r"""
 import json, resource, sys
-from marionette.cli import main
+from marionette.cli.main import main
 status = main(sys.argv[1:])
 me = resource.getrusage(resource.RUSAGE_SELF)
 kids = resource.getrusage(resource.RUSAGE_CHILDREN)
