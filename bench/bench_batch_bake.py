@@ -58,9 +58,9 @@ print("PEAK " + json.dumps({
 _RECIPE = r"""
 import json, os, sys, time
 import bpy
-from marionette.core.mapping import auto_map_skeleton
+from marionette.core.mapping.auto_map import auto_map_skeleton
 from marionette.bridge.skeleton_read import rest_heads_tails, skeleton_from_armature
-from marionette.operators.file_import import load_file
+from marionette.bridge.file_import import load_file
 
 target_path, out, files = sys.argv[1], sys.argv[2], sys.argv[3:]
 bpy.ops.wm.read_factory_settings(use_empty=True)
