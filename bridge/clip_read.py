@@ -213,6 +213,7 @@ def clip_from_action(
     # when everything it is made of compares equal (keys, frames, channels, rotation modes, pose).
     held = (obj.session_uid, action.session_uid)
     made = [fc.array_index for fc, _, _ in entries], [(b_, p_) for _, b_, p_ in entries], modes
+    arrays = (frames, keys.co, keys.counts, keys.linear_extrapolation, keys.by_blender, connected, *current.values())
     again = _READ_CLIPS.get(held)
     if (
         again is not None
@@ -220,7 +221,7 @@ def clip_from_action(
         and again.name == action.name
         and again.rate == rate
         and again.made == made
-        and _same(again.arrays, (frames, keys.co, keys.counts, keys.linear_extrapolation, keys.by_blender, connected, *current.values()))
+        and _same(again.arrays, arrays)
     ):
         _READ_CLIPS[held] = _READ_CLIPS.pop(held)  # the most recently used, dropped last
         return again.clip
@@ -300,7 +301,6 @@ def clip_from_action(
             while isinstance(arr, np.ndarray):  # an array and whatever it views
                 arr.flags.writeable = False
                 arr = arr.base
-        arrays = (frames, keys.co, keys.counts, keys.linear_extrapolation, keys.by_blender, connected, *current.values())
         _READ_CLIPS.pop(held, None)
         if len(_READ_CLIPS) >= 2:
             _READ_CLIPS.pop(next(iter(_READ_CLIPS)))

@@ -472,12 +472,13 @@ def _source_pose(
     (turned by ``turn`` on the left when given)."""
     sk = binding.source.skeleton
     # A read-only clip (a source read again unchanged from Blender) is posed once: see pose_memo.
-    still = frozen(clip.rotations, clip.translations, clip.scales)
-    key = (sk, clip.rotations, clip.translations, clip.scales, clip.names, bones.tobytes(), frames.indices(clip.frame_count),
-           None if turn is None else turn.tobytes())
-    kept = kept_pose(key) if still else None
-    if kept is not None:
-        return kept
+    key = None
+    if frozen(clip.rotations, clip.translations, clip.scales):
+        key = (sk, clip.rotations, clip.translations, clip.scales, clip.names, bones.tobytes(), frames.indices(clip.frame_count),
+               None if turn is None else turn.tobytes())
+        kept = kept_pose(key)
+        if kept is not None:
+            return kept
     col_of: dict[int, int] = {}
     for c, name in enumerate(clip.names):
         j = sk.find(name)
@@ -498,7 +499,7 @@ def _source_pose(
         sc = np.ones((bones.size, t, 3))
         _gather_bone_major(sc, rows, clip.scales[frames], cols)
     pose = sk.bone_placements(bones, rot, tr, sc, turn)
-    return keep_pose(key, pose) if still else pose
+    return keep_pose(key, pose) if key is not None else pose
 
 
 def _gather_bone_major(out: FloatArray, rows: list[int], frame_major: FloatArray, cols: list[int]) -> None:
