@@ -49,6 +49,7 @@ def write_action(
     frames: Any = None,
     replace: bool = False,
     fps: float | None = None,
+    exact: bool = False,
 ) -> bpy.types.Action:
     """Key ``clip`` into a new action on ``obj`` (a new slot, assigned explicitly) and return it.
 
@@ -66,7 +67,9 @@ def write_action(
       removed. The object's previous action, if this leaves it without users, gets a fake user
       so it is not lost on save.
     * Bones that do not fully inherit their parent's transform get keys that put them where the
-      clip's (fully inheriting) core model puts them, via ``Bone.convert_local_to_pose``.
+      clip's (fully inheriting) core model puts them, via ``Bone.convert_local_to_pose``;
+      ``exact`` keys the clip's local transforms as they are (they were solved for Blender's own
+      evaluation, as a control rig's are).
 
     Keys are written in bulk (``keyframe_points.add`` then ``foreach_set``).
     """
@@ -109,7 +112,7 @@ def write_action(
         rot = make_quat_continuous(rot, axis=0)
     loc = clip.translations if every else clip.translations[:, covered]
     sca = None if clip.scales is None else (clip.scales if every else clip.scales[:, covered])
-    overrides = _inheritance_overrides(obj, skeleton, clip, covered)
+    overrides = {} if exact else _inheritance_overrides(obj, skeleton, clip, covered)
     if overrides:
         # Never write into the clip's own arrays.
         rot, loc = rot.copy(), loc.copy()

@@ -113,20 +113,38 @@ def _nla_warnings(obj: Any, action: Any, bones: set[str]) -> list[str]:
     return out
 
 
-def what_overrides(obj: Any, action: Any, bones: Iterable[str]) -> list[str]:
-    """Warnings naming what hides or overrides ``action`` on ``obj``'s ``bones`` (the bones a
-    retarget keys): Rest Position, another action playing, NLA tweak mode, an action influence
-    below one, NLA tracks that solo or mix in, bone constraints and drivers (on those bones or
-    the bones they hang from), live Marionette controls, muted curves. Empty when Blender plays
-    the action's keys as they are."""
-    bones = set(bones)
-    # A constraint or a driver on a bone above moves every bone below it.
+def _with_ancestors(obj: Any, bones: set[str]) -> set[str]:
+    """``bones`` and every bone they hang from: a constraint or a driver above moves them too."""
     watched = set(bones)
     for name in bones:
         bone = obj.data.bones.get(name)
         while bone is not None and bone.parent is not None and bone.parent.name not in watched:
             bone = bone.parent
             watched.add(bone.name)
+    return watched
+
+
+def overridden_bones(obj: Any, bones: Iterable[str]) -> list[str]:
+    """Those of ``bones`` and the bones they hang from that a live constraint or a driver on a
+    transform channel moves, sorted: where keys on ``bones`` are not what Blender plays."""
+    watched = _with_ancestors(obj, set(bones))
+    out = {n for n in watched if (pb := obj.pose.bones.get(n)) is not None and any(not c.mute and c.influence > 0.0 for c in pb.constraints)}
+    ad = obj.animation_data
+    if ad is not None:
+        channels = [_bone_channel(d.data_path) for d in ad.drivers if not d.mute]
+        out |= {c[0] for c in channels if c is not None and c[0] in watched}
+    return sorted(out)
+
+
+def what_overrides(obj: Any, action: Any, bones: Iterable[str], constraints: bool = True) -> list[str]:
+    """Warnings naming what hides or overrides ``action`` on ``obj``'s ``bones`` (the bones a
+    retarget keys): Rest Position, another action playing, NLA tweak mode, an action influence
+    below one, NLA tracks that solo or mix in, bone constraints and drivers (on those bones or
+    the bones they hang from; not with ``constraints=False``, for a control rig whose keys were
+    solved through them), live Marionette controls, muted curves. Empty when Blender plays the
+    action's keys as they are."""
+    bones = set(bones)
+    watched = _with_ancestors(obj, bones)
     out = []
     if obj.data.pose_position == "REST":
         out.append(f"armature {obj.name!r} is set to Rest Position: it plays no action (Armature properties > Pose Position)")
@@ -144,7 +162,7 @@ def what_overrides(obj: Any, action: Any, bones: Iterable[str]) -> list[str]:
         out.append(f"action {action.name!r} plays at influence {ad.action_influence:.2f}: it is mixed with the pose below it")
     out.extend(_nla_warnings(obj, action, bones))
     constrained = []
-    for name in sorted(watched):
+    for name in sorted(watched) if constraints else ():
         pb = obj.pose.bones.get(name)
         if pb is None:
             continue
@@ -161,7 +179,7 @@ def what_overrides(obj: Any, action: Any, bones: Iterable[str]) -> list[str]:
         out.append(f"Marionette controls {_names(live)} run live on {obj.name!r} and change its pose after the keys (Live Preview)")
     if ad is not None:
         channels = [_bone_channel(d.data_path) for d in ad.drivers if not d.mute]
-        driven = sorted({c[0] for c in channels if c is not None and c[0] in watched})
+        driven = sorted({c[0] for c in channels if c is not None and c[0] in watched}) if constraints else []
         if driven:
             out.append(f"drivers set the transforms of bones {_names(driven)}")
         if ad.action == action:

@@ -33,6 +33,7 @@ from ..core.retarget.geometric import Binding, RetargetOptions, RigInput, source
 from ..core.retarget.methods import retarget_with_methods
 from ..properties.retarget_settings import clip_of, fill_rows, mappings_from_rows, methods_from_rows, options_of
 from ..viewport import deferred_summary
+from .control_target import control_target, write_controls
 from .rigs import pick_action, pick_armature, rig_input
 
 #: Bindings of the rig pairs retargeted in this session: the clips of a pack bind their pair once;
@@ -68,6 +69,7 @@ def retarget_action(
     methods: Mapping[str, str] | None = None,
     match_rest: bool = False,
     judge: bool = True,
+    control_rig: str = "fk",
 ) -> RetargetOutcome:
     """Retarget ``action`` (played by ``source``) onto ``target`` as a new Action.
 
@@ -76,11 +78,16 @@ def retarget_action(
     where it says nothing); a clip already on the target's layout is bound natively, its keys
     unchanged. Everything that can fail is checked before the Action is created. ``judge``
     measures the result (docs/pipeline.md#measurement) into the report; without it the report says only what was done.
+    A target whose mapped bones follow controls is keyed on its controls as ``control_rig`` says
+    (``"fk"``, ``"ik"``, or ``"off"`` for the mapped bones; docs/control_rigs.md).
     """
     problem = linked_problem(target)
     if problem is not None:
         raise RigError(problem)
     tgt_in, tgt_map = rig_input(target, target_mapping)
+    control = control_target(target, tgt_map, control_rig)
+    if control is not None and control.mapping is not tgt_map:
+        tgt_in, tgt_map = rig_input(target, control.mapping)
     if isinstance(source, FileClip):  # read without Blender (a BVH take): converted at the rate a piece at a time
         src_in, src_map = source.rig, source.mapping
         clip = source.clip(None if keep_frames else scene_fps)
@@ -98,12 +105,18 @@ def retarget_action(
     rate = clip.fps if keep_frames else scene_fps
     frames = clip.frame_numbers(rate)
     opts = options or RetargetOptions()
-    new_action = write_action(target, result.clip, name or clip.name, frames=frames, replace=replace_existing, fps=rate)
+    if control is not None:
+        on_root = opts.root_motion == "ROOT_BONE"
+        new_action = write_controls(target, control, tgt_in.skeleton, result, name or clip.name, frames, rate, replace_existing, on_root)
+        keyed = list(control.plan.controls)
+    else:
+        new_action = write_action(target, result.clip, name or clip.name, frames=frames, replace=replace_existing, fps=rate)
+        keyed = driven_bones(binding)
     if opts.root_motion == "OBJECT":
         write_object_travel(target, new_action, result.root_motion, frames)
     # An armature left in Rest Position would play nothing: show the new action (same undo step).
     switched = switch_to_pose_position(target)
-    judged = partial(judge_action, binding, clip, tgt_in, target, new_action, frames, rate, measure_frames, run.native)
+    judged = partial(judge_action, binding, clip, tgt_in, target, new_action, frames, rate, measure_frames, run.native, keyed if control is not None else None)
     report = judged() if judge else {}
     if switched:
         report["switched_to_pose_position"] = True
@@ -119,6 +132,7 @@ def retarget_action(
     report["mapping"] = {"source": src_map.to_dict(), "target": tgt_map.to_dict()}
     report["method"] = {"native": run.native, "table": run.methods, "match_rest": match_rest, "warnings": list(run.warnings)}
     report["options"] = {"root_motion": opts.root_motion, "plant_feet": opts.plant_feet, "fingers": opts.fingers}
+    report["control_rig"] = control.describe() if control is not None else None
     if result.planted:
         report["planted_feet"] = result.planted
         report["planted_hip_drop"] = {"max": result.hip_drop, "frames": result.lowered_frames}
@@ -128,6 +142,7 @@ def retarget_action(
 def judge_action(
     binding: Binding, clip: Any, tgt_in: RigInput, target: Any, action: Any, frames: Any, rate: float, measure_frames: int,
     native: bool = False,
+    keyed: list[str] | None = None,
 ) -> dict[str, Any]:
     """The quality report of a retarget just written: what Blender plays (the pose it evaluates
     with ``action`` assigned: constraints, NLA, drivers, Rest Position included; not the core's
@@ -140,7 +155,7 @@ def judge_action(
     world_t, notes = played_placements(target, action, np.asarray(frames)[picks], tgt_in.skeleton, fps=rate)
     report = measure(binding, source_placements(binding, clip.take(picks)), world_t, native)
     report["measured_frames"] = int(picks.size)
-    hidden = what_overrides(target, action, driven_bones(binding)) + notes
+    hidden = (what_overrides(target, action, keyed, constraints=False) if keyed is not None else what_overrides(target, action, driven_bones(binding))) + notes
     if hidden:
         report.setdefault("warnings", []).extend(hidden)
     if report["source_stretch"] > 0.25:

@@ -1,0 +1,187 @@
+"""Which controls are keyed from which bones, and the solve from the retarget's bone placements
+to the controls' local transforms (docs/control_rigs.md#the-solve).
+
+A :class:`ControlPlan` lists steps in order; each gives one control a wanted armature-space
+placement, for all frames at once:
+
+* :class:`Match`: the control keeps the offset it has from a bone in the rig's evaluated rest,
+  so that bone lands where the retarget puts it (a copy, a Child Of, an FK control).
+* :class:`Copy`: drivers copy the control's channels onto a bone; the control gets the bone's.
+* :class:`Aim`: the control stays where its parent puts it and turns so a point it carries (the
+  head of ``point`` at rest) lands on ``point``'s head, rolled as ``roll`` (a spine of FK controls
+  fanning out from a pivot, a neck that stretches to the head).
+
+:func:`solve` turns each wanted placement into the control's local transform under the placement
+its parent has by then (:class:`~.graph.PoseModel`: the controls solved before it, the rig's
+constraints), parents first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..rig.clip import Clip
+from ..rig.rotations import (
+    FloatArray,
+    make_quat_continuous,
+    matrix_from_quat,
+    parts_from_transform,
+    quat_between_vectors,
+)
+from ..rig.skeleton import Skeleton
+from .graph import PoseModel, RigGraph
+
+
+@dataclass(frozen=True)
+class Match:
+    control: str
+    bone: str
+
+
+@dataclass(frozen=True)
+class Copy:
+    """Drivers copy ``control``'s channels onto ``bone``: the control gets the local transform
+    that puts ``bone`` where the retarget wants it."""
+
+    control: str
+    bone: str
+
+
+@dataclass(frozen=True)
+class Aim:
+    control: str
+    point: str
+    roll: str
+
+
+Step = Match | Copy | Aim
+
+
+@dataclass(frozen=True)
+class ControlPlan:
+    """How a control rig is keyed: a readable ``name`` ("Rigify, FK"), the steps in order, the
+    rig's switches as ``(bone, property, value)`` keyed over the clip, the control that carries
+    root motion on its own (``root``), and the bones the retarget maps its slots to
+    (``slot_bones``: slot -> bone, ``None`` to keep the mapping given)."""
+
+    name: str
+    steps: tuple[Step, ...]
+    switches: tuple[tuple[str, str, float], ...] = ()
+    root: str | None = None
+    slot_bones: Mapping[str, str] | None = None
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def controls(self) -> tuple[str, ...]:
+        """The keyed controls, in order (the root control first when it carries root motion)."""
+        named = tuple(s.control for s in self.steps)
+        return ((self.root,) if self.root else ()) + named
+
+    @property
+    def reference_bones(self) -> tuple[str, ...]:
+        """Bones whose retargeted placement the steps read."""
+        out: list[str] = []
+        for s in self.steps:
+            out += [s.point, s.roll] if isinstance(s, Aim) else [s.bone]
+        return tuple(dict.fromkeys(out))
+
+
+def _local(model: PoseModel, c: int, wanted: FloatArray) -> FloatArray:
+    """The local transform that puts control ``c`` at ``wanted`` under its parent's placement."""
+    return np.linalg.inv(model.frame(c)) @ wanted
+
+
+def solve(
+    plan: ControlPlan,
+    graph: RigGraph,
+    placements: Mapping[str, FloatArray],
+    travel: FloatArray | None = None,
+) -> dict[str, FloatArray]:
+    """Local transforms ``(F, 4, 4)`` of every keyed control, from the retargeted armature-space
+    ``placements`` ``(F, 4, 4)`` of the plan's reference bones. ``travel`` ``(F, 3)`` is the root
+    motion the plan's root control carries (when the user's root motion option puts it on a root
+    bone): the root control moves by it and every other control is solved under it."""
+    frames = next(iter(placements.values())).shape[0]
+    model = PoseModel(graph, frames)
+    E = graph.posed_rest
+    out: dict[str, FloatArray] = {}
+    if plan.root is not None and travel is not None:
+        r = graph.bone(plan.root)
+        wanted = np.broadcast_to(E[r], (frames, 4, 4)).copy()
+        wanted[:, :3, 3] += np.asarray(travel, dtype=np.float64)
+        out[plan.root] = _local(model, r, wanted)
+        model.set_basis(r, out[plan.root])
+    for step in plan.steps:
+        c = graph.bone(step.control)
+        if isinstance(step, Copy):
+            local = np.linalg.inv(model.frame(graph.bone(step.bone))) @ placements[step.bone]
+            out[step.control] = local
+            model.set_basis(c, local)
+            continue
+        if isinstance(step, Match):
+            b = graph.bone(step.bone)
+            wanted = placements[step.bone] @ (np.linalg.inv(E[b]) @ E[c])
+        else:
+            model.set_basis(c, np.broadcast_to(np.eye(4), (frames, 4, 4)))
+            here = model.world(c)
+            r = graph.bone(step.roll)
+            rolled = placements[step.roll] @ (np.linalg.inv(E[r]) @ E[c])
+            p = graph.bone(step.point)
+            carried = (np.linalg.inv(E[c]) @ E[p])[:3, 3]  # the point in the control's rest frame
+            now = np.einsum("fij,j->fi", rolled[:, :3, :3], carried)
+            to = placements[step.point][:, :3, 3] - here[:, :3, 3]
+            turn = matrix_from_quat(quat_between_vectors(now, to))
+            wanted = np.zeros((frames, 4, 4))
+            wanted[:, :3, :3] = turn @ rolled[:, :3, :3]
+            wanted[:, :3, 3] = here[:, :3, 3]
+            wanted[:, 3, 3] = 1.0
+        local = _local(model, c, wanted)
+        out[step.control] = local
+        model.set_basis(c, local)
+    return out
+
+
+def as_parts(locals_: Mapping[str, FloatArray]) -> dict[str, tuple[FloatArray, FloatArray]]:
+    """Each control's local transforms as ``(quaternions (F, 4), locations (F, 3))``; scale is
+    dropped (the solve keys none; it stays one up to rounding)."""
+    out = {}
+    for name, m in locals_.items():
+        q, loc, _ = parts_from_transform(m)
+        out[name] = (q, loc)
+    return out
+
+
+def wanted_placements(
+    plan: ControlPlan, graph: RigGraph, skeleton: Skeleton, clip: Clip, anchors: Mapping[str, str] | None = None
+) -> dict[str, FloatArray]:
+    """Armature-space placements ``(F, 4, 4)`` of the plan's reference bones in the retargeted
+    ``clip`` (on ``skeleton``, the whole target armature).
+
+    ``anchors`` (bone -> the bone of its body parent, parents first) puts each such bone's head
+    where its body parent carries it at rest: a mapped bone that hangs in the armature from a
+    bone the retarget does not move (Rigify's neck hangs from the FK spine) is placed on the body,
+    not where that bone left it."""
+    world = skeleton.forward_kinematics(clip.rotations, clip.translations, clip.scales)
+    placements = {b: world[:, skeleton.index(b)] for b in plan.reference_bones}
+    E = graph.posed_rest
+    for bone, parent in (anchors or {}).items():
+        if bone in placements and parent in placements:
+            carried = placements[parent] @ (np.linalg.inv(E[graph.bone(parent)]) @ E[graph.bone(bone)])
+            placements[bone] = placements[bone].copy()
+            placements[bone][:, :3, 3] = carried[:, :3, 3]
+    return placements
+
+
+def control_clip(
+    plan: ControlPlan, graph: RigGraph, placements: Mapping[str, FloatArray], clip: Clip, travel: FloatArray | None = None
+) -> Clip:
+    """The plan's controls keyed from ``placements`` (:func:`wanted_placements` of ``clip``) as a
+    clip: their local transforms (rotation and location; no scale) on ``clip``'s timing."""
+    parts = as_parts(solve(plan, graph, placements, travel))
+    names = list(parts)
+    rot = np.stack([parts[n][0] for n in names], axis=1)
+    loc = np.stack([parts[n][1] for n in names], axis=1)
+    return Clip(tuple(names), clip.times, clip.fps, make_quat_continuous(rot, axis=0), loc, name=clip.name, first_frame=clip.first_frame)
