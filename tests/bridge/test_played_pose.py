@@ -145,12 +145,14 @@ def vrm_pair(blender):
     return bpy, loaded.armatures[0], loaded.actions[0], target
 
 
-def _retarget(source, action, target):
+def _retarget(source, action, target, control_rig="fk"):
     from marionette.core.retarget.geometric import RetargetOptions
     from marionette.usecases.retarget import retarget_action
     from marionette.usecases.summary import format_summary
 
-    outcome = retarget_action(source, action, target, scene_fps=24.0, name="walk", options=RetargetOptions(plant_feet=False))
+    outcome = retarget_action(
+        source, action, target, scene_fps=24.0, name="walk", options=RetargetOptions(plant_feet=False), control_rig=control_rig
+    )
     return outcome, format_summary(outcome.report)
 
 
@@ -165,7 +167,15 @@ def test_a_constraint_or_a_driver_on_a_mapped_bone_is_named_and_its_error_measur
     bpy.context.scene.collection.objects.link(holder)
     c = target.pose.bones[bone].constraints.new("COPY_ROTATION")
     c.target, c.influence = holder, 1.0
-    held, text = _retarget(source, action, target)
+    # By default a bone held by something no control moves is refused, named, and nothing is written.
+    from marionette.core.errors import RigError
+
+    actions = set(bpy.data.actions)
+    with pytest.raises(RigError, match=rf"'{bone}' \(Copy Rotation 'Copy Rotation'\)"):
+        _retarget(source, action, target)
+    assert set(bpy.data.actions) == actions
+    # Keyed as the user asks (Control Rig off): the keys are written, and the summary says what plays.
+    held, text = _retarget(source, action, target, control_rig="off")
     warnings = held.report["warnings"]
     assert any(bone in w and "Copy Rotation" in w for w in warnings), warnings
     assert f"warning: bone constraints override the keys of bones {bone!r}" in text
@@ -182,7 +192,9 @@ def test_a_constraint_or_a_driver_on_a_mapped_bone_is_named_and_its_error_measur
     path = "rotation_quaternion" if mode == "QUATERNION" else "rotation_euler"
     fc = target.pose.bones[other].driver_add(path, 1)
     fc.driver.type, fc.driver.expression = "SCRIPTED", "0.9"
-    driven, text = _retarget(source, action, target)
+    with pytest.raises(RigError, match=rf"'{other}' \(drivers set its"):
+        _retarget(source, action, target)
+    driven, text = _retarget(source, action, target, control_rig="off")
     assert f"warning: drivers set the transforms of bones {other!r}" in text, driven.report.get("warnings")
     assert driven.report["direction_error_deg"]["forearm.R"]["mean"] > 10.0
     assert driven.report["direction_error_deg"]["forearm.L"]["mean"] < 1.0
