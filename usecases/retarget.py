@@ -20,6 +20,7 @@ import numpy as np
 from ..bridge.action_write import linked_problem, write_action, write_object_travel
 from ..bridge.clip_read import clip_from_action
 from ..bridge.clip_source import FileClip, is_long_bvh_take, read_bvh_clip
+from ..bridge.control_target import control_target, write_controls
 from ..bridge.file_import import load_file, scene_fps
 from ..bridge.played_pose import driven_bones, played_placements, switch_to_pose_position, what_overrides
 from ..bridge.session import fresh_session, save_blend
@@ -33,7 +34,6 @@ from ..core.retarget.geometric import Binding, RetargetOptions, RigInput, source
 from ..core.retarget.methods import retarget_with_methods
 from ..properties.retarget_settings import clip_of, fill_rows, mappings_from_rows, methods_from_rows, options_of
 from ..viewport import deferred_summary
-from .control_target import control_target, write_controls
 from .rigs import pick_action, pick_armature, rig_input
 
 #: Bindings of the rig pairs retargeted in this session: the clips of a pack bind their pair once;

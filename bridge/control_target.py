@@ -15,9 +15,6 @@ from typing import Any
 
 import numpy as np
 
-from ..bridge.action_write import write_action
-from ..bridge.control_rig import bone_placements, bone_properties, key_switches, read_graph
-from ..bridge.played_pose import overridden_bones
 from ..core.control_rig.found import found_plan
 from ..core.control_rig.graph import RigGraph, Unmodeled
 from ..core.control_rig.plan import ControlPlan, control_clip, wanted_placements
@@ -27,6 +24,9 @@ from ..core.mapping.bone_mapping import BoneMapping, MappedBone
 from ..core.mapping.humanoid import SLOT_PARENT
 from ..core.retarget.geometric import RetargetResult
 from ..core.rig.skeleton import Skeleton
+from .action_write import write_action
+from .control_rig import bone_placements, bone_properties, key_switches, read_graph
+from .played_pose import overridden_bones
 
 #: ``--control-rig`` / the sidebar's Control Rig: key FK controls (IK/FK switches to FK), IK
 #: controls (switches to IK), or the mapped bones themselves as on any armature.
@@ -139,7 +139,7 @@ def write_controls(
         key_switches(target, action, ct.plan.switches, frames)
         _check(target, ct, placements, skeleton, frames)
     except Exception:
-        from ..bridge import compat
+        from . import compat
 
         compat.assign_action(target, previous[0], previous[1])
         import bpy
