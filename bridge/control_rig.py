@@ -10,6 +10,7 @@ for one evaluation, with the object's action and NLA set aside, and puts everyth
 # mypy: disable-error-code="union-attr,func-returns-value"
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -44,9 +45,58 @@ def _path_bone(path: str) -> tuple[str, str] | None:
     return re.sub(r"\\(.)", r"\1", m.group(1)), m.group(2)
 
 
-def _link(c: Any, index: dict[str, int], obj: Any) -> Link | None:
-    """One evaluated constraint as a model link; ``None`` when it does nothing."""
-    if c.mute or not c.is_valid or c.influence <= 0.0:
+_MATH = {name: getattr(math, name) for name in ("pi", "sin", "cos", "tan", "asin", "acos", "atan", "atan2", "sqrt", "exp", "log", "radians", "degrees", "floor", "ceil", "fabs")}
+_MATH.update({"min": min, "max": max, "abs": abs, "True": True, "False": False})
+
+
+def _driver_value(obj: Any, fc: Any) -> float | None:
+    """What a driver F-curve gives now (its variables read from ``obj``'s properties, its
+    expression or sum, its curve and modifiers), or ``None`` when it reads what this does not."""
+    drv = fc.driver
+    values = {}
+    for v in drv.variables:
+        t = v.targets[0]
+        if v.type != "SINGLE_PROP" or t.id is None:
+            return None
+        try:
+            values[v.name] = float(t.id.path_resolve(t.data_path))
+        except (ValueError, TypeError, AttributeError):
+            return None
+    vals = list(values.values())
+    if drv.type == "SCRIPTED":
+        try:
+            raw = float(eval(drv.expression, {"__builtins__": {}}, {**_MATH, **values}))  # noqa: S307 - the rig's own expression
+        except Exception:
+            return None
+    elif not vals:
+        return None
+    else:
+        raw = {"SUM": sum(vals), "AVERAGE": sum(vals) / len(vals), "MIN": min(vals), "MAX": max(vals)}.get(drv.type, vals[0])
+    if len(fc.keyframe_points) or len(fc.modifiers):
+        return float(fc.evaluate(raw))
+    return raw
+
+
+def _driven(obj: Any) -> dict[str, float]:
+    """Constraint influences and Armature weights that drivers set, by data path, as they are now."""
+    ad = obj.animation_data
+    out = {}
+    for fc in ad.drivers if ad is not None else ():
+        if fc.mute or not (fc.data_path.endswith(".influence") or fc.data_path.endswith(".weight")):
+            continue
+        value = _driver_value(obj, fc)
+        if value is not None:
+            out[fc.data_path] = value
+    return out
+
+
+def _link(c: Any, index: dict[str, int], obj: Any, driven: dict[str, float] | None = None, bone: str = "") -> Link | None:
+    """One constraint as a model link (influences and weights as ``driven`` says drivers set
+    them); ``None`` when it does nothing."""
+    at = f'pose.bones["{bpy.utils.escape_identifier(bone)}"].constraints["{bpy.utils.escape_identifier(c.name)}"]'
+    driven = driven or {}
+    influence = driven.get(at + ".influence", c.influence)
+    if c.mute or not c.is_valid or influence <= 0.0:
         return None
     kind = c.type
 
@@ -54,16 +104,19 @@ def _link(c: Any, index: dict[str, int], obj: Any) -> Link | None:
         return index.get(sub, -1) if target == obj and sub else -1
 
     if kind == "ARMATURE":
-        targets = tuple((bone_of(t.target, t.subtarget), float(t.weight)) for t in c.targets if t.weight != 0.0)
+        weights = [driven.get(f"{at}.targets[{k}].weight", t.weight) for k, t in enumerate(c.targets)]
+        targets = tuple((bone_of(t.target, t.subtarget), float(w)) for t, w in zip(c.targets, weights, strict=True) if w != 0.0)
         exact = not c.use_deform_preserve_volume and not c.use_bone_envelopes
-        return Link(kind, c.name, float(c.influence), targets, "WORLD", "REPLACE", exact)
+        return Link(kind, c.name, float(influence), targets, "WORLD", "REPLACE", exact)
     target = getattr(c, "target", None)
     if target is None and kind not in ("LIMIT_ROTATION", "LIMIT_LOCATION", "LIMIT_SCALE", "LIMIT_DISTANCE"):
         return None  # no target: Blender skips it
     targets = ((bone_of(target, getattr(c, "subtarget", "")), 1.0),) if target is not None else ()
     owner, theirs = getattr(c, "owner_space", "WORLD"), getattr(c, "target_space", "WORLD")
+    # Pose space is the armature's: the same as world space for bones of one armature.
+    owner, theirs = ("WORLD" if x == "POSE" else x for x in (owner, theirs))
     space = owner if owner == theirs and owner in ("WORLD", "LOCAL") else "OTHER"
-    mix = getattr(c, "mix_mode", "REPLACE")
+    mix = getattr(c, "mix_mode", getattr(c, "limit_mode", "REPLACE"))
     exact = getattr(c, "head_tail", 0.0) == 0.0
     if kind in ("COPY_ROTATION", "COPY_LOCATION"):
         exact = exact and c.use_x and c.use_y and c.use_z and not (c.invert_x or c.invert_y or c.invert_z)
@@ -72,13 +125,13 @@ def _link(c: Any, index: dict[str, int], obj: Any) -> Link | None:
         exact = exact and c.track_axis == "TRACK_Y"
     elif kind == "STRETCH_TO":
         exact = exact and c.keep_axis == "SWING_Y" and not (c.use_bulge_min or c.use_bulge_max) and c.rest_length > 0.0
-        return Link(kind, c.name, float(c.influence), targets, space, "REPLACE", exact, stretch=(float(c.rest_length), c.volume, float(c.bulge)))
+        return Link(kind, c.name, float(influence), targets, space, "REPLACE", exact, stretch=(float(c.rest_length), c.volume, float(c.bulge)))
     elif kind == "CHILD_OF":
         flags = ("use_location_x", "use_location_y", "use_location_z", "use_rotation_x", "use_rotation_y", "use_rotation_z")
         exact = all(getattr(c, f) for f in flags) and not c.set_inverse_pending
         matrix = np.array(c.inverse_matrix, dtype=np.float64)
-        return Link(kind, c.name, float(c.influence), targets, space, "REPLACE", exact, matrix)
-    return Link(kind, c.name, float(c.influence), targets, space, mix, exact)
+        return Link(kind, c.name, float(influence), targets, space, "REPLACE", exact, matrix)
+    return Link(kind, c.name, float(influence), targets, space, mix, exact)
 
 
 def _drivers(obj: Any, index: dict[str, int]) -> list[object]:
@@ -147,6 +200,9 @@ def read_graph(obj: Any, switches: Iterable[tuple[str, str, float]] = ()) -> Rig
         if pb is not None and prop in pb.keys():
             kept_props.append((pb, prop, pb[prop]))
             pb[prop] = type(pb[prop])(value) if isinstance(pb[prop], (int, float)) else value
+        elif pb is not None and hasattr(pb, prop):
+            kept_props.append((pb, prop, getattr(pb, prop)))
+            setattr(pb, prop, value)
     ad = obj.animation_data
     kept_anim = (ad.action, getattr(ad, "action_slot", None), ad.use_nla) if ad is not None else None
     try:
@@ -161,11 +217,14 @@ def read_graph(obj: Any, switches: Iterable[tuple[str, str, float]] = ()) -> Rig
         posed = _matrices(buf, n)
         epbs.foreach_get("matrix_basis", buf)
         rest_basis = _matrices(buf, n)
-        links = _fixed_links(obj, ev, names, index)
+        links = _links(obj, names, index)
     finally:
         pbs.foreach_set("matrix_basis", kept_basis)
         for pb, prop, value in kept_props:
-            pb[prop] = value
+            if prop in pb.keys():
+                pb[prop] = value
+            else:
+                setattr(pb, prop, value)
         if ad is not None and kept_anim is not None:
             compat.assign_action(obj, kept_anim[0], kept_anim[1])
             ad.use_nla = kept_anim[2]
@@ -175,38 +234,39 @@ def read_graph(obj: Any, switches: Iterable[tuple[str, str, float]] = ()) -> Rig
     deform = np.array([bones[nm].use_deform for nm in names])
     free = np.array([not links[i] and drivers[i] is None for i in range(n)])
     controls = free & (shaped if shaped.any() else ~deform)
-    return RigGraph(tuple(names), parents, rest, posed, rest_basis, links, tuple(drivers), controls, deform)
+    local_location = np.array([bones[nm].use_local_location for nm in names])
+    return RigGraph(
+        tuple(names), parents, rest, posed, rest_basis, links, tuple(drivers), controls, deform, local_location=local_location
+    )
 
 
-def _fixed_links(obj: Any, ev: Any, names: Sequence[str], index: dict[str, int]) -> tuple[tuple[Link, ...], ...]:
-    """Constraints read from the evaluated copy (driven influences and weights as evaluated),
-    their bone targets recognised on either the object or its evaluated copy."""
+def _links(obj: Any, names: Sequence[str], index: dict[str, int]) -> tuple[tuple[Link, ...], ...]:
+    """Every bone's constraints as links, with the influences and weights drivers give now."""
+    driven = _driven(obj)
     out = []
     for nm in names:
-        row = []
-        for c in ev.pose.bones[nm].constraints:
-            k = _link(c, index, ev)
-            if k is not None and any(t < 0 for t, _ in k.targets):
-                k2 = _link(c, index, obj)
-                k = k2 if k2 is not None and not any(t < 0 for t, _ in k2.targets) else k
-            if k is not None:
-                row.append(k)
+        row = [k for k in (_link(c, index, obj, driven, nm) for c in obj.pose.bones[nm].constraints) if k is not None]
         out.append(tuple(row))
     return tuple(out)
 
 
 def key_switches(obj: Any, action: Any, switches: Iterable[tuple[str, str, float]], frames: Any) -> list[str]:
-    """Key each ``(bone, property, value)`` switch at the first and last of ``frames`` (constant),
-    in the bone's group of ``action``; the data paths keyed."""
+    """Key each ``(bone, property, value)`` switch (a custom property of the pose bone, or one of
+    its own settings such as ``ik_stretch``) at the first and last of ``frames`` (constant), in
+    the bone's group of ``action``; the data paths keyed."""
     f = np.asarray(frames, dtype=np.float64).reshape(-1)
     ends = sorted({float(f[0]), float(f[-1])})
     bag = compat.channelbag(action, compat.action_slot_for(action, obj), create=True)
     done = []
     for bone, prop, value in switches:
         pb = obj.pose.bones.get(bone)
-        if pb is None or prop not in pb.keys():
+        at = f'pose.bones["{bpy.utils.escape_identifier(bone)}"]'
+        if pb is not None and prop in pb.keys():
+            path = f'{at}["{bpy.utils.escape_identifier(prop)}"]'
+        elif pb is not None and hasattr(pb, prop):
+            path = f"{at}.{prop}"
+        else:
             continue
-        path = f'pose.bones["{bpy.utils.escape_identifier(bone)}"]["{bpy.utils.escape_identifier(prop)}"]'
         curve = compat.new_fcurve(bag, path, 0, bone)
         curve.keyframe_points.add(len(ends))
         curve.keyframe_points.foreach_set("co", np.array([[e, value] for e in ends], dtype=np.float32).ravel())

@@ -37,6 +37,8 @@ CONTROL_RIG_MODES = ("fk", "ik", "off")
 CHECK_DEGREES = 2.0
 CHECK_POSITION = 0.01
 CHECK_FRAMES = 8
+#: The direction tolerance for bones a solver of the rig's own moves on (``ControlPlan.loose``).
+LOOSE_DEGREES = 8.0
 
 
 @dataclass(frozen=True)
@@ -105,9 +107,9 @@ def control_target(obj: Any, mapping: BoneMapping, mode: str = "fk") -> ControlT
     if is_rigify(names, props):
         plan = rigify_plan(names, props, mode)
         graph = read_graph(obj, plan.switches)
-        reading = set(plan.reference_bones)
+        reading = set(plan.played_bones)
         onto = _onto(mapping, lambda b: org_bone(b, reading), reading, "the ORG bone its controls move")
-        return ControlTarget("rigify", plan, graph, onto, _anchors(onto, graph, plan.reference_bones))
+        return ControlTarget("rigify", plan, graph, onto, _anchors(onto, graph, plan.played_bones))
     bones = list(mapping.bones().values())
     if not overridden_bones(obj, bones):
         return None
@@ -152,7 +154,7 @@ def write_controls(
 def _check(target: Any, ct: ControlTarget, placements: dict[str, Any], skeleton: Skeleton, frames: Any) -> None:
     f = np.asarray(frames, dtype=np.float64)
     picks = np.unique(np.linspace(0, f.size - 1, min(CHECK_FRAMES, f.size)).astype(int))
-    bones = list(ct.plan.reference_bones)
+    bones = list(ct.plan.played_bones)
     wanted = np.stack([placements[b][picks] for b in bones], axis=1)
     seen = bone_placements(target, f[picks], bones)
     # Directions (the bones' Y axes): a rig may spread twist over its bones by design (Rigify's
@@ -161,7 +163,8 @@ def _check(target: Any, ct: ControlTarget, placements: dict[str, Any], skeleton:
     angle = np.degrees(np.arccos(np.clip(np.einsum("fbi,fbi->fb", ys, yw), -1.0, 1.0))).max(axis=0)
     height = max(float(np.ptp(skeleton.rest_placements()[:, :3, 3], axis=0).max()), 1e-9)
     off = (np.linalg.norm(seen[..., :3, 3] - wanted[..., :3, 3], axis=-1) / height).max(axis=0)
-    bad = [k for k in range(len(bones)) if angle[k] > CHECK_DEGREES or off[k] > CHECK_POSITION]
+    limit = [LOOSE_DEGREES if b in ct.plan.loose else CHECK_DEGREES for b in bones]
+    bad = [k for k in range(len(bones)) if angle[k] > limit[k] or off[k] > (5 if bones[k] in ct.plan.loose else 1) * CHECK_POSITION]
     if bad:
         listed = ", ".join(f"{bones[k]!r} ({angle[k]:.1f} deg, {100 * off[k]:.1f} % of the rig's height)" for k in bad[:6])
         more = f" and {len(bad) - 6} more" if len(bad) > 6 else ""

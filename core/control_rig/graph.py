@@ -20,7 +20,9 @@ from numpy.typing import NDArray
 from ..rig.rotations import FloatArray, matrix_from_quat, parts_from_transform, quat_between_vectors, quat_slerp
 
 #: Constraint kinds the model evaluates (Blender's type names).
-MODELED = ("COPY_TRANSFORMS", "COPY_ROTATION", "COPY_LOCATION", "COPY_SCALE", "ARMATURE", "CHILD_OF", "DAMPED_TRACK", "STRETCH_TO")
+MODELED = (
+    "COPY_TRANSFORMS", "COPY_ROTATION", "COPY_LOCATION", "COPY_SCALE", "ARMATURE", "CHILD_OF", "DAMPED_TRACK", "STRETCH_TO", "LIMIT_DISTANCE",
+)
 
 
 class Unmodeled(Exception):
@@ -73,12 +75,24 @@ class RigGraph:
     controls: NDArray[np.bool_]  # (B,) bool
     deform: NDArray[np.bool_]  # (B,) bool
     index: dict[str, int] = field(default_factory=dict)
+    #: Per bone, Blender's Local Location (``None``: all on). Off, a bone's location channels
+    #: are read along its parent's axes, not its own rest's.
+    local_location: NDArray[np.bool_] | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "index", {n: i for i, n in enumerate(self.names)})
 
     def bone(self, name: str) -> int:
         return self.index[name]
+
+    def channel_location(self, i: int, location: FloatArray) -> FloatArray:
+        """The location channels that move bone ``i`` by ``location`` (``(F, 3)``, along its own
+        rest axes): the same, or turned onto its parent's axes when Local Location is off."""
+        if self.local_location is None or self.local_location[i]:
+            return location
+        p = int(self.parents[i])
+        turn = (self.rest[i] if p < 0 else np.linalg.inv(self.rest[p]) @ self.rest[i])[:3, :3]
+        return np.asarray(location) @ turn.T
 
 
 def blend(a: FloatArray, b: FloatArray, w: float) -> FloatArray:
@@ -189,6 +203,10 @@ class PoseModel:
         name = g.names[i]
         if link.kind not in MODELED or not link.exact:
             raise Unmodeled(name, f"{link.describe()} (not followed by the solve)")
+        if link.kind == "LIMIT_DISTANCE" and link.mix == "LIMITDIST_INSIDE":
+            # Keeps a point within reach: the retarget keeps bone lengths, so what it places is in reach.
+            assert m is not None
+            return m
         if link.kind == "COPY_SCALE" and link.space == "WORLD":
             assert m is not None
             t = self._target(i, link)

@@ -39,6 +39,21 @@ from .graph import PoseModel, RigGraph
 class Match:
     control: str
     bone: str
+    #: Only the control's rotation: it stays where its parent puts it (a toe IK control hangs
+    #: from the foot roll, which places it).
+    turn_only: bool = False
+
+
+@dataclass(frozen=True)
+class Pole:
+    """An IK chain's pole target: placed in the plane of ``root``, ``middle`` and ``end`` on the
+    side the middle bends to, as far from the middle joint as at rest (carried by ``root`` as at
+    rest where the chain is straight); its rotation stays the parent's."""
+
+    control: str
+    root: str
+    middle: str
+    end: str
 
 
 @dataclass(frozen=True)
@@ -57,7 +72,7 @@ class Aim:
     roll: str
 
 
-Step = Match | Copy | Aim
+Step = Match | Copy | Aim | Pole
 
 
 @dataclass(frozen=True)
@@ -73,6 +88,12 @@ class ControlPlan:
     root: str | None = None
     slot_bones: Mapping[str, str] | None = None
     notes: tuple[str, ...] = field(default=())
+    #: Bones no step reads that the plan still plays where the retarget puts them (an IK chain's
+    #: middle bones): mapped, and checked on what Blender plays.
+    checked: tuple[str, ...] = ()
+    #: Bones a solver of the rig's own moves on from where the plan puts them (Rigify's IK
+    #: chains stretch a little as they solve): checked with a wider tolerance.
+    loose: tuple[str, ...] = ()
 
     @property
     def controls(self) -> tuple[str, ...]:
@@ -85,8 +106,18 @@ class ControlPlan:
         """Bones whose retargeted placement the steps read."""
         out: list[str] = []
         for s in self.steps:
-            out += [s.point, s.roll] if isinstance(s, Aim) else [s.bone]
+            if isinstance(s, Aim):
+                out += [s.point, s.roll]
+            elif isinstance(s, Pole):
+                out += [s.root, s.middle, s.end]
+            else:
+                out += [s.bone]
         return tuple(dict.fromkeys(out))
+
+    @property
+    def played_bones(self) -> tuple[str, ...]:
+        """Bones the plan plays where the retarget puts them: those it reads, and ``checked``."""
+        return tuple(dict.fromkeys(self.reference_bones + self.checked))
 
 
 def _local(model: PoseModel, c: int, wanted: FloatArray) -> FloatArray:
@@ -124,6 +155,14 @@ def solve(
         if isinstance(step, Match):
             b = graph.bone(step.bone)
             wanted = placements[step.bone] @ (np.linalg.inv(E[b]) @ E[c])
+            if step.turn_only:
+                model.set_basis(c, np.broadcast_to(np.eye(4), (frames, 4, 4)))
+                wanted = wanted.copy()
+                wanted[:, :3, 3] = model.world(c)[:, :3, 3]
+        elif isinstance(step, Pole):
+            model.set_basis(c, np.broadcast_to(np.eye(4), (frames, 4, 4)))
+            wanted = np.array(model.world(c))
+            wanted[:, :3, 3] = _pole_position(graph, placements, step)
         else:
             model.set_basis(c, np.broadcast_to(np.eye(4), (frames, 4, 4)))
             here = model.world(c)
@@ -142,6 +181,21 @@ def solve(
         out[step.control] = local
         model.set_basis(c, local)
     return out
+
+
+def _pole_position(graph: RigGraph, placements: Mapping[str, FloatArray], step: Pole) -> FloatArray:
+    E = graph.posed_rest
+    root, middle, end = (placements[b][:, :3, 3] for b in (step.root, step.middle, step.end))
+    c, m = graph.bone(step.control), graph.bone(step.middle)
+    reach = float(np.linalg.norm(E[c][:3, 3] - E[m][:3, 3]))
+    axis = end - root
+    closest = root + (np.sum((middle - root) * axis, -1) / np.maximum(np.sum(axis * axis, -1), 1e-12))[:, None] * axis
+    out = middle - closest
+    size = np.linalg.norm(out, axis=-1)
+    r = graph.bone(step.root)
+    carried = (placements[step.root] @ (np.linalg.inv(E[r]) @ E[c]))[:, :3, 3]
+    bent = size > 1e-4 * np.linalg.norm(axis, axis=-1)
+    return np.where(bent[:, None], middle + out / np.maximum(size, 1e-12)[:, None] * reach, carried)
 
 
 def as_parts(locals_: Mapping[str, FloatArray]) -> dict[str, tuple[FloatArray, FloatArray]]:
@@ -165,7 +219,7 @@ def wanted_placements(
     bone the retarget does not move (Rigify's neck hangs from the FK spine) is placed on the body,
     not where that bone left it."""
     world = skeleton.forward_kinematics(clip.rotations, clip.translations, clip.scales)
-    placements = {b: world[:, skeleton.index(b)] for b in plan.reference_bones}
+    placements = {b: world[:, skeleton.index(b)] for b in plan.played_bones}
     E = graph.posed_rest
     for bone, parent in (anchors or {}).items():
         if bone in placements and parent in placements:
@@ -183,5 +237,5 @@ def control_clip(
     parts = as_parts(solve(plan, graph, placements, travel))
     names = list(parts)
     rot = np.stack([parts[n][0] for n in names], axis=1)
-    loc = np.stack([parts[n][1] for n in names], axis=1)
+    loc = np.stack([graph.channel_location(graph.bone(n), parts[n][1]) for n in names], axis=1)
     return Clip(tuple(names), clip.times, clip.fps, make_quat_continuous(rot, axis=0), loc, name=clip.name, first_frame=clip.first_frame)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 
-from .plan import Aim, ControlPlan, Match, Step
+from .plan import Aim, ControlPlan, Match, Pole, Step
 
 #: The spine: (FK control, the ORG bone whose head it carries, the ORG bone that gives its roll).
 _SPINE_AIMS = (
@@ -62,11 +62,15 @@ def rigify_plan(names: Collection[str], properties: Mapping[str, Collection[str]
     match("head", "ORG-spine.006")
     match("tweak_spine.005", "ORG-spine.005")  # the neck's bend: the tweak between neck and head
     switches = []
+    checked: list[str] = []
+    loose: list[str] = []
     for side in (".L", ".R"):
         match("shoulder" + side, "ORG-shoulder" + side)
         for limb, parent, parts in (("arm", "upper_arm_parent", _ARM_FK), ("leg", "thigh_parent", tuple(p for p, _ in _LEG_FK))):
             if "IK_FK" in properties.get(parent + side, ()):
                 switches.append((parent + side, "IK_FK", 1.0 if mode == "fk" else 0.0))
+            if mode == "ik" and "pole_vector" in properties.get(parent + side, ()):
+                switches.append((parent + side, "pole_vector", 1.0))
             if mode == "fk":
                 for part in parts:
                     match(f"{part}_fk{side}", f"ORG-{part}{side}")
@@ -75,13 +79,24 @@ def rigify_plan(names: Collection[str], properties: Mapping[str, Collection[str]
                 base = "upper_arm" if limb == "arm" else "thigh"
                 match(f"{end}_ik{side}", f"ORG-{end}{side}")
                 match(f"{base}_ik{side}", f"ORG-{base}{side}")
-                if limb == "leg":
-                    match(f"toe_ik{side}", f"ORG-toe{side}")
+                if f"{base}_ik{side}" in has:  # the chain's base does not stretch: its bend is the clip's
+                    switches.append((f"{base}_ik{side}", "ik_stretch", 0.0))
+                middle = f"ORG-{'forearm' if limb == 'arm' else 'shin'}{side}"
+                pole = f"{base}_ik_target{side}"
+                if {pole, middle, f"ORG-{base}{side}", f"ORG-{end}{side}"} <= has:
+                    steps.append(Pole(pole, f"ORG-{base}{side}", middle, f"ORG-{end}{side}"))
+                if middle in has:
+                    checked.append(middle)
+                    loose.extend((middle, f"ORG-{base}{side}"))
+                if limb == "leg" and {f"toe_ik{side}", f"ORG-toe{side}"} <= has:
+                    steps.append(Match(f"toe_ik{side}", f"ORG-toe{side}", turn_only=True))
         for finger in _FINGERS:
             for segment in ("01", "02", "03"):
                 match(f"{finger}.{segment}{side}", f"ORG-{finger}.{segment}{side}")
     label = "Rigify, FK controls" if mode == "fk" else "Rigify, IK controls"
-    return ControlPlan(label, tuple(steps), tuple(switches), root="root" if "root" in has else None)
+    return ControlPlan(
+        label, tuple(steps), tuple(switches), root="root" if "root" in has else None, checked=tuple(checked), loose=tuple(loose)
+    )
 
 
 def org_bone(bone: str, names: Collection[str]) -> str | None:
