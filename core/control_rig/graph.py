@@ -125,18 +125,35 @@ class PoseModel:
         self.frames = frames
         self.bases: dict[int, FloatArray] = dict(bases or {})
         self._memo: dict[int, FloatArray] = {}
+        # Which evaluated bones used each bone (its placement or its local transform), so a new
+        # local transform forgets only what depends on it.
+        self._users: dict[int, set[int]] = {}
+        self._evaluating: list[int] = []
+
+    def _uses(self, j: int) -> None:
+        if self._evaluating:
+            self._users.setdefault(j, set()).add(self._evaluating[-1])
 
     def set_basis(self, i: int, basis: FloatArray) -> None:
         self.bases[i] = basis
-        self._memo.clear()
+        self._memo.pop(i, None)
+        todo = [i]
+        while todo:
+            for k in self._users.pop(todo.pop(), ()):
+                self._memo.pop(k, None)
+                todo.append(k)
 
     def basis(self, i: int) -> FloatArray:
         g = self.graph
+        self._uses(i)
         if i in self.bases:
             return self.bases[i]
         d = g.drivers[i]
         if d is not None:
             copy_of, reads, why = d
+            for r in (copy_of, *reads):
+                if r >= 0:
+                    self._uses(r)
             if copy_of >= 0 and copy_of in self.bases:  # a copy of another bone's channels
                 return self.bases[copy_of]
             if any(r in self.bases for r in reads):
@@ -148,9 +165,14 @@ class PoseModel:
         return self.frame(i) @ self.basis(i)
 
     def world(self, i: int) -> FloatArray:
+        self._uses(i)
         got = self._memo.get(i)
         if got is None:
-            got = self._memo[i] = self._evaluate(i)
+            self._evaluating.append(i)
+            try:
+                got = self._memo[i] = self._evaluate(i)
+            finally:
+                self._evaluating.pop()
         return got
 
     def _static(self, link: Link) -> bool:
@@ -159,6 +181,9 @@ class PoseModel:
         if link.kind == "COPY_SCALE":
             return True
         g = self.graph
+        for t, _ in link.targets:
+            if t >= 0:
+                self._uses(t)
         return link.space == "LOCAL" and all(
             t >= 0 and t not in self.bases and not g.links[t] and g.drivers[t] is None for t, _ in link.targets
         )
