@@ -24,6 +24,7 @@ from ..bridge.control_target import control_target, write_controls
 from ..bridge.file_import import load_file, scene_fps
 from ..bridge.played_pose import driven_bones, played_placements, switch_to_pose_position, what_overrides
 from ..bridge.session import fresh_session, save_blend
+from ..core.control_rig.body import body_rig_input
 from ..core.errors import RigError
 from ..core.formats.bvh import CHUNK_FRAMES
 from ..core.formats.reframe import onto_own_frames
@@ -86,8 +87,10 @@ def retarget_action(
         raise RigError(problem)
     tgt_in, tgt_map = rig_input(target, target_mapping)
     control = control_target(target, tgt_map, control_rig)
-    if control is not None and control.mapping is not tgt_map:
-        tgt_in, tgt_map = rig_input(target, control.mapping)
+    if control is not None:
+        if control.mapping is not tgt_map:
+            tgt_in, tgt_map = rig_input(target, control.mapping)
+        tgt_in = body_rig_input(tgt_in, control.anchors)
     if isinstance(source, FileClip):  # read without Blender (a BVH take): converted at the rate a piece at a time
         src_in, src_map = source.rig, source.mapping
         clip = source.clip(None if keep_frames else scene_fps)
