@@ -259,7 +259,9 @@ def retarget_clip(scene: Any) -> tuple[RetargetOutcome, str]:
     )
     if rows is None:
         fill_rows(s, outcome.source_mapping, outcome.target_mapping)
-    done = f"Retargeted onto {s.target.name!r} as {outcome.action.name!r}"
+    rig = outcome.report.get("control_rig")
+    onto = f"{s.target.name!r} ({rig['plan']}, {len(rig['controls'])} controls keyed)" if rig else repr(s.target.name)
+    done = f"Retargeted onto {onto} as {outcome.action.name!r}"
     if outcome.judge_later is not None:
         deferred_summary.defer(scene, outcome, bool(s.color_bones))
         return outcome, f"{done}; measuring its quality (the Quality panel fills in)"
