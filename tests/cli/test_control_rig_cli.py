@@ -101,3 +101,17 @@ def test_a_plain_rig_prints_no_control_rig_line(tmp_path):
     assert res.returncode == 0, res.stderr[-2000:]
     assert "control rig" not in res.stdout
     assert json.loads(report.read_text())["control_rig"] is None
+
+
+@pytest.mark.slow
+def test_ik_keys_the_ik_controls_with_the_switches_to_ik(blender, tmp_path):
+    out = tmp_path / "out.blend"
+    res = run("retarget", str(shared_file(CLIP)), str(rigify_rig_blend()), "-o", str(out), "--target-armature", "rig", "--control-rig", "ik")
+    assert res.returncode == 0, res.stderr[-2000:]
+    rig_lines = [line.strip() for line in res.stdout.splitlines() if line.strip().startswith("control rig:")]
+    assert len(rig_lines) == 1 and rig_lines[0].startswith("control rig: Rigify, IK controls; keyed "), res.stdout
+    keyed = _keyed(blender, out)
+    assert {"hand_ik.L", "foot_ik.R"} <= set(keyed) and not [b for b in keyed if b.startswith(NOT_CONTROLS)], sorted(keyed)
+    assert "upper_arm_fk.L" not in keyed and "thigh_fk.R" not in keyed
+    switch = keyed["upper_arm_parent.L"]['["IK_FK"][0]']
+    assert switch and all(value == 0.0 for _, value in switch)

@@ -66,6 +66,21 @@ def test_retarget_clip_keys_only_the_controls_the_panel_named(rigify_scene):
     assert not [w for w in report.get("warnings", []) if "override" in w]
 
 
+def test_ik_keys_the_ik_controls_the_panel_named(rigify_scene):
+    bpy, _, rig = rigify_scene
+    from marionette.bridge.control_preview import control_rig_preview
+
+    s = bpy.context.scene.marionette
+    s.control_rig = "IK"
+    preview = control_rig_preview(rig, s.control_rig, s.root_motion)
+    assert preview is not None and preview["plan"] == "Rigify, IK controls"
+    assert bpy.ops.marionette.retarget_clip() == {"FINISHED"}
+    keyed = _keyed_bones(rig)
+    limb_fk = {f"{part}_fk{side}" for part in ("upper_arm", "forearm", "hand", "thigh", "shin", "foot") for side in (".L", ".R")}
+    assert {"hand_ik.L", "foot_ik.R"} <= keyed and not [b for b in keyed if b.startswith(NOT_CONTROLS) or b in limb_fk], sorted(keyed)
+    assert keyed == set(preview["controls"]) | {sw["bone"] for sw in preview["switches"]}
+
+
 def test_control_rig_off_keys_the_mapped_bones(rigify_scene):
     bpy, _, rig = rigify_scene
     from marionette.bridge.control_preview import OFF_PLAN, control_rig_preview
@@ -94,7 +109,7 @@ def test_preview_tells_a_plain_skeleton_from_a_constrained_one(rigify_scene):
     ik = control_rig_preview(rig, "IK")
     assert ik is not None and ik["plan"] == "Rigify, IK controls"
     assert {"hand_ik.L", "foot_ik.R", "torso"} <= set(ik["controls"]) and "upper_arm_fk.L" not in ik["controls"]
-    assert {sw["value"] for sw in ik["switches"]} == {0.0}
+    assert {sw["value"] for sw in ik["switches"] if sw["property"] == "IK_FK"} == {0.0}
 
     c = metarig.pose.bones["forearm.L"].constraints.new("COPY_ROTATION")
     c.target, c.subtarget = metarig, "hand.L"
