@@ -41,6 +41,19 @@ ROOT_MOTION_HELP = (
 )
 
 
+#: ``--control-rig``: as bridge.control_target.CONTROL_RIG_MODES (not imported: it loads Blender).
+CONTROL_RIG_CHOICES = ("fk", "ik", "off")
+CONTROL_RIG_HELP = (
+    "what a control rig target (one whose mapped bones follow other bones through constraints or drivers) is keyed on: "
+    "fk (default) its FK controls (Rigify: the IK/FK switches set to FK); ik its IK controls (switches set to IK); "
+    "off the mapped bones themselves, even when constraints override them"
+)
+
+
+def _control_rig_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--control-rig", choices=CONTROL_RIG_CHOICES, default="fk", help=CONTROL_RIG_HELP)
+
+
 def _mapping_help() -> str:
     names = ", ".join(sorted(q.stem for q in PRESETS.glob("*.json")))
     return (
@@ -142,6 +155,7 @@ def _retarget_arguments(p: argparse.ArgumentParser) -> None:
         help="rest-space: turn the target's rest onto the source's bone directions (an A-pose clip onto a T-pose rig of one family)",
     )
     _plant_feet_argument(p)
+    _control_rig_argument(p)
     p.add_argument("--report", help="write the JSON report here (measurements, mapping, facing cues)")
     p.add_argument("--report-png", metavar="R.png", help="write a picture of the report here (per-bone error over time, key frames); needs matplotlib (pip install '.[blender]' or pip install matplotlib)")
 
@@ -172,6 +186,7 @@ def retarget(args: argparse.Namespace) -> int:
             options=RetargetOptions(root_motion=args.root_motion, plant_feet=args.plant_feet),
             methods=methods,
             match_rest=args.match_rest,
+            control_rig=args.control_rig,
         )
     print(f"wrote {Path(args.output).resolve()} (action {outcome.action.name!r})")
     print(format_summary(outcome.report))

@@ -8,6 +8,7 @@ from typing import Any
 
 import bpy
 
+from ..bridge.control_preview import control_rig_preview
 from ..core.batch.output_files import REPORT_RECORD
 from ..core.batch.status import CLIP_GOOD, FILE_BAKED
 from ..core.mapping.humanoid import MINIMUM_SLOTS
@@ -41,6 +42,26 @@ class MARIONETTE_UL_mapping(bpy.types.UIList):
         row.label(text=f"{100 * conf:.0f}%")
 
 
+#: Controls named in the sidebar before "(+N)".
+SHOWN_CONTROLS = 6
+
+
+def control_rig_lines(preview: dict[str, Any]) -> list[str]:
+    """The sidebar's lines for a control rig target (:func:`~..bridge.control_preview.control_rig_preview`)."""
+    lines = [f"Control rig: {preview['plan']}"]
+    controls = preview["controls"]
+    if controls:
+        more = f" (+{len(controls) - SHOWN_CONTROLS})" if len(controls) > SHOWN_CONTROLS else ""
+        lines.append(f"Keys {len(controls)} controls: {', '.join(controls[:SHOWN_CONTROLS])}{more}")
+    by_value: dict[tuple[str, float], list[str]] = {}
+    for sw in preview["switches"]:
+        by_value.setdefault((sw["property"], sw["value"]), []).append(sw["bone"])
+    for (prop, value), bones in by_value.items():
+        more = f" (+{len(bones) - 2})" if len(bones) > 2 else ""
+        lines.append(f"Sets {prop} = {value:g} on {', '.join(bones[:2])}{more}")
+    return lines
+
+
 class VIEW3D_PT_marionette_retarget(MarionettePanel, bpy.types.Panel):
     bl_label = "Retarget"
 
@@ -49,6 +70,12 @@ class VIEW3D_PT_marionette_retarget(MarionettePanel, bpy.types.Panel):
         col = self.layout.column()
         col.prop(s, "source")
         col.prop(s, "target")
+        preview = control_rig_preview(s.target, s.control_rig, s.root_motion) if s.target is not None else None
+        if preview is not None:
+            box = col.box()
+            box.row().prop(s, "control_rig", expand=True)
+            for k, line in enumerate(control_rig_lines(preview)):
+                box.label(text=line, icon="CONSTRAINT_BONE" if k == 0 else "BLANK1")
         col.prop(s, "action")
         if s.action is None and s.source is not None:
             clip = clip_of(s)

@@ -31,6 +31,11 @@ ROOT_MOTION_ITEMS = [
     ("IN_PLACE", "In Place", "Drop the horizontal travel; keep the vertical motion"),
 ]
 
+CONTROL_RIG_ITEMS = [
+    ("FK", "FK", "Key the FK controls of a control rig (Rigify: IK/FK switches set to FK)"),
+    ("IK", "IK", "Key the IK controls of a control rig (Rigify: IK/FK switches set to IK)"),
+    ("OFF", "Off", "Key the mapped bones themselves, even when constraints override them"),
+]
 
 METHOD_ITEMS = [
     ("GEOMETRIC", "Geometric Frames", "Rebuild the bone's frame from joint positions: right for any two rigs"),
@@ -65,6 +70,14 @@ class MarionetteSettings(bpy.types.PropertyGroup):
         name="Clip", type=bpy.types.Action, description="Clip to retarget (empty: the source's active action)"
     )
     root_motion: EnumProperty(name="Root Motion", items=ROOT_MOTION_ITEMS, default="HIPS")  # type: ignore[valid-type]
+    control_rig: EnumProperty(  # type: ignore[valid-type]
+        name="Control Rig",
+        items=CONTROL_RIG_ITEMS,
+        default="FK",
+        description="What a target whose mapped bones follow controls (constraints, drivers) is keyed on: "
+        "FK keys the FK controls (Rigify: IK/FK switches set to FK), IK the IK controls, "
+        "Off the mapped bones themselves even when constraints override them",
+    )
     auto_scale: BoolProperty(  # type: ignore[valid-type]
         name="Scale by Hip Height",
         default=True,

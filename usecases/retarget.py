@@ -182,10 +182,13 @@ def retarget_files(
     methods: Mapping[str, str] | None = None,
     match_rest: bool = False,
     chunk_frames: int = CHUNK_FRAMES,
+    control_rig: str = "fk",
 ) -> RetargetOutcome:
     """The command line's retarget: both files into a fresh scene, one clip retargeted, the target
     (with its meshes and the new Action) saved to ``output``. Nothing is written on failure.
-    A long BVH take is read without Blender (:mod:`..bridge.clip_source`), ``chunk_frames`` file frames at a time."""
+    A long BVH take is read without Blender (:mod:`..bridge.clip_source`), ``chunk_frames`` file frames at a time.
+    ``control_rig`` (``"fk"``, ``"ik"``, ``"off"``) says what a control rig target is keyed on, as
+    for :func:`retarget_action`."""
     import bpy
 
     fresh_session()
@@ -215,6 +218,7 @@ def retarget_files(
         name=name,
         methods=methods,
         match_rest=match_rest,
+        control_rig=control_rig,
     )
     # The result file holds the target, not the source that was only read.
     for obj in source_file.objects if source_file else []:
@@ -254,10 +258,13 @@ def retarget_clip(scene: Any) -> tuple[RetargetOutcome, str]:
         methods=methods_from_rows(s),
         match_rest=s.match_rest,
         judge=not deferred_summary.defer_summary(),
+        control_rig=s.control_rig.lower(),
     )
     if rows is None:
         fill_rows(s, outcome.source_mapping, outcome.target_mapping)
-    done = f"Retargeted onto {s.target.name!r} as {outcome.action.name!r}"
+    rig = outcome.report.get("control_rig")
+    onto = f"{s.target.name!r} ({rig['plan']}, {len(rig['controls'])} controls keyed)" if rig else repr(s.target.name)
+    done = f"Retargeted onto {onto} as {outcome.action.name!r}"
     if outcome.judge_later is not None:
         deferred_summary.defer(scene, outcome, bool(s.color_bones))
         return outcome, f"{done}; measuring its quality (the Quality panel fills in)"

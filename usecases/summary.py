@@ -2,13 +2,39 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
+
+#: Controls named in a summary line before "and N more".
+NAMED_CONTROLS = 8
+
+
+def named(names: Sequence[str], at_most: int = NAMED_CONTROLS) -> str:
+    """``names`` joined, the first ``at_most`` of them then "and N more"."""
+    shown = ", ".join(names[:at_most])
+    return shown + (f" and {len(names) - at_most} more" if len(names) > at_most else "")
+
+
+def control_rig_line(described: dict[str, Any] | None) -> str | None:
+    """What a retarget onto a control rig keyed (``report["control_rig"]``), in one line; ``None``
+    when the target's mapped bones were keyed themselves."""
+    if not described:
+        return None
+    controls = list(described.get("controls", []))
+    line = f"control rig: {described['plan']}; keyed {len(controls)} control{'' if len(controls) == 1 else 's'}"
+    if controls:
+        line += f" ({named(controls)})"
+    switches = [f"{s['bone']} {s['property']}={s['value']:g}" for s in described.get("switches", [])]
+    if switches:
+        line += f" and switch{'' if len(switches) == 1 else 'es'} {named(switches, 4)}"
+    return line
 
 
 def format_summary(report: dict[str, Any]) -> str:
     """The quality figures a person reads after a retarget."""
     s = report["summary"]
-    lines = [f"  note: {note}" for note in report.get("notes", [])] + [
+    rig = control_rig_line(report.get("control_rig"))
+    lines = [f"  note: {note}" for note in report.get("notes", [])] + ([f"  {rig}"] if rig else []) + [
         f"  bone direction error   mean {s['mean_direction_error']:.3f} deg, max {s['max_direction_error']:.3f} deg",
         f"  limb direction error   mean {s['mean_limb_direction_error']:.3f} deg",
         f"  elbow/knee plane error max {s['max_limb_plane_error']:.3f} deg",
