@@ -63,6 +63,6 @@ def _preview(obj: Any, mode: str, root_motion: str) -> dict[str, Any] | None:
     if kind == "found":
         return {"kind": kind, "plan": FOUND_PLAN, "controls": [], "switches": []}
     plan = rigify_plan(names, props, mode)
-    controls = [c for c in plan.controls if c != plan.root or root_motion == "ROOT_BONE"]
+    controls = list(plan.keyed(root_motion == "ROOT_BONE"))
     switches = [{"bone": b, "property": p, "value": v} for b, p, v in plan.switches]
     return {"kind": kind, "plan": plan.name, "controls": controls, "switches": switches}

@@ -49,12 +49,13 @@ class ControlTarget:
     mapping: BoneMapping  # the slots, onto the bones the plan reads
     anchors: dict[str, str]  # mapped bone -> the bone of its body parent (parents first)
 
-    def describe(self) -> dict[str, Any]:
-        """What the report and the sidebar say of it."""
+    def describe(self, travel_on_root: bool = False) -> dict[str, Any]:
+        """What the report and the sidebar say of it (``travel_on_root``: the root control
+        carries root motion, so it is keyed too)."""
         return {
             "kind": self.kind,
             "plan": self.plan.name,
-            "controls": list(self.plan.controls),
+            "controls": list(self.plan.keyed(travel_on_root)),
             "switches": [{"bone": b, "property": p, "value": v} for b, p, v in self.plan.switches],
         }
 

@@ -111,7 +111,7 @@ def retarget_action(
     if control is not None:
         on_root = opts.root_motion == "ROOT_BONE"
         new_action = write_controls(target, control, tgt_in.skeleton, result, name or clip.name, frames, rate, replace_existing, on_root)
-        keyed = list(control.plan.controls)
+        keyed = list(control.plan.keyed(on_root))
     else:
         new_action = write_action(target, result.clip, name or clip.name, frames=frames, replace=replace_existing, fps=rate)
         keyed = driven_bones(binding)
@@ -135,7 +135,7 @@ def retarget_action(
     report["mapping"] = {"source": src_map.to_dict(), "target": tgt_map.to_dict()}
     report["method"] = {"native": run.native, "table": run.methods, "match_rest": match_rest, "warnings": list(run.warnings)}
     report["options"] = {"root_motion": opts.root_motion, "plant_feet": opts.plant_feet, "fingers": opts.fingers}
-    report["control_rig"] = control.describe() if control is not None else None
+    report["control_rig"] = control.describe(opts.root_motion == "ROOT_BONE") if control is not None else None
     if result.planted:
         report["planted_feet"] = result.planted
         report["planted_hip_drop"] = {"max": result.hip_drop, "frames": result.lowered_frames}

@@ -97,9 +97,13 @@ class ControlPlan:
 
     @property
     def controls(self) -> tuple[str, ...]:
-        """The keyed controls, in order (the root control first when it carries root motion)."""
-        named = tuple(s.control for s in self.steps)
-        return ((self.root,) if self.root else ()) + named
+        """The controls the steps key, in order (the root control, keyed only when it carries
+        root motion, is :attr:`root`)."""
+        return tuple(s.control for s in self.steps)
+
+    def keyed(self, travel_on_root: bool) -> tuple[str, ...]:
+        """Every control keyed: the root control first when it carries root motion."""
+        return ((self.root,) if self.root and travel_on_root else ()) + self.controls
 
     @property
     def reference_bones(self) -> tuple[str, ...]:

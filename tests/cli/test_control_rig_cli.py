@@ -67,10 +67,9 @@ def test_default_keys_rigify_fk_controls_and_says_so(blender, tmp_path):
         for parent in ("upper_arm_parent", "thigh_parent"):
             switch = keyed[parent + side]['["IK_FK"][0]']
             assert switch and all(value == 1.0 for _, value in switch), (parent + side, switch)
-    # The summary names controls the file holds ("root" is listed by the plan but keyed only with
-    # --root-motion ROOT_BONE).
+    # The summary names controls the file holds ("root" is keyed only with --root-motion ROOT_BONE).
     named = rig_lines[0].split("(", 1)[1].split(" and ", 1)[0].split(", ")
-    assert set(named) - {"root"} <= set(keyed)
+    assert "root" not in named and set(named) <= set(keyed)
 
 
 @pytest.mark.slow
