@@ -8,6 +8,7 @@ from typing import Any
 
 from ..bridge import compat
 from ..bridge.clip_read import clip_from_action
+from ..bridge.control_preview import control_rig_preview
 from ..bridge.played_pose import driven_bones, played_placements, what_overrides
 from ..bridge.session import fresh_session
 from ..core.errors import MappingError
@@ -56,9 +57,14 @@ def measure_files(source_path: str, retargeted_path: str, *, clip: str | None = 
     # A clip on its own rig's layout is retargeted natively (its keys kept, on its own floor).
     native = native_refusal(src_clip, src_in.skeleton, tgt_in.skeleton) is None
     report = measure(binding, source_placements(binding, src_clip), world_t, native)
-    hidden = what_overrides(target, result_action, driven_bones(binding)) + notes
+    # A control rig's deform bones follow its controls by design: what overrides keys on them is
+    # not a warning there (what plays is measured all the same).
+    rig = control_rig_preview(target, "fk")
+    hidden = what_overrides(target, result_action, driven_bones(binding), constraints=rig is None) + notes
     if hidden:
         report["warnings"] = hidden
+    if rig is not None:
+        report["control_rig"] = {"kind": rig["kind"]}
     report["clip"] = {"source": source_action.name, "retargeted": result_action.name, "fps": rate, "frames": src_clip.frame_count}
     return report
 
