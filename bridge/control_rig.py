@@ -129,7 +129,8 @@ def _link(c: Any, index: dict[str, int], obj: Any, driven: dict[str, float] | No
     elif kind == "CHILD_OF":
         flags = ("use_location_x", "use_location_y", "use_location_z", "use_rotation_x", "use_rotation_y", "use_rotation_z")
         exact = all(getattr(c, f) for f in flags) and not c.set_inverse_pending
-        matrix = np.array(c.inverse_matrix, dtype=np.float64)
+        # In armature space: the inverse sits between the target and the object's placement.
+        matrix = np.array(c.inverse_matrix, dtype=np.float64) @ np.array(obj.matrix_world, dtype=np.float64)
         return Link(kind, c.name, float(influence), targets, space, "REPLACE", exact, matrix)
     return Link(kind, c.name, float(influence), targets, space, mix, exact)
 

@@ -115,8 +115,23 @@ def control_target(obj: Any, mapping: BoneMapping, mode: str = "fk") -> ControlT
     if not overridden_bones(obj, bones):
         return None
     graph = read_graph(obj)
-    plan = found_plan(graph, bones)
+    plan = found_plan(graph, bones + _between(graph, bones))
     return ControlTarget("found", plan, graph, mapping, _anchors(mapping, graph, plan.reference_bones))
+
+
+def _between(graph: RigGraph, bones: list[str]) -> list[str]:
+    """Bones on the armature's path from a mapped bone up to the nearest mapped bone above it (a
+    neck's second bone, a spine bone no slot takes): the retarget places them too."""
+    mapped = {graph.bone(b) for b in bones}
+    out: list[str] = []
+    for b in bones:
+        path, p = [], int(graph.parents[graph.bone(b)])
+        while p >= 0 and p not in mapped:
+            path.append(p)
+            p = int(graph.parents[p])
+        if p >= 0:  # a mapped bone above: everything on the way is in between
+            out += [graph.names[k] for k in reversed(path) if graph.names[k] not in out]
+    return out
 
 
 def write_controls(

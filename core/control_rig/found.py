@@ -15,38 +15,20 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..errors import RigError
-from .graph import Link, RigGraph
-from .plan import ControlPlan, Copy, Match, Step
-
-#: Constraint kinds that change nothing the retarget keys (it keys no scale).
-_NEUTRAL = ("COPY_SCALE",)
-
-
-def _full(link: Link) -> bool:
-    return link.exact and link.influence >= 1.0 - 1e-9
+from .graph import NEUTRAL, RigGraph, copy_link
+from .plan import ControlPlan, Copy, Follow, Match, Step
 
 
 def _copied_from(graph: RigGraph, i: int) -> tuple[int | None, str | None]:
-    """The bone whose placement bone ``i`` copies whole (``None`` when it is free), or the reason
-    it is neither free nor a copy."""
-    links = [k for k in graph.links[i] if k.kind not in _NEUTRAL]
+    """The bone whose placement bone ``i`` copies (``None`` when it is free), or the reason it
+    is neither free nor a copy."""
+    link = copy_link(graph, i)
+    if link is not None:
+        return next(t for t, w in link.targets if w != 0.0), None
+    links = [k for k in graph.links[i] if k.kind not in NEUTRAL]
     if not links:
         return None, None
-    last = None
-    for k, link in enumerate(links):
-        if link.kind == "COPY_TRANSFORMS" and link.space == "WORLD" and link.mix == "REPLACE" and _full(link):
-            last = k
-    if last is not None and last == len(links) - 1 and links[last].targets and links[last].targets[0][0] >= 0:
-        return links[last].targets[0][0], None
-    if len(links) == 1:
-        link = links[0]
-        bones = [t for t, w in link.targets if w != 0.0]
-        if link.kind == "CHILD_OF" and _full(link) and bones and bones[0] >= 0:
-            return bones[0], None
-        if link.kind == "ARMATURE" and _full(link) and len(bones) == 1 and bones[0] >= 0 and link.targets[0][1] >= 1.0 - 1e-9:
-            return bones[0], None
-    blocking = links[last + 1] if last is not None and last + 1 < len(links) else links[-1]
-    return None, blocking.describe()
+    return None, links[-1].describe()
 
 
 def found_plan(graph: RigGraph, bones: Sequence[str]) -> ControlPlan:
@@ -58,7 +40,7 @@ def found_plan(graph: RigGraph, bones: Sequence[str]) -> ControlPlan:
     problems: list[str] = []
     for bone in bones:
         i = graph.bone(bone)
-        x, seen = i, {i}
+        x, seen, path = i, {i}, [i]
         while True:
             d = graph.drivers[x]
             if d is not None:
@@ -79,13 +61,16 @@ def found_plan(graph: RigGraph, bones: Sequence[str]) -> ControlPlan:
                 break
             if source is None:  # free: the bone that carries keys
                 if x not in keyed:
-                    steps.append(Match(graph.names[x], bone))
+                    hops = tuple(graph.names[k] for k in path[1:]) + ((graph.names[x],) if x != i else ())
+                    plain = all(copy_link(graph, k).kind == "COPY_TRANSFORMS" for k in path if k != x)  # type: ignore[union-attr]
+                    steps.append(Match(graph.names[x], bone) if plain else Follow(graph.names[x], bone, hops))
                     keyed.add(x)
                 break
             if source in seen:
                 problems.append(f"{bone!r} (its constraints loop back to {graph.names[source]!r})")
                 break
             seen.add(source)
+            path.append(source)
             x = source
     if problems:
         shown = ", ".join(problems[:6]) + (f" and {len(problems) - 6} more" if len(problems) > 6 else "")

@@ -25,6 +25,10 @@ MODELED = (
 )
 
 
+#: Constraint kinds that change nothing the retarget keys (it keys no scale).
+NEUTRAL = ("COPY_SCALE",)
+
+
 class Unmodeled(Exception):
     """A bone's placement depends on something the model does not evaluate."""
 
@@ -93,6 +97,27 @@ class RigGraph:
         p = int(self.parents[i])
         turn = (self.rest[i] if p < 0 else np.linalg.inv(self.rest[p]) @ self.rest[i])[:3, :3]
         return np.asarray(location) @ turn.T
+
+
+def copy_link(graph: RigGraph, i: int) -> Link | None:
+    """The constraint through which bone ``i``'s placement follows one other bone's whole: its
+    last full world-space Copy Transforms with nothing after it, or its only constraint when that
+    is a full Child Of or an Armature constraint with one bone at full weight; else ``None``."""
+    links = [k for k in graph.links[i] if k.kind not in NEUTRAL]
+    if not links:
+        return None
+    last = links[-1]
+    full = last.exact and last.influence >= 1.0 - 1e-9
+    bones = [t for t, w in last.targets if w != 0.0]
+    if not full or len(bones) != 1 or bones[0] < 0:
+        return None
+    if last.kind == "COPY_TRANSFORMS" and last.space == "WORLD" and last.mix == "REPLACE":
+        return last
+    if len(links) == 1 and last.kind == "CHILD_OF":
+        return last
+    if len(links) == 1 and last.kind == "ARMATURE" and last.targets[0][1] >= 1.0 - 1e-9:
+        return last
+    return None
 
 
 def blend(a: FloatArray, b: FloatArray, w: float) -> FloatArray:

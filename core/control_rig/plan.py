@@ -32,7 +32,7 @@ from ..rig.rotations import (
     quat_between_vectors,
 )
 from ..rig.skeleton import Skeleton
-from .graph import PoseModel, RigGraph
+from .graph import PoseModel, RigGraph, copy_link
 
 
 @dataclass(frozen=True)
@@ -57,6 +57,18 @@ class Pole:
 
 
 @dataclass(frozen=True)
+class Follow:
+    """``bone`` follows ``control`` through the bones ``hops`` (the last is the control), each
+    copying the next through a Copy Transforms, a Child Of or a one-bone Armature constraint
+    (:func:`~.graph.copy_link`): each relation is turned back, from ``bone``'s wanted placement to
+    the control's."""
+
+    control: str
+    bone: str
+    hops: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class Copy:
     """Drivers copy ``control``'s channels onto ``bone``: the control gets the local transform
     that puts ``bone`` where the retarget wants it."""
@@ -72,7 +84,7 @@ class Aim:
     roll: str
 
 
-Step = Match | Copy | Aim | Pole
+Step = Match | Follow | Copy | Aim | Pole
 
 
 @dataclass(frozen=True)
@@ -163,6 +175,8 @@ def solve(
                 model.set_basis(c, np.broadcast_to(np.eye(4), (frames, 4, 4)))
                 wanted = wanted.copy()
                 wanted[:, :3, 3] = model.world(c)[:, :3, 3]
+        elif isinstance(step, Follow):
+            wanted = _followed(model, graph, placements[step.bone], (step.bone, *step.hops))
         elif isinstance(step, Pole):
             model.set_basis(c, np.broadcast_to(np.eye(4), (frames, 4, 4)))
             wanted = np.array(model.world(c))
@@ -185,6 +199,23 @@ def solve(
         out[step.control] = local
         model.set_basis(c, local)
     return out
+
+
+def _followed(model: PoseModel, graph: RigGraph, wanted: FloatArray, chain: tuple[str, ...]) -> FloatArray:
+    """The placement of ``chain[-1]`` that puts ``chain[0]`` at ``wanted``, each bone of the chain
+    copying the next (:func:`~.graph.copy_link`)."""
+    for here, there in zip(chain[:-1], chain[1:], strict=True):
+        x = graph.bone(here)
+        link = copy_link(graph, x)
+        if link is None or link.kind == "COPY_TRANSFORMS":
+            continue  # a copy: the same placement
+        before = model.attached(x)
+        if link.kind == "CHILD_OF":
+            inverse = np.eye(4) if link.matrix is None else link.matrix
+            wanted = wanted @ np.linalg.inv(before) @ np.linalg.inv(inverse)
+        else:  # a one-bone Armature constraint
+            wanted = wanted @ np.linalg.inv(before) @ graph.rest[graph.bone(there)]
+    return wanted
 
 
 def _pole_position(graph: RigGraph, placements: Mapping[str, FloatArray], step: Pole) -> FloatArray:
@@ -224,12 +255,19 @@ def wanted_placements(
     not where that bone left it."""
     world = skeleton.forward_kinematics(clip.rotations, clip.translations, clip.scales)
     placements = {b: world[:, skeleton.index(b)] for b in plan.played_bones}
-    E = graph.posed_rest
+    rest = graph.rest
     for bone, parent in (anchors or {}).items():
         if bone in placements and parent in placements:
-            carried = placements[parent] @ (np.linalg.inv(E[graph.bone(parent)]) @ E[graph.bone(bone)])
+            carried = placements[parent] @ (np.linalg.inv(rest[graph.bone(parent)]) @ rest[graph.bone(bone)])
             placements[bone] = placements[bone].copy()
             placements[bone][:, :3, 3] = carried[:, :3, 3]
+    # The retarget moves bones from their rests; Blender plays them from the pose the rig's own
+    # constraints give them with every control at rest (a bone that copies a rolled control has
+    # that control's roll): each placement is moved onto that pose.
+    E = graph.posed_rest
+    for bone in placements:
+        b = graph.bone(bone)
+        placements[bone] = placements[bone] @ (np.linalg.inv(rest[b]) @ E[b])
     return placements
 
 
