@@ -252,25 +252,18 @@ def test_a_deform_bone_held_by_what_no_control_keys_back_is_refused_and_nothing_
             bpy.data.objects.remove(empty, do_unlink=True)
 
 
-FLAT_RIG_FOLLOW = pytest.mark.xfail(
-    strict=True,
-    reason="on deform bones without parents (Child Of / Armature rigs) the placements come from the armature's own "
-    "hierarchy, where each is a root: a mapped bone the clip does not move (a finger of a clip without fingers) keeps "
-    "its rest orientation in the armature instead of following the hand; 132.9 deg off on index.distal.L "
-    "(core/control_rig/plan.py wanted_placements: anchors carry heads only)",
-)
-
-
 @pytest.mark.parametrize(
     "kind, rolled",
     [
         pytest.param("copy_transforms", False, id="copy_transforms-aligned"),
         pytest.param("drivers", True, id="drivers"),
-        pytest.param("child_of", True, id="child_of", marks=FLAT_RIG_FOLLOW),
-        pytest.param("armature", True, id="armature", marks=FLAT_RIG_FOLLOW),
+        pytest.param("child_of", True, id="child_of"),
+        pytest.param("armature", True, id="armature"),
     ],
 )
 def test_mapped_bones_the_clip_does_not_move_follow_their_body_parent_as_on_the_plain_skeleton(scene, kind, rolled):
+    """Fingers of a clip without fingers: on the plain skeleton they hang from the hand; on a rig
+    whose deform bones have no parents (Child Of, Armature) they must too, not stay as at rest."""
     bpy, source, action, options, spec, reference, frames, mapped, played, moved = scene
     from marionette.bridge.control_rig import bone_placements
     from marionette.usecases.retarget import retarget_action

@@ -29,30 +29,17 @@ def _label(clip_file: str, clip_name: str | None) -> str:
 
 
 def _retarget_saved(clip_file: str, clip_name: str | None, mode: str, out: str):
-    """The clip onto the generated rig (Plant Feet off) saved to ``out``; the outcome and the
-    bones each F-curve of the new action keys, with its switch keys, read before anything else
-    runs. FK goes through the ``retarget`` command's function (FK is its default); IK through
-    the retarget the sidebar calls, in a fresh session as the command makes it."""
-    from marionette.bridge.file_import import load_file, scene_fps
-    from marionette.bridge.session import fresh_session, save_blend
+    """The clip onto the generated rig (Plant Feet off, controls of ``mode``) saved to ``out`` by
+    the ``retarget`` command's function; the outcome and the bones each F-curve of the new action
+    keys, with its switch keys, read before anything else runs."""
     from marionette.core.retarget.geometric import RetargetOptions
-    from marionette.usecases.retarget import retarget_action, retarget_files
-    from marionette.usecases.rigs import pick_action, pick_armature
+    from marionette.usecases.retarget import retarget_files
 
     options = RetargetOptions(plant_feet=False)
     source_path, rig_path = shared_file(clip_file), rigify_rig_blend()
-    if mode == "fk":
-        outcome = retarget_files(str(source_path), str(rig_path), out, clip=clip_name, target_armature="rig", options=options)
-    else:
-        fresh_session()
-        target = pick_armature(load_file(str(rig_path)).armatures, "rig", "rig")
-        loaded = load_file(str(source_path))
-        source = pick_armature(loaded.armatures, None, "source")
-        outcome = retarget_action(
-            source, pick_action(loaded, source, clip_name), target, scene_fps=scene_fps(), options=options, control_rig=mode, name="clip"
-        )
-        target.animation_data.action = outcome.action
-        save_blend(out)
+    outcome = retarget_files(
+        str(source_path), str(rig_path), out, clip=clip_name, target_armature="rig", options=options, control_rig=mode
+    )
     return outcome, _keys(outcome.action)
 
 
