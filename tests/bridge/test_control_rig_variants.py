@@ -1,5 +1,5 @@
 """The general control-rig resolver on game rigs generated in Blender from a plain humanoid (the
-shared VRM character's skeleton): its bones become deform bones that follow controls (custom
+shared VRM and Quaternius characters' skeletons): its bones become deform bones that follow controls (custom
 shapes, other names, another hierarchy, random rolls and offsets) through a world Copy Transforms,
 a Child Of with its inverse set, a one-bone Armature constraint, or drivers copying the control's
 channels one to one (:func:`tests.helpers.control_rig_variants.game_rig`).
@@ -20,7 +20,9 @@ from tests.helpers.data import shared_file
 
 pytestmark = [pytest.mark.bpy, pytest.mark.data]
 
-BASE = "blend/vrm_addon_apose_rest.blend"
+#: Plain humanoids the game rigs are made from: the VRM character (A-pose, fingers) and the
+#: Quaternius character (importer leaf bones, IK pole bones, two-segment fingers).
+BASES = ["blend/vrm_addon_apose_rest.blend", "fbx/quaternius_male_casual.fbx"]
 CLIP = "bvh/cmu/02_02_daz.bvh"
 SAMPLES = 16
 
@@ -90,8 +92,8 @@ def _wire(bpy, obj, rig) -> None:
     bpy.context.view_layer.update()
 
 
-@pytest.fixture(scope="module")
-def scene():
+@pytest.fixture(scope="module", params=BASES, ids=lambda b: b.split("/")[-1].split(".")[0])
+def scene(request):
     """The walk, the plain skeleton with the walk retargeted onto it (the reference), and the
     base skeleton's spec; built once for the module."""
     import bpy  # noqa: I001
@@ -105,7 +107,7 @@ def scene():
     for module in ("io_anim_bvh", "io_scene_fbx", "io_scene_gltf2"):
         addon_utils.enable(module, default_set=True)
     bpy.context.scene.render.fps = 24
-    base = max(load_file(shared_file(BASE)).armatures, key=lambda a: len(a.data.bones))
+    base = max(load_file(shared_file(request.param)).armatures, key=lambda a: len(a.data.bones))
     spec = _spec(base)
     names, parents, rests, lengths = spec
     for obj in list(bpy.data.objects):
@@ -123,7 +125,7 @@ def scene():
     played = bone_placements(plain, frames, mapped)
     moved = _moved_by_the_clip(bpy, plain, frames, mapped)
     assert len(moved) >= 15, moved  # the body and the limbs
-    yield bpy, source, action, options, spec, reference, frames, mapped, played, moved
+    yield bpy, source, action, options, spec, reference, frames, mapped, played, moved, _hung_elsewhere(reference.target_mapping, plain)
     bpy.ops.wm.read_factory_settings(use_empty=True)
 
 
@@ -147,7 +149,7 @@ ROLLED_COPIES = pytest.mark.xfail(
     strict=True,
     reason="wanted_placements carries a mapped bone's head from its parent through the rig's evaluated rest (posed_rest); "
     "a deform bone copying a control rolled against it takes the control's roll there, so the rest offset turns: "
-    "legs 6.6 %, arms 3.1 % of the height off (core/control_rig/plan.py wanted_placements, anchors)",
+    "heads up to 6.6 % (VRM) and 14 % (Quaternius) of the height off (core/control_rig/plan.py wanted_placements, anchors)",
 )
 VARIANTS = [
     pytest.param("copy_transforms", False, id="copy_transforms-aligned"),
@@ -156,6 +158,34 @@ VARIANTS = [
     pytest.param("armature", True, id="armature"),
     pytest.param("drivers", True, id="drivers"),
 ]
+
+
+def _hung_elsewhere(mapping, plain) -> set[str]:
+    """Mapped bones whose parent in the plain skeleton is not the bone of their body parent (the
+    nearest mapped slot above theirs): Quaternius hangs the right thumb from the index's
+    metacarpal. A rig whose deform bones have no parents says nothing of that, so there the
+    thumb hangs from the hand, and its head (and its next segment's) follows the hand rather than
+    the metacarpal."""
+    from marionette.core.mapping.humanoid import SLOT_PARENT
+
+    bones = mapping.bones()
+    body = {}
+    for slot, bone in bones.items():
+        up = SLOT_PARENT.get(slot)
+        while up is not None and up not in bones:
+            up = SLOT_PARENT.get(up)
+        body[bone] = bones[up] if up is not None else None
+    out = set()
+    for bone, up in body.items():
+        parent = plain.data.bones[bone].parent
+        if up is not None and (parent is None or parent.name != up):
+            out.add(bone)
+    grown = True
+    while grown:  # and the bones that hang from those
+        more = {b for b, up in body.items() if up in out} - out
+        out |= more
+        grown = bool(more)
+    return out
 
 
 def _moved_by_the_clip(bpy, plain, frames, mapped) -> list[str]:
@@ -183,7 +213,7 @@ def _moved_by_the_clip(bpy, plain, frames, mapped) -> list[str]:
 @pytest.mark.parametrize("seed", [1, 2])
 @pytest.mark.parametrize("kind, rolled", VARIANTS)
 def test_a_game_rig_is_keyed_on_its_controls_and_its_deform_bones_play_the_plain_retarget(scene, kind, rolled, seed, capsys):
-    bpy, source, action, options, spec, reference, frames, mapped, played, moved = scene
+    bpy, source, action, options, spec, reference, frames, mapped, played, moved, elsewhere = scene
     from marionette.bridge.control_rig import bone_placements
     from marionette.usecases.retarget import retarget_action
 
@@ -205,12 +235,14 @@ def test_a_game_rig_is_keyed_on_its_controls_and_its_deform_bones_play_the_plain
         angle = _angles(got, played[:, pick])
         height = float(np.ptp(spec[2][:, :3, 3], axis=0).max())
         heads = np.linalg.norm(got[..., :3, 3] - played[:, pick][..., :3, 3], axis=-1) / height
+        if kind in ("child_of", "armature"):  # no parents on the deform bones: heads hang from the body parent
+            heads[:, [k for k, b in enumerate(moved) if b in elsewhere]] = 0.0
         worst = moved[int(np.argmax(angle.max(axis=0)))]
         with capsys.disabled():
             print(f"\n{kind}{' rolled' if rolled else ''} seed {seed}: {len(keyed)} controls keyed; deform directions off the plain retarget by "
                   f"max {angle.max():.4f} deg ({worst}), heads by max {100 * heads.max():.4f} % of the height")
         assert angle.max() <= 0.1, (worst, angle.max())
-        assert heads.max() <= 1e-3, " ".join(f"{m}={float(h):.4f}" for h, m in zip(heads.max(axis=0), moved, strict=True))
+        assert heads.max() <= 1e-3, " ".join(f"{m}={float(h):.4f}" for h, m in zip(heads.max(axis=0), moved, strict=True) if h > 1e-3)
         assert outcome.report["summary"]["mean_limb_direction_error"] <= 1.5
     finally:
         bpy.data.objects.remove(obj, do_unlink=True)
@@ -252,6 +284,7 @@ def test_a_deform_bone_held_by_what_no_control_keys_back_is_refused_and_nothing_
             bpy.data.objects.remove(empty, do_unlink=True)
 
 
+@pytest.mark.parametrize("scene", BASES[:1], indirect=True, ids=["vrm"])
 @pytest.mark.parametrize(
     "kind, rolled",
     [
@@ -264,7 +297,7 @@ def test_a_deform_bone_held_by_what_no_control_keys_back_is_refused_and_nothing_
 def test_mapped_bones_the_clip_does_not_move_follow_their_body_parent_as_on_the_plain_skeleton(scene, kind, rolled):
     """Fingers of a clip without fingers: on the plain skeleton they hang from the hand; on a rig
     whose deform bones have no parents (Child Of, Armature) they must too, not stay as at rest."""
-    bpy, source, action, options, spec, reference, frames, mapped, played, moved = scene
+    bpy, source, action, options, spec, reference, frames, mapped, played, moved, _ = scene
     from marionette.bridge.control_rig import bone_placements
     from marionette.usecases.retarget import retarget_action
 
