@@ -238,9 +238,11 @@ def test_a_game_rig_is_keyed_on_its_controls_and_its_deform_bones_play_the_plain
         if kind in ("child_of", "armature"):  # no parents on the deform bones: heads hang from the body parent
             heads[:, [k for k, b in enumerate(moved) if b in elsewhere]] = 0.0
         worst = moved[int(np.argmax(angle.max(axis=0)))]
+        summary = outcome.report["summary"]
         with capsys.disabled():
             print(f"\n{kind}{' rolled' if rolled else ''} seed {seed}: {len(keyed)} controls keyed; deform directions off the plain retarget by "
-                  f"max {angle.max():.4f} deg ({worst}), heads by max {100 * heads.max():.4f} % of the height")
+                  f"max {angle.max():.4f} deg ({worst}), heads by max {100 * heads.max():.4f} % of the height; its own summary: "
+                  f"limb directions {summary['mean_limb_direction_error']:.3f} deg, hips height {100 * summary['hips_height_error']:.3f} %")
         assert angle.max() <= 0.1, (worst, angle.max())
         assert heads.max() <= 1e-3, " ".join(f"{m}={float(h):.4f}" for h, m in zip(heads.max(axis=0), moved, strict=True) if h > 1e-3)
         assert outcome.report["summary"]["mean_limb_direction_error"] <= 1.5
