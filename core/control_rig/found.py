@@ -61,7 +61,7 @@ def found_plan(graph: RigGraph, bones: Sequence[str]) -> ControlPlan:
                 break
             if source is None:  # free: the bone that carries keys
                 if x not in keyed:
-                    hops = tuple(graph.names[k] for k in path[1:]) + ((graph.names[x],) if x != i else ())
+                    hops = tuple(graph.names[k] for k in path[1:])  # the path ends at the control
                     plain = all(copy_link(graph, k).kind == "COPY_TRANSFORMS" for k in path if k != x)  # type: ignore[union-attr]
                     steps.append(Match(graph.names[x], bone) if plain else Follow(graph.names[x], bone, hops))
                     keyed.add(x)

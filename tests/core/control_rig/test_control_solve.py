@@ -183,11 +183,6 @@ def test_rigify_is_recognised_by_its_switches_torso_and_mechanism_bones():
     assert org_bone("hand_fk.L", names) is None
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="found_plan takes a full Child Of (or a one-bone Armature constraint) as a copy even when the owner's own parent "
-    "moves; Blender applies the constraint on top of the parent, so Match's rest offset misses (core/control_rig/found.py _copied_from)",
-)
 @pytest.mark.parametrize("kind", ["CHILD_OF", "ARMATURE"])
 def test_a_held_bone_whose_parent_moves_is_solved_or_refused(kind):
     """A deform chain kept as a hierarchy, each bone held by its own control: hips copies hip_c,

@@ -7,7 +7,7 @@ import pytest
 
 from marionette.core.control_rig.found import found_plan
 from marionette.core.control_rig.graph import Link
-from marionette.core.control_rig.plan import Copy, Match
+from marionette.core.control_rig.plan import Copy, Follow, Match
 from marionette.core.errors import RigError
 from tests.helpers.control_rig_variants import graph, link, placement
 
@@ -20,12 +20,13 @@ def _rig(links=None, drivers=None, extra=()):
 
 def test_a_chain_of_copies_is_followed_to_the_control():
     g = _rig({"def": [link("COPY_TRANSFORMS", 1)], "org": [link("CHILD_OF", 0)]})
-    assert found_plan(g, ["def"]).steps == (Match("ctrl", "def"),)
+    # A copy then a Child Of: the Child Of is turned back on the way, through the bones walked.
+    assert found_plan(g, ["def"]).steps == (Follow("ctrl", "def", ("org", "ctrl")),)
 
 
-def test_an_armature_constraint_on_one_bone_at_full_weight_is_a_copy():
+def test_an_armature_constraint_on_one_bone_at_full_weight_is_followed_to_that_bone():
     g = _rig({"def": [link("ARMATURE", 0)]})
-    assert found_plan(g, ["def"]).steps == (Match("ctrl", "def"),)
+    assert found_plan(g, ["def"]).steps == (Follow("ctrl", "def", ("ctrl",)),)
 
 
 def test_the_last_full_copy_transforms_wins_and_a_copy_of_scale_changes_nothing():
