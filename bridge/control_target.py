@@ -167,6 +167,18 @@ def write_controls(
     return action
 
 
+def predicted_placements(ct: ControlTarget, skeleton: Skeleton, clip: Any) -> tuple[Any, list[int]]:
+    """What the solve makes Blender play for ``clip`` (the retargeted clip, or some of its
+    frames): placements ``(T, B, 4, 4)`` in ``skeleton``'s order (the plan's bones as it plays
+    them, the others as the retarget left them) and the rows of the plan's bones."""
+    world = skeleton.forward_kinematics(clip.rotations, clip.translations, clip.scales)
+    rows = []
+    for bone, m in wanted_placements(ct.plan, ct.graph, skeleton, clip, ct.anchors).items():
+        world[:, skeleton.index(bone)] = m
+        rows.append(skeleton.index(bone))
+    return world, rows
+
+
 def _check(target: Any, ct: ControlTarget, placements: dict[str, Any], skeleton: Skeleton, frames: Any) -> None:
     f = np.asarray(frames, dtype=np.float64)
     picks = np.unique(np.linspace(0, f.size - 1, min(CHECK_FRAMES, f.size)).astype(int))

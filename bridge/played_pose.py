@@ -208,7 +208,9 @@ def _shaped_beyond_keys(obj: Any, action: Any) -> bool:
     )
 
 
-def played_placements(obj: Any, action: Any, frames: Any, skeleton: Any, fps: float | None = None) -> tuple[FloatArray, list[str]]:
+def played_placements(
+    obj: Any, action: Any, frames: Any, skeleton: Any, fps: float | None = None, predicted: tuple[FloatArray, Sequence[int]] | None = None
+) -> tuple[FloatArray, list[str]]:
     """The pose Blender plays on ``obj`` at ``frames`` as skeleton-space placements
     ``(T, B, 4, 4)`` in ``skeleton`` order, and warnings.
 
@@ -218,8 +220,14 @@ def played_placements(obj: Any, action: Any, frames: Any, skeleton: Any, fps: fl
     :data:`SPOT_FRAMES` evenly spread frames: equal, they are what Blender plays; different
     (something unnamed changes the pose), every frame is evaluated and a warning names the bone
     that departs most. An armature Blender does not evaluate (not in the current view layer) is
-    read from the keys, and a warning says so."""
+    read from the keys, and a warning says so.
+
+    ``predicted`` (placements ``(T, B, 4, 4)`` and the skeleton rows they stand for: a control
+    rig's solve) is checked the same way on those rows, their directions and heads: the same on
+    the spot frames, it is what Blender plays."""
     f = np.asarray(frames, dtype=np.float64).reshape(-1)
+    if predicted is not None:
+        return _checked_prediction(obj, f, skeleton, predicted[0], list(predicted[1]))
     try:
         if _shaped_beyond_keys(obj, action):
             return evaluated_pose_matrices(obj, f, skeleton), []
@@ -239,6 +247,22 @@ def played_placements(obj: Any, action: Any, frames: Any, skeleton: Any, fps: fl
     return evaluated_pose_matrices(obj, f, skeleton), [
         f"Blender plays bone {skeleton.names[worst]!r} away from the keys written (something besides the action changes the pose)"
     ]
+
+
+def _checked_prediction(obj: Any, f: FloatArray, skeleton: Any, predicted: FloatArray, rows: list[int]) -> tuple[FloatArray, list[str]]:
+    spots = np.unique(np.linspace(0, f.size - 1, min(SPOT_FRAMES, f.size)).astype(int))
+    seen = evaluated_pose_matrices(obj, f[spots], skeleton)
+    size = max(float(np.ptp(skeleton.rest_placements()[:, :3, 3], axis=0).max()), 1e-9)
+    ys, yp = seen[:, rows, :3, 1], predicted[spots][:, rows, :3, 1]
+    ys = ys / np.linalg.norm(ys, axis=-1, keepdims=True)
+    yp = yp / np.linalg.norm(yp, axis=-1, keepdims=True)
+    turn = np.abs(ys - yp).max(axis=(0, 2))
+    pos = np.abs(seen[:, rows, :3, 3] - predicted[spots][:, rows, :3, 3]).max(axis=(0, 2)) / size
+    if turn.max() < 1e-4 and pos.max() < 1e-4:
+        out = np.array(predicted)
+        out[spots] = seen
+        return out, []
+    return evaluated_pose_matrices(obj, f, skeleton), []
 
 
 def panel_fields(report: dict[str, Any]) -> dict[str, Any]:

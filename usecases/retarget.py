@@ -20,7 +20,7 @@ import numpy as np
 from ..bridge.action_write import linked_problem, write_action, write_object_travel
 from ..bridge.clip_read import clip_from_action
 from ..bridge.clip_source import FileClip, is_long_bvh_take, read_bvh_clip
-from ..bridge.control_target import control_target, write_controls
+from ..bridge.control_target import control_target, predicted_placements, write_controls
 from ..bridge.file_import import load_file, scene_fps
 from ..bridge.played_pose import driven_bones, played_placements, switch_to_pose_position, what_overrides
 from ..bridge.session import fresh_session, save_blend
@@ -119,7 +119,11 @@ def retarget_action(
         write_object_travel(target, new_action, result.root_motion, frames)
     # An armature left in Rest Position would play nothing: show the new action (same undo step).
     switched = switch_to_pose_position(target)
-    judged = partial(judge_action, binding, clip, tgt_in, target, new_action, frames, rate, measure_frames, run.native, keyed if control is not None else None)
+    predict = partial(predicted_placements, control, tgt_in.skeleton) if control is not None else None
+    judged = partial(
+        judge_action, binding, clip, tgt_in, target, new_action, frames, rate, measure_frames, run.native,
+        keyed if control is not None else None, predict, result.clip,
+    )
     report = judged() if judge else {}
     if switched:
         report["switched_to_pose_position"] = True
@@ -146,6 +150,8 @@ def judge_action(
     binding: Binding, clip: Any, tgt_in: RigInput, target: Any, action: Any, frames: Any, rate: float, measure_frames: int,
     native: bool = False,
     keyed: list[str] | None = None,
+    predict: Any = None,
+    result_clip: Any = None,
 ) -> dict[str, Any]:
     """The quality report of a retarget just written: what Blender plays (the pose it evaluates
     with ``action`` assigned: constraints, NLA, drivers, Rest Position included; not the core's
@@ -155,7 +161,9 @@ def judge_action(
     A long clip is judged on evenly spread frames (at most ``measure_frames``), so the summary
     after a retarget costs little next to the retarget itself; the measure command reads all."""
     picks = np.unique(np.linspace(0, clip.frame_count - 1, min(clip.frame_count, measure_frames)).astype(int))
-    world_t, notes = played_placements(target, action, np.asarray(frames)[picks], tgt_in.skeleton, fps=rate)
+    # A control rig: what the solve makes Blender play, checked on spot frames (docs/control_rigs.md#the-check-on-what-blender-plays).
+    predicted = predict(result_clip.take(picks)) if predict is not None else None
+    world_t, notes = played_placements(target, action, np.asarray(frames)[picks], tgt_in.skeleton, fps=rate, predicted=predicted)
     report = measure(binding, source_placements(binding, clip.take(picks)), world_t, native)
     report["measured_frames"] = int(picks.size)
     hidden = (what_overrides(target, action, keyed, constraints=False) if keyed is not None else what_overrides(target, action, driven_bones(binding))) + notes

@@ -253,8 +253,21 @@ def wanted_placements(
     where its body parent carries it at rest: a mapped bone that hangs in the armature from a
     bone the retarget does not move (Rigify's neck hangs from the FK spine) is placed on the body,
     not where that bone left it."""
-    world = skeleton.forward_kinematics(clip.rotations, clip.translations, clip.scales)
-    placements = {b: world[:, skeleton.index(b)] for b in plan.played_bones}
+    # Only the bones read and their ancestors, bone-major (Skeleton.bone_placements).
+    wanted = {skeleton.index(b) for b in plan.played_bones}
+    closed = sorted(wanted.union(*(skeleton.ancestors(i) for i in wanted)))
+    scales = None if clip.scales is None else np.swapaxes(clip.scales[:, closed], 0, 1)
+    lin, pos = skeleton.bone_placements(
+        closed, np.swapaxes(clip.rotations[:, closed], 0, 1), np.swapaxes(clip.translations[:, closed], 0, 1), scales
+    )
+    row = {b: r for r, b in enumerate(closed)}
+    placements: dict[str, FloatArray] = {}
+    for name in plan.played_bones:
+        m = np.zeros((clip.frame_count, 4, 4))
+        m[:, :3, :3] = lin[row[skeleton.index(name)]]
+        m[:, :3, 3] = pos[row[skeleton.index(name)]]
+        m[:, 3, 3] = 1.0
+        placements[name] = m
     rest = graph.rest
     for bone, parent in (anchors or {}).items():
         if bone in placements and parent in placements:
@@ -266,8 +279,8 @@ def wanted_placements(
     # that control's roll): each placement is moved onto that pose.
     E = graph.posed_rest
     for bone in placements:
-        b = graph.bone(bone)
-        placements[bone] = placements[bone] @ (np.linalg.inv(rest[b]) @ E[b])
+        k = graph.bone(bone)
+        placements[bone] = placements[bone] @ (np.linalg.inv(rest[k]) @ E[k])
     return placements
 
 
