@@ -36,7 +36,7 @@ CONTROL_RIG_MODES = ("fk", "ik", "off")
 #: fraction of the rig's height), on sampled frames, or nothing is written.
 CHECK_DEGREES = 2.0
 CHECK_POSITION = 0.01
-CHECK_FRAMES = 8
+CHECK_FRAMES = 4
 #: The direction tolerance for bones a solver of the rig's own moves on (``ControlPlan.loose``).
 LOOSE_DEGREES = 8.0
 

@@ -90,7 +90,7 @@ def retarget_action(
     if control is not None:
         if control.mapping is not tgt_map:
             tgt_in, tgt_map = rig_input(target, control.mapping)
-        tgt_in = body_rig_input(tgt_in, control.anchors)
+        tgt_in = body_rig_input(tgt_in, control.anchors, keep=set(control.plan.played_bones) | set(tgt_map.bones().values()))
     if isinstance(source, FileClip):  # read without Blender (a BVH take): converted at the rate a piece at a time
         src_in, src_map = source.rig, source.mapping
         clip = source.clip(None if keep_frames else scene_fps)

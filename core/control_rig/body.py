@@ -10,7 +10,7 @@ its body parent, so the retarget's placements are the body's.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 import numpy as np
 
@@ -18,9 +18,11 @@ from ..retarget.geometric import RigInput
 from ..rig.skeleton import Skeleton
 
 
-def body_skeleton(skeleton: Skeleton, anchors: Mapping[str, str]) -> Skeleton:
+def body_skeleton(skeleton: Skeleton, anchors: Mapping[str, str], keep: Collection[str] | None = None) -> Skeleton:
     """``skeleton`` with each bone of ``anchors`` (bone -> its body parent) hung from that
-    parent instead, where that makes no loop; rests and placement unchanged."""
+    parent instead, where that makes no loop; rests and placement unchanged. With ``keep``, only
+    those bones and the bones they hang from (the rest of a control rig's 700 bones play no part
+    in the retarget)."""
     names = list(skeleton.names)
     parents: list[str | None] = [names[int(p)] if p >= 0 else None for p in skeleton.parents]
     for bone, parent in anchors.items():
@@ -37,11 +39,22 @@ def body_skeleton(skeleton: Skeleton, anchors: Mapping[str, str]) -> Skeleton:
             k = parents[names.index(k)]  # type: ignore[assignment]
         if k is not None:  # a loop through earlier changes: keep the armature's parent
             parents[i] = names[int(skeleton.parents[i])] if skeleton.parents[i] >= 0 else None
-    return Skeleton.from_rest_matrices(names, parents, skeleton.rest_placements(), placement=skeleton.placement)
+    rest = skeleton.rest_placements()
+    if keep is not None:
+        at = {n: k for k, n in enumerate(names)}
+        kept: set[str] = set()
+        for name in keep:
+            up: str | None = name
+            while up is not None and up not in kept:
+                kept.add(up)
+                up = parents[at[up]]
+        pick = [k for k, n in enumerate(names) if n in kept]
+        names, parents, rest = [names[k] for k in pick], [parents[k] for k in pick], rest[pick]
+    return Skeleton.from_rest_matrices(names, parents, rest, placement=skeleton.placement)
 
 
-def body_rig_input(rig: RigInput, anchors: Mapping[str, str]) -> RigInput:
+def body_rig_input(rig: RigInput, anchors: Mapping[str, str], keep: Collection[str] | None = None) -> RigInput:
     """``rig`` on its :func:`body_skeleton` (its bone ends in the new order)."""
-    body = body_skeleton(rig.skeleton, anchors)
+    body = body_skeleton(rig.skeleton, anchors, keep)
     ends = None if rig.ends is None else np.asarray(rig.ends, dtype=np.float64)[[rig.skeleton.index(n) for n in body.names]]
     return RigInput(body, dict(rig.slots), ends)

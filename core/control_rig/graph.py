@@ -17,7 +17,14 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import NDArray
 
-from ..rig.rotations import FloatArray, matrix_from_quat, parts_from_transform, quat_between_vectors, quat_slerp
+from ..rig.rotations import (
+    FloatArray,
+    invert_affine,
+    matrix_from_quat,
+    parts_from_transform,
+    quat_between_vectors,
+    quat_slerp,
+)
 
 #: Constraint kinds the model evaluates (Blender's type names).
 MODELED = (
@@ -95,7 +102,7 @@ class RigGraph:
         if self.local_location is None or self.local_location[i]:
             return location
         p = int(self.parents[i])
-        turn = (self.rest[i] if p < 0 else np.linalg.inv(self.rest[p]) @ self.rest[i])[:3, :3]
+        turn = (self.rest[i] if p < 0 else invert_affine(self.rest[p]) @ self.rest[i])[:3, :3]
         return np.asarray(location) @ turn.T
 
 
@@ -154,6 +161,7 @@ class PoseModel:
         # local transform forgets only what depends on it.
         self._users: dict[int, set[int]] = {}
         self._evaluating: list[int] = []
+        self._rest_rel: dict[int, FloatArray] = {}
 
     def _uses(self, j: int) -> None:
         if self._evaluating:
@@ -219,7 +227,7 @@ class PoseModel:
         if links and i not in self.bases and all(self._static(k) for k in links):
             # Constraints that act as at rest keep the bone where the rest pose has it, under its parent.
             p = int(g.parents[i])
-            at_rest = g.posed_rest[i] if p < 0 else self.world(p) @ (np.linalg.inv(g.posed_rest[p]) @ g.posed_rest[i])
+            at_rest = g.posed_rest[i] if p < 0 else self.world(p) @ (invert_affine(g.posed_rest[p]) @ g.posed_rest[i])
             return np.broadcast_to(at_rest, (self.frames, 4, 4))
         # A full world-space Copy Transforms replaces everything before it, the parent too.
         start, m = 0, None
@@ -240,7 +248,12 @@ class PoseModel:
         """Where bone ``i`` sits with an identity local transform, before its constraints."""
         g = self.graph
         p = int(g.parents[i])
-        return g.rest[i] if p < 0 else self.world(p) @ (np.linalg.inv(g.rest[p]) @ g.rest[i])
+        if p < 0:
+            return g.rest[i]
+        rel = self._rest_rel.get(i)
+        if rel is None:
+            rel = self._rest_rel[i] = invert_affine(g.rest[p]) @ g.rest[i]
+        return self.world(p) @ rel
 
     def _target(self, i: int, link: Link) -> FloatArray:
         t = link.targets[0][0] if link.targets else -1
@@ -273,8 +286,8 @@ class PoseModel:
             if src < 0:
                 raise Unmodeled(name, f"{link.describe()} has a target that is not a bone of the rig")
             frame = self.frame(i)
-            ours = np.linalg.inv(frame) @ m
-            theirs = np.linalg.inv(self.frame(src)) @ self.world(src)
+            ours = invert_affine(frame) @ m
+            theirs = invert_affine(self.frame(src)) @ self.world(src)
             if link.kind == "COPY_ROTATION":
                 theirs_r = np.array(np.broadcast_to(ours, np.broadcast_shapes(ours.shape, theirs.shape)))
                 theirs_r[..., :3, :3] = _rotation_only(theirs)[..., :3, :3]
@@ -300,7 +313,7 @@ class PoseModel:
                     continue
                 if bone < 0:
                     raise Unmodeled(name, f"{link.describe()} has a target that is not a bone of the rig")
-                total = total + w * (self.world(bone) @ np.linalg.inv(g.rest[bone]))
+                total = total + w * (self.world(bone) @ invert_affine(g.rest[bone]))
             return blend(m, total @ m, link.influence)
         if link.kind == "CHILD_OF":
             t = self._target(i, link)

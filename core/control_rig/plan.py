@@ -26,6 +26,7 @@ import numpy as np
 from ..rig.clip import Clip
 from ..rig.rotations import (
     FloatArray,
+    invert_affine,
     make_quat_continuous,
     matrix_from_quat,
     parts_from_transform,
@@ -138,7 +139,7 @@ class ControlPlan:
 
 def _local(model: PoseModel, c: int, wanted: FloatArray) -> FloatArray:
     """The local transform that puts control ``c`` at ``wanted`` under its parent's placement."""
-    return np.linalg.inv(model.frame(c)) @ wanted
+    return invert_affine(model.frame(c)) @ wanted
 
 
 def solve(
@@ -164,13 +165,13 @@ def solve(
     for step in plan.steps:
         c = graph.bone(step.control)
         if isinstance(step, Copy):
-            local = np.linalg.inv(model.frame(graph.bone(step.bone))) @ placements[step.bone]
+            local = invert_affine(model.frame(graph.bone(step.bone))) @ placements[step.bone]
             out[step.control] = local
             model.set_basis(c, local)
             continue
         if isinstance(step, Match):
             b = graph.bone(step.bone)
-            wanted = placements[step.bone] @ (np.linalg.inv(E[b]) @ E[c])
+            wanted = placements[step.bone] @ (invert_affine(E[b]) @ E[c])
             if step.turn_only:
                 model.set_basis(c, np.broadcast_to(np.eye(4), (frames, 4, 4)))
                 wanted = wanted.copy()
@@ -185,9 +186,9 @@ def solve(
             model.set_basis(c, np.broadcast_to(np.eye(4), (frames, 4, 4)))
             here = model.world(c)
             r = graph.bone(step.roll)
-            rolled = placements[step.roll] @ (np.linalg.inv(E[r]) @ E[c])
+            rolled = placements[step.roll] @ (invert_affine(E[r]) @ E[c])
             p = graph.bone(step.point)
-            carried = (np.linalg.inv(E[c]) @ E[p])[:3, 3]  # the point in the control's rest frame
+            carried = (invert_affine(E[c]) @ E[p])[:3, 3]  # the point in the control's rest frame
             now = np.einsum("fij,j->fi", rolled[:, :3, :3], carried)
             to = placements[step.point][:, :3, 3] - here[:, :3, 3]
             turn = matrix_from_quat(quat_between_vectors(now, to))
@@ -212,9 +213,9 @@ def _followed(model: PoseModel, graph: RigGraph, wanted: FloatArray, chain: tupl
         before = model.attached(x)
         if link.kind == "CHILD_OF":
             inverse = np.eye(4) if link.matrix is None else link.matrix
-            wanted = wanted @ np.linalg.inv(before) @ np.linalg.inv(inverse)
+            wanted = wanted @ invert_affine(before) @ invert_affine(inverse)
         else:  # a one-bone Armature constraint
-            wanted = wanted @ np.linalg.inv(before) @ graph.rest[graph.bone(there)]
+            wanted = wanted @ invert_affine(before) @ graph.rest[graph.bone(there)]
     return wanted
 
 
@@ -228,7 +229,7 @@ def _pole_position(graph: RigGraph, placements: Mapping[str, FloatArray], step: 
     out = middle - closest
     size = np.linalg.norm(out, axis=-1)
     r = graph.bone(step.root)
-    carried = (placements[step.root] @ (np.linalg.inv(E[r]) @ E[c]))[:, :3, 3]
+    carried = (placements[step.root] @ (invert_affine(E[r]) @ E[c]))[:, :3, 3]
     bent = size > 1e-4 * np.linalg.norm(axis, axis=-1)
     return np.where(bent[:, None], middle + out / np.maximum(size, 1e-12)[:, None] * reach, carried)
 
@@ -271,7 +272,7 @@ def wanted_placements(
     rest = graph.rest
     for bone, parent in (anchors or {}).items():
         if bone in placements and parent in placements:
-            carried = placements[parent] @ (np.linalg.inv(rest[graph.bone(parent)]) @ rest[graph.bone(bone)])
+            carried = placements[parent] @ (invert_affine(rest[graph.bone(parent)]) @ rest[graph.bone(bone)])
             placements[bone] = placements[bone].copy()
             placements[bone][:, :3, 3] = carried[:, :3, 3]
     # The retarget moves bones from their rests; Blender plays them from the pose the rig's own
@@ -280,7 +281,7 @@ def wanted_placements(
     E = graph.posed_rest
     for bone in placements:
         k = graph.bone(bone)
-        placements[bone] = placements[bone] @ (np.linalg.inv(rest[k]) @ E[k])
+        placements[bone] = placements[bone] @ (invert_affine(rest[k]) @ E[k])
     return placements
 
 

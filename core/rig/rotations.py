@@ -514,6 +514,32 @@ def invert_rigid(m: ArrayLike) -> FloatArray:
     return out
 
 
+def invert_affine(m: ArrayLike) -> FloatArray:
+    """Inverse of 4x4 affine matrices (any invertible 3x3 part, last row ``0 0 0 1``) in closed
+    form (cofactors), much cheaper than a general inverse over many matrices."""
+    m = _as_float(m)
+    _check_matrix(m, 4, "transform")
+    if m.ndim == 2:
+        return np.asarray(np.linalg.inv(m), dtype=np.float64)
+    a = m[..., :3, :3]
+    c0, c1, c2 = a[..., :, 0], a[..., :, 1], a[..., :, 2]
+
+    def cross(u: FloatArray, v: FloatArray) -> FloatArray:
+        return np.stack(
+            [u[..., 1] * v[..., 2] - u[..., 2] * v[..., 1], u[..., 2] * v[..., 0] - u[..., 0] * v[..., 2], u[..., 0] * v[..., 1] - u[..., 1] * v[..., 0]],
+            axis=-1,
+        )
+
+    rows = np.stack([cross(c1, c2), cross(c2, c0), cross(c0, c1)], axis=-2)
+    det = np.sum(c0 * rows[..., 0, :], axis=-1)
+    inv = rows / det[..., None, None]
+    out = np.zeros_like(m)
+    out[..., :3, :3] = inv
+    out[..., :3, 3] = -np.einsum("...ij,...j->...i", inv, m[..., :3, 3])
+    out[..., 3, 3] = 1.0
+    return out
+
+
 def orthonormalize(m: ArrayLike) -> FloatArray:
     """Nearest rotation matrix (polar decomposition via SVD) of ``(..., 3, 3)`` matrices."""
     m = _as_float(m)

@@ -177,3 +177,16 @@ def test_blender_axis_angle_null_rotations_take_the_fallback_or_carry_the_last_a
     carried = R.blender_axis_angle_from_quat(q, carry=True)
     assert np.allclose(carried[:, 1:], [[0.0, 1.0, 0.0], [0.0, 0.0, 1.0], [0.0, 0.0, 1.0], [0.0, 0.0, 1.0]], atol=1e-15)
     assert np.allclose(carried[:, 0], [0.0, 0.5, 0.0, 2.0 * np.pi], atol=1e-12)
+
+
+def test_invert_affine_inverts_scaled_turned_moved_matrices_like_a_general_inverse():
+    from marionette.core.rig.rotations import invert_affine
+
+    rng = np.random.default_rng(7)
+    m = np.zeros((200, 4, 4))
+    m[:, :3, :3] = rng.normal(size=(200, 3, 3))  # any invertible linear part: turn, scale, shear
+    m[:, :3, 3] = rng.normal(size=(200, 3))
+    m[:, 3, 3] = 1.0
+    inv = invert_affine(m)
+    assert np.abs(inv @ m - np.eye(4)).max() < 1e-9
+    assert np.abs(invert_affine(m[0]) @ m[0] - np.eye(4)).max() < 1e-12
