@@ -444,20 +444,30 @@ def make_euler_continuous(angles: ArrayLike, order: str = "XYZ", axis: int = 0) 
     e = np.moveaxis(e, axis, 0)
     i, j, k = (_AXIS[c] for c in order)
     two_pi = 2.0 * np.pi
+    if e.shape[0] < 2:
+        return np.moveaxis(e, 0, axis)
+    alt = e.copy()
+    alt[..., i] += np.pi
+    alt[..., j] = np.pi - alt[..., j]
+    alt[..., k] += np.pi
+    forms = np.stack([e, alt])  # (2, T, ..., 3): the triple as given, and its twin
+
+    def apart(a: FloatArray, b: FloatArray) -> FloatArray:
+        x = a - b
+        return np.asarray(np.sum(np.abs(x - two_pi * np.round(x / two_pi)), axis=-1))
+
+    # How far each form of a frame is from each form of the one before (2*pi turns aside): the
+    # only choice that carries from frame to frame is the form, a flag per frame.
+    d = [[apart(forms[now, 1:], forms[before, :-1]) for now in (0, 1)] for before in (0, 1)]
+    chosen = np.zeros(e.shape[:-1], dtype=np.int64)
     for t in range(1, e.shape[0]):
-        prev = e[t - 1]
-        cur = e[t]
-        alt = cur.copy()
-        alt[..., i] += np.pi
-        alt[..., j] = np.pi - alt[..., j]
-        alt[..., k] += np.pi
-        best = []
-        for c in (cur, alt):
-            c = c + two_pi * np.round((prev - c) / two_pi)
-            best.append(c)
-        d0 = np.sum(np.abs(best[0] - prev), axis=-1, keepdims=True)
-        d1 = np.sum(np.abs(best[1] - prev), axis=-1, keepdims=True)
-        e[t] = np.where(d1 < d0, best[1], best[0])
+        before = chosen[t - 1]
+        chosen[t] = np.where(before == 0, d[0][1][t - 1] < d[0][0][t - 1], d[1][1][t - 1] < d[1][0][t - 1])
+    picked = np.where(chosen[..., None] == 1, alt, e)
+    # Then whole turns: each frame as near the one before as 2*pi steps allow, summed along.
+    steps = np.round((picked[:-1] - picked[1:]) / two_pi)
+    picked[1:] += two_pi * np.cumsum(steps, axis=0)
+    e = picked
     return np.moveaxis(e, 0, axis)
 
 
