@@ -251,3 +251,29 @@ def test_the_sidebars_run_keys_the_controls(blender, tmp_path) -> None:
     bones = _curve_bones(blender, action)
     assert not [b for b in bones if b.startswith(("DEF-", "ORG-", "MCH-"))]
     assert bones["thigh_parent.L"]['["IK_FK"][0]'] == [1.0, 1.0]
+
+
+def test_resume_keeps_clips_keyed_on_the_same_plan_and_rebakes_for_another(blender, runs, tmp_path) -> None:
+    """Each Action records the plan its controls were keyed on (the workers' record and this
+    process's agree): resuming with the same settings keeps every clip; with Control Rig off,
+    every clip is baked again and the report says why."""
+    import shutil
+
+    _, blend, _ = runs["fk1"]
+    out, report = tmp_path / "out.blend", tmp_path / "report.json"
+    shutil.copy(blend, out)
+    pack = [str(shared_file(c)) for c in CLIPS]
+    rig = str(rigify_rig_blend())
+    proc = _bake(*pack, rig, "--target-armature", "rig", "-o", str(out), "--jobs", "1", "--resume", "--report", str(report))
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert _report(report)["clips_by_status"] == {"already baked": 3}
+    proc = _bake(*pack, rig, "--target-armature", "rig", "-o", str(out), "--jobs", "1", "--resume", "--control-rig", "off", "--report", str(report))
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    again = _report(report)
+    assert again["clips_by_status"] == {"baked": 3} and "control_rig" not in again
+    whys = [c.get("rebaked", "") for f in again["files"] for c in f["clips"]]
+    assert len(whys) == 3 and all("control rig Rigify, FK controls -> (none)" in w for w in whys), whys
+    blender.ops.wm.open_mainfile(filepath=str(out), load_ui=False)
+    actions = _batch_actions(blender)
+    assert sorted(actions) == ["02_02_daz", "12_03_motionbuilder", "walk1_zup"]
+    assert all("DEF-thigh.L" in _curve_bones(blender, a) for a in actions.values())
