@@ -53,7 +53,7 @@ def runs(tmp_path_factory) -> dict[str, tuple[subprocess.CompletedProcess[str], 
     asked = {
         "fk1": (pack, rig, "--jobs", "1"),
         "fk2": (pack, rig, "--jobs", "2"),
-        "ik": (pack[2:], rig, "--jobs", "1", "--control-rig", "ik"),
+        "ik": (pack[:1], rig, "--jobs", "1", "--control-rig", "ik"),
         "object": (pack[:1], rig, "--jobs", "1", "--root-motion", "OBJECT"),
         "off": (pack[:1], rig, "--jobs", "1", "--control-rig", "off"),
         "late": (pack, str(late), "--jobs", "1"),
@@ -118,38 +118,43 @@ def test_a_pack_onto_rigify_is_keyed_on_its_controls(blender, runs) -> None:
         assert action.use_fake_user and action["marionette_batch_clip"] == name
 
 
-def test_what_plays_matches_the_single_retarget_and_the_source(blender, runs) -> None:
-    """The ORG bones Blender plays with each baked Action against those of the same clip retargeted
-    by the single retarget (the clip imported by Blender, onto the same rig); and the measure
-    command's figures against the source clip."""
+def _against_single(bpy, blend: Path, clips, fps: float, mode: str) -> tuple[dict[str, float], dict[str, float]]:
+    """For each clip of ``clips`` baked into ``blend``: the largest angle (deg) between the ORG
+    bones Blender plays with the baked Action and with the same clip retargeted by the single
+    retarget in ``mode`` (the clip imported by Blender, onto the same rig); and the measure
+    command's mean limb direction error of the baked Action against its source clip."""
     from marionette.bridge.file_import import load_file
     from marionette.core.retarget.geometric import RetargetOptions
     from marionette.usecases.measure import measure_files
     from marionette.usecases.retarget import retarget_action
 
-    _, blend, report = runs["fk1"]
-    worst = {}
-    for rel in CLIPS:
-        blender.ops.wm.open_mainfile(filepath=str(blend), load_ui=False)
-        rig = blender.data.objects["rig"]
+    worst, figures = {}, {}
+    for rel in clips:
+        bpy.ops.wm.open_mainfile(filepath=str(blend), load_ui=False)
+        rig = bpy.data.objects["rig"]
         name = Path(rel).stem
-        baked = _batch_actions(blender)[name]
+        baked = _batch_actions(bpy)[name]
         source = load_file(shared_file(rel)).armatures[0]
         single = retarget_action(
-            source, source.animation_data.action, rig, scene_fps=report["scene_fps"], options=RetargetOptions(plant_feet=True),
-            name=f"single_{name}", judge=False,
+            source, source.animation_data.action, rig, scene_fps=fps, options=RetargetOptions(plant_feet=True),
+            name=f"single_{name}", judge=False, control_rig=mode,
         )
-        assert single.report["control_rig"]["plan"] == "Rigify, FK controls"
+        assert single.report["control_rig"]["plan"] == f"Rigify, {mode.upper()} controls"
         assert tuple(baked.frame_range) == tuple(single.action.frame_range), name
-        mine, theirs = _directions(blender, rig, baked), _directions(blender, rig, single.action)
+        mine, theirs = _directions(bpy, rig, baked), _directions(bpy, rig, single.action)
         worst[name] = float(np.degrees(np.arccos(np.clip(np.einsum("fbi,fbi->fb", mine, theirs), -1.0, 1.0))).max())
-    print("largest ORG bone direction difference, batch vs single retarget (deg):", {k: round(v, 5) for k, v in worst.items()})
-    assert max(worst.values()) < 0.1
-    figures = {}
-    for rel in CLIPS:
+    for rel in clips:
         m = measure_files(str(shared_file(rel)), str(blend), action=Path(rel).stem, target_armature="rig")
         figures[Path(rel).stem] = round(m["summary"]["mean_limb_direction_error"], 3)
+    return worst, figures
+
+
+def test_what_plays_matches_the_single_retarget_and_the_source(blender, runs) -> None:
+    _, blend, report = runs["fk1"]
+    worst, figures = _against_single(blender, blend, CLIPS, report["scene_fps"], "fk")
+    print("largest ORG bone direction difference, batch vs single retarget (deg):", {k: round(v, 5) for k, v in worst.items()})
     print("mean limb direction error of the baked Actions (deg):", figures)
+    assert max(worst.values()) < 0.1
     assert max(figures.values()) <= 1.5
 
 
@@ -163,11 +168,6 @@ def test_jobs_1_and_jobs_2_key_the_controls_alike(blender, runs) -> None:
         assert a1[name] == a2[name], name  # byte-identical keys
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="control_target keeps only the slots whose ORG bone the plan reads; Rigify's IK plan reads no "
-    "ORG-forearm/ORG-shin, so the IK mapping lacks forearm and shin and every IK retarget onto Rigify is refused",
-)
 def test_ik_keys_the_ik_controls(blender, runs) -> None:
     proc, blend, report = runs["ik"]
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
@@ -178,6 +178,12 @@ def test_ik_keys_the_ik_controls(blender, runs) -> None:
     assert {"hand_ik.L", "foot_ik.L", "upper_arm_ik.L", "thigh_ik.L"} <= set(bones)
     assert not {"forearm_fk.L", "shin_fk.L"} & set(bones)
     assert bones["upper_arm_parent.L"]['["IK_FK"][0]'] == [0.0, 0.0]
+    worst, figures = _against_single(blender, blend, CLIPS[:1], report["scene_fps"], "ik")
+    print("IK: largest ORG bone direction difference, batch vs single retarget (deg):", worst, "; mean limb direction error:", figures)
+    assert max(worst.values()) < 0.1
+    # IK places the elbows and knees less exactly than FK (1.56 deg on this clip against 0.50):
+    # within the 2 deg the keyed controls are checked to.
+    assert max(figures.values()) <= 2.0
 
 
 def test_object_root_motion_moves_the_object_and_keys_the_controls(blender, runs) -> None:
