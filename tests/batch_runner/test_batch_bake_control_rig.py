@@ -21,7 +21,10 @@ pytestmark = [pytest.mark.bpy, pytest.mark.data]
 
 CLIPS = ("bvh/cmu/02_02_daz.bvh", "bvh/cmu/12_03_motionbuilder.bvh", "bvh/makehuman/walk1_zup.bvh")
 #: Bones the retarget maps onto a Rigify rig's ORG- bones, compared on the evaluated pose.
-MEASURED = ("ORG-upper_arm.L", "ORG-forearm.L", "ORG-thigh.L", "ORG-shin.L", "ORG-upper_arm.R", "ORG-thigh.R", "ORG-spine.003")
+MEASURED = (
+    "ORG-upper_arm.L", "ORG-forearm.L", "ORG-hand.L", "ORG-thigh.L", "ORG-shin.L", "ORG-upper_arm.R", "ORG-thigh.R", "ORG-spine.003",
+    "ORG-spine.005", "ORG-f_index.01.L", "ORG-thumb.02.R",
+)
 
 #: The rig with a Damped Track on ORG-forearm.L that only acts past frame 80 (its influence is
 #: driven by the frame): at frame 1, where the plan is read, it does nothing, so only a clip
