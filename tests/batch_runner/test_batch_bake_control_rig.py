@@ -241,10 +241,13 @@ def test_a_clip_the_controls_do_not_play_is_failed_and_the_rest_bake(blender, ru
     assert not [a.name for a in blender.data.actions if a.name.startswith("12_03")]
 
 
-def test_the_sidebars_run_keys_the_controls(blender, tmp_path) -> None:
-    """Batch Bake in the open file (the operator's run, default settings: Control Rig FK)."""
+@pytest.mark.parametrize("choice", [None, "IK", "OFF"])
+def test_the_sidebars_run_follows_its_control_rig_choice(blender, tmp_path, choice) -> None:
+    """Batch Bake in the open file (the operator's run): without sidebar settings FK, else the
+    sidebar's Control Rig."""
     import shutil
 
+    import marionette
     from marionette.usecases.bake_pack import bake_here, finish_scene_bake, start_scene_bake
 
     pack = tmp_path / "pack"
@@ -252,14 +255,28 @@ def test_the_sidebars_run_keys_the_controls(blender, tmp_path) -> None:
     shutil.copy(shared_file(CLIPS[2]), pack / "walk.bvh")
     blender.ops.wm.open_mainfile(filepath=str(rigify_rig_blend()), load_ui=False)
     rig = blender.data.objects["rig"]
-    runner = start_scene_bake(rig, None, [str(pack)], jobs=1, timeout=None)
-    bake_here(runner)
-    report, _ = finish_scene_bake(runner, str(tmp_path / "report.json"), blender.context.scene)
-    assert report.ok and report.info["control_rig"]["plan"] == "Rigify, FK controls"
-    (action,) = _batch_actions(blender).values()
-    bones = _curve_bones(blender, action)
-    assert not [b for b in bones if b.startswith(("DEF-", "ORG-", "MCH-"))]
-    assert bones["thigh_parent.L"]['["IK_FK"][0]'] == [1.0, 1.0]
+    marionette.register()
+    try:
+        s = None
+        if choice is not None:
+            s = blender.context.scene.marionette
+            s.target, s.control_rig = rig, choice
+        runner = start_scene_bake(rig, s, [str(pack)], jobs=1, timeout=None)
+        bake_here(runner)
+        report, _ = finish_scene_bake(runner, str(tmp_path / "report.json"), blender.context.scene)
+        assert report.ok
+        (action,) = _batch_actions(blender).values()
+        bones = _curve_bones(blender, action)
+        if choice == "OFF":
+            assert "control_rig" not in report.info
+            assert "DEF-thigh.L" in bones and all(b.startswith(("DEF-", "ORG-", "MCH-")) for b in bones)
+            return
+        mode = "IK" if choice == "IK" else "FK"
+        assert report.info["control_rig"]["plan"] == f"Rigify, {mode} controls"
+        assert not [b for b in bones if b.startswith(("DEF-", "ORG-", "MCH-"))]
+        assert bones["thigh_parent.L"]['["IK_FK"][0]'] == ([0.0, 0.0] if mode == "IK" else [1.0, 1.0])
+    finally:
+        marionette.unregister()
 
 
 def test_resume_keeps_clips_keyed_on_the_same_plan_and_rebakes_for_another(blender, runs, tmp_path) -> None:
