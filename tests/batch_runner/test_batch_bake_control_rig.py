@@ -46,7 +46,7 @@ bpy.ops.wm.save_as_mainfile(filepath=sys.argv[2])
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> dict[str, tuple[subprocess.CompletedProcess[str], Path, dict]]:
     """bake-pack onto the generated Rigify rig: FK with --jobs 1 and 2, IK, FK with the travel on
-    the object, --control-rig off, and FK onto the rig with the late Damped Track."""
+    the object and on the root control, --control-rig off, and FK onto the rig with the late Damped Track."""
     rig = str(rigify_rig_blend())
     out = tmp_path_factory.mktemp("ctl_out")
     late = out / "late_track.blend"
@@ -58,6 +58,7 @@ def runs(tmp_path_factory) -> dict[str, tuple[subprocess.CompletedProcess[str], 
         "fk2": (pack, rig, "--jobs", "2"),
         "ik": (pack[:1], rig, "--jobs", "1", "--control-rig", "ik"),
         "object": (pack[:1], rig, "--jobs", "1", "--root-motion", "OBJECT"),
+        "root": (pack[:1], rig, "--jobs", "1", "--root-motion", "ROOT_BONE"),
         "off": (pack[:1], rig, "--jobs", "1", "--control-rig", "off"),
         "late": (pack, str(late), "--jobs", "1"),
     }
@@ -211,6 +212,26 @@ def test_object_root_motion_moves_the_object_and_keys_the_controls(blender, runs
 
     hips = bone_placements(rig, np.array([first, last]), ["ORG-spine"])[:, 0, :2, 3]
     assert float(np.linalg.norm(hips[1] - hips[0])) < 0.25 * moved, (hips, moved)
+
+
+def test_root_bone_motion_is_carried_by_the_root_control(blender, runs) -> None:
+    proc, blend, report = runs["root"]
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "root" in report["control_rig"]["controls"]
+    assert "root" not in runs["fk1"][2]["control_rig"]["controls"]  # keyed only when it carries the travel
+    blender.ops.wm.open_mainfile(filepath=str(blend), load_ui=False)
+    (action,) = _batch_actions(blender).values()
+    bones = _curve_bones(blender, action)
+    travel = np.array([bones["root"][f".location[{k}]"] for k in range(3)])  # (3, frames)
+    assert float(np.linalg.norm(travel[:, -1] - travel[:, 0])) > 1.0  # the walk's 4.4 m, on the root
+    rig = blender.data.objects["rig"]
+    from marionette.bridge import compat
+    from marionette.bridge.control_rig import bone_placements
+
+    first, last = (int(round(f)) for f in action.frame_range)
+    compat.assign_action(rig, action, compat.action_slot_for(action, rig))
+    hips = bone_placements(rig, np.array([first, last]), ["ORG-spine"])[:, 0, :2, 3]
+    assert float(np.linalg.norm(hips[1] - hips[0])) > 1.0  # the body goes with it
 
 
 def test_control_rig_off_keys_the_mapped_bones(blender, runs) -> None:
