@@ -17,7 +17,7 @@ from tests.helpers.batch_bake import _bake, _read_output, _report
 from tests.helpers.data import shared_file
 from tests.helpers.rigify_rig import rigify_rig_blend
 
-pytestmark = [pytest.mark.bpy, pytest.mark.data]
+pytestmark = [pytest.mark.bpy, pytest.mark.data, pytest.mark.slow]  # real bake-pack processes onto a generated Rigify rig
 
 CLIPS = ("bvh/cmu/02_02_daz.bvh", "bvh/cmu/12_03_motionbuilder.bvh", "bvh/makehuman/walk1_zup.bvh")
 #: Bones the retarget maps onto a Rigify rig's ORG- bones, compared on the evaluated pose.
