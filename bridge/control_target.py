@@ -139,7 +139,7 @@ def write_controls(
     replace: bool, travel_on_root: bool,
 ) -> Any:
     """Key the plan's controls (and switches) from the retargeted ``clip`` (local transforms of
-    every bone of ``skeleton``, the whole target armature; bones it does not drive at rest) into a
+    every bone of ``skeleton``, the target skeleton the retarget ran on; bones it does not drive at rest) into a
     new action on ``target``, the plan's root control carrying ``root_motion`` ``(F, 3)`` when
     ``travel_on_root``; then check on sampled frames that Blender plays the bones the plan reads
     where the retarget put them. On failure the action is removed, the target's previous action

@@ -66,7 +66,7 @@ def bake_settings(
     if control is not None:  # as a single retarget: onto the bones the plan reads, on the body's skeleton
         if control.mapping is not tmap:
             rig, tmap = rig_input(target, control.mapping)
-        rig = body_rig_input(rig, control.anchors)
+        rig = body_rig_input(rig, control.anchors, keep=set(control.plan.played_bones) | set(tmap.bones().values()))
     return BakeSettings(
         rig, mapping_key(tmap.bones()), scene_fps(), keep_frames, options, table, bool(match_rest),
         control_rig=control.plan.name if control is not None else None, control=control,

@@ -55,8 +55,9 @@ def clip_from_message(m: Mapping[str, Any], name: str) -> Clip:
 
 
 def whole_clip_from_message(m: Mapping[str, Any], name: str, skeleton: Skeleton) -> Clip:
-    """The baked keys of a message on every bone of ``skeleton`` (the target armature), the bones
-    it does not drive at rest, as the retarget leaves them: what keying a control rig reads."""
+    """The baked keys of a message on every bone of ``skeleton`` (the target skeleton the workers
+    retargeted onto), the bones it does not drive at rest, as the retarget leaves them: what
+    keying a control rig reads."""
     driven = clip_from_message(m, name)
     t = driven.frame_count
     n = len(skeleton.names)
