@@ -428,6 +428,8 @@ class BatchBake(WorkDispatch, OutputWriting):
             "table": dict(self.settings.methods),
             "match_rest": self.settings.match_rest,
         }
+        if self.settings.control is not None:  # said once for the run, not per clip
+            self.report.info["control_rig"] = self.settings.control.describe(self.settings.options.root_motion == "ROOT_BONE")
         if self.output is not None:
             self.report.info["outputs"] = [volume_path(self.output, k) for k in range(self._volumes_total)]
             self.report.info["volume_budget"] = {

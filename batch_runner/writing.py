@@ -1,5 +1,6 @@
 """The runner's writing side: baked clips wait for their file's turn, then are written into the
-open file in pack order (:func:`.bridge.action_write.write_action`), and the output file being
+open file in pack order (:func:`.bridge.action_write.write_action`; on a control rig, keyed on
+its controls and checked by :func:`.bridge.control_target.write_controls`), and the output file being
 filled is named, recorded and saved as a volume when it passes its budget. A mixin of
 :class:`.runner.BatchBake`, which holds the state it uses."""
 
@@ -20,7 +21,7 @@ import bpy
 from ..bridge import compat
 from ..bridge.action_write import write_action
 from ..bridge.played_pose import switch_to_pose_position
-from ..core.batch.messages import Message, clip_from_message, drop_arrays, message_bytes
+from ..core.batch.messages import Message, clip_from_message, drop_arrays, message_bytes, whole_clip_from_message
 from ..core.batch.output_files import (
     CLIP_PROPERTY,
     FILES_RECORD,
@@ -202,15 +203,19 @@ class OutputWriting:
         switched = switch_to_pose_position(self.target)
         if switched:
             self._pose_note = switched
+        control = self.settings.control
         try:
-            clip = clip_from_message(msg, base)
-            action = write_action(self.target, clip, base, frames=msg["frames"], fps=msg["fps"])
+            if control is not None:
+                action = self._write_controls(control, msg, base)
+            else:
+                action = write_action(self.target, clip_from_message(msg, base), base, frames=msg["frames"], fps=msg["fps"])
             if self.settings.options.root_motion == "OBJECT":
                 from ..bridge.action_write import write_object_travel
 
                 write_object_travel(self.target, action, msg["root_motion"], msg["frames"])
         except MarionetteError as exc:
-            f.clips.append(ClipOutcome(clip_id, CLIP_FAILED, reason=f"writing the Action failed: {exc}"))
+            # A control rig's refusal says what missed and that nothing was written.
+            f.clips.append(ClipOutcome(clip_id, CLIP_FAILED, reason=str(exc) if control is not None else f"writing the Action failed: {exc}"))
             return
         action.use_fake_user = True  # an Action no object plays is kept only with a fake user
         action[SOURCE_PROPERTY] = pf.path
@@ -243,6 +248,16 @@ class OutputWriting:
         )
         if full and self.output is not None:
             self._close_volume(final=False)
+
+    def _write_controls(self, control: Any, msg: Message, base: str) -> Any:
+        """A baked clip keyed on the control rig's controls (:func:`.bridge.control_target.write_controls`),
+        checked on what Blender plays; the bones the workers did not drive stay at rest."""
+        from ..bridge.control_target import write_controls
+
+        skeleton = self.settings.target.skeleton
+        clip = whole_clip_from_message(msg, base, skeleton)
+        on_root = self.settings.options.root_motion == "ROOT_BONE"
+        return write_controls(self.target, control, skeleton, clip, msg["root_motion"], base, msg["frames"], float(msg["fps"]), False, on_root)
 
     def _file_finished(self, i: int) -> None:
         f = self.report.files[i]

@@ -22,7 +22,7 @@ from ..core.control_rig.rigify import is_rigify, org_bone, rigify_plan
 from ..core.errors import RigError
 from ..core.mapping.bone_mapping import BoneMapping, MappedBone
 from ..core.mapping.humanoid import SLOT_PARENT
-from ..core.retarget.geometric import RetargetResult
+from ..core.rig.clip import Clip
 from ..core.rig.skeleton import Skeleton
 from .action_write import write_action
 from .control_rig import bone_placements, bone_properties, key_switches, read_graph
@@ -135,16 +135,18 @@ def _between(graph: RigGraph, bones: list[str]) -> list[str]:
 
 
 def write_controls(
-    target: Any, ct: ControlTarget, skeleton: Skeleton, result: RetargetResult, name: str, frames: Any, rate: float,
+    target: Any, ct: ControlTarget, skeleton: Skeleton, clip: Clip, root_motion: Any, name: str, frames: Any, rate: float,
     replace: bool, travel_on_root: bool,
 ) -> Any:
-    """Key the plan's controls (and switches) from ``result`` into a new action on ``target``,
-    then check on sampled frames that Blender plays the bones the plan reads where the retarget
-    put them; on failure the action is removed, the target's previous action given back, and a
-    :class:`RigError` names the bones that miss."""
-    placements = wanted_placements(ct.plan, ct.graph, skeleton, result.clip, ct.anchors)
+    """Key the plan's controls (and switches) from the retargeted ``clip`` (local transforms of
+    every bone of ``skeleton``, the target skeleton the retarget ran on; bones it does not drive at rest) into a
+    new action on ``target``, the plan's root control carrying ``root_motion`` ``(F, 3)`` when
+    ``travel_on_root``; then check on sampled frames that Blender plays the bones the plan reads
+    where the retarget put them. On failure the action is removed, the target's previous action
+    given back, and a :class:`RigError` names the bones that miss."""
+    placements = wanted_placements(ct.plan, ct.graph, skeleton, clip, ct.anchors)
     try:
-        clip = control_clip(ct.plan, ct.graph, placements, result.clip, result.root_motion if travel_on_root else None)
+        keys = control_clip(ct.plan, ct.graph, placements, clip, np.asarray(root_motion, dtype=np.float64) if travel_on_root else None)
     except Unmodeled as exc:
         raise RigError(
             f"cannot key the controls of {target.name!r}: bone {exc}; nothing was written "
@@ -152,7 +154,7 @@ def write_controls(
         ) from exc
     ad = target.animation_data
     previous = (ad.action, getattr(ad, "action_slot", None)) if ad is not None else (None, None)
-    action = write_action(target, clip, name, frames=frames, replace=replace, fps=rate, exact=True)
+    action = write_action(target, keys, name, frames=frames, replace=replace, fps=rate, exact=True)
     try:
         key_switches(target, action, ct.plan.switches, frames)
         _check(target, ct, placements, skeleton, frames)

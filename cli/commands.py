@@ -268,6 +268,13 @@ def _bake_pack_arguments(p: argparse.ArgumentParser) -> None:
         help="save the output in volumes (OUT.blend, OUT.002.blend, ...) of about this much Action memory each (0: one file)",
     )
     p.add_argument("--max-clips-per-file", type=int, default=0, metavar="N", help="also start a new volume after N clips (0: no limit)")
+    p.add_argument(
+        "--control-rig",
+        choices=["fk", "ik", "off"],
+        default="fk",
+        help="a target whose mapped bones follow controls (a Rigify rig...): key its FK controls (default), its IK controls, "
+        "or off: the mapped bones themselves; every clip is checked on what Blender plays and reported failed when it misses",
+    )
     _plant_feet_argument(p)
 
 
@@ -328,6 +335,7 @@ def bake_pack(args: argparse.Namespace) -> int:
             options=RetargetOptions(root_motion=args.root_motion, plant_feet=args.plant_feet),
             methods=methods,
             match_rest=args.match_rest,
+            control_rig=args.control_rig,
             max_clips_per_file=args.max_clips_per_file or None,
             max_file_mb=args.max_file_mb or None,
             timeout=args.timeout or None,

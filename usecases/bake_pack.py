@@ -46,17 +46,31 @@ def bake_settings(
     keep_frames: bool = False,
     methods: Mapping[str, str] | None = None,
     match_rest: bool = False,
+    control_rig: str = "fk",
 ) -> BakeSettings:
     """The run's shared settings; refuses (naming what is missing) a target that is not a humanoid,
     and a bad method table.
 
     The method table is the one :func:`.retarget.retarget_action` uses: the given target mapping's
-    ``methods`` (saved from the sidebar), overridden by ``methods``."""
+    ``methods`` (saved from the sidebar), overridden by ``methods``. A target whose mapped bones
+    follow controls is keyed on its controls as ``control_rig`` says (``"fk"``, ``"ik"``, ``"off"``
+    for the mapped bones; docs/control_rigs.md): its plan is found here, once for the run, and the
+    workers retarget onto the bones it reads (a Rigify rig's ``ORG-`` bones)."""
+    from ..bridge.control_target import control_target
+    from ..core.control_rig.body import body_rig_input
     from .rigs import rig_input
 
     table = {**(mapping.methods if mapping is not None else {}), **(methods or {})}
     rig, tmap = rig_input(target, mapping)
-    return BakeSettings(rig, mapping_key(tmap.bones()), scene_fps(), keep_frames, options, table, bool(match_rest))
+    control = control_target(target, tmap, control_rig)
+    if control is not None:  # as a single retarget: onto the bones the plan reads, on the body's skeleton
+        if control.mapping is not tmap:
+            rig, tmap = rig_input(target, control.mapping)
+        rig = body_rig_input(rig, control.anchors, keep=set(control.plan.played_bones) | set(tmap.bones().values()))
+    return BakeSettings(
+        rig, mapping_key(tmap.bones()), scene_fps(), keep_frames, options, table, bool(match_rest),
+        control_rig=control.plan.name if control is not None else None, control=control,
+    )
 
 
 # --- the command line's run ------------------------------------------------------------------
@@ -100,6 +114,7 @@ def bake_pack(
     options: RetargetOptions | None = None,
     methods: Mapping[str, str] | None = None,
     match_rest: bool = False,
+    control_rig: str = "fk",
     max_clips_per_file: int | None = None,
     max_file_mb: float | None = DEFAULT_FILE_MB,
     timeout: float | None = DEFAULT_TIMEOUT,
@@ -109,7 +124,8 @@ def bake_pack(
     """The command line's batch bake: every clip of ``inputs`` onto the target, saved to
     ``output`` (in volumes past the budget; see the module docstring). The report is also written
     to ``report_path``. ``methods`` and ``match_rest`` choose the retarget method as for a single
-    retarget (the table is checked before any file is read or written). ``start``: the pack
+    retarget (the table is checked before any file is read or written); ``control_rig`` how a
+    control rig is keyed (:func:`bake_settings`). ``start``: the pack
     planned and its workers started already (:func:`.batch_runner.pack_start.start_pack`)."""
     from ..core.mapping.method_names import check_method_table
 
@@ -126,7 +142,8 @@ def bake_pack(
         def open_and_settle() -> tuple[Any, BakeSettings]:
             target = _open_target(target_path, volumes[-1] if volumes else None, target_armature)
             settings = bake_settings(
-                target, target_map, options or RetargetOptions(), keep_frames=keep_frames, methods=methods, match_rest=match_rest
+                target, target_map, options or RetargetOptions(), keep_frames=keep_frames, methods=methods, match_rest=match_rest,
+                control_rig=control_rig,
             )
             return target, settings
 
@@ -189,7 +206,7 @@ def bake_pack(
 def start_scene_bake(target: Any, scene_settings: Any, inputs: Sequence[str], *, jobs: int | None, timeout: float | None) -> BatchBake:
     """Plan the pack ``inputs`` and start baking it onto ``target`` in the open file, with the
     sidebar's settings (``scene_settings``: its options, mappings, method column, Keep Frames and
-    Match Rest, as Retarget Clip takes them; ``None``: the defaults). Refuses (:class:`MarionetteError`)
+    Match Rest and Control Rig, as Retarget Clip takes them; ``None``: the defaults). Refuses (:class:`MarionetteError`)
     a target that is not a humanoid, a bad method table and a selection without clip files. A run
     whose workers could not start is returned cancelled (:attr:`.BatchBake.closed`): its report
     says why."""
@@ -205,6 +222,8 @@ def start_scene_bake(target: Any, scene_settings: Any, inputs: Sequence[str], *,
         keep_frames=bool(s and s.keep_frames),
         methods=methods_from_rows(s) if s is not None else None,
         match_rest=bool(s and s.match_rest),
+        # The sidebar's Control Rig (FK, IK, Off); FK where the property is not there.
+        control_rig=str(getattr(s, "control_rig", "FK")).lower() if s is not None else "fk",
     )
     plan = plan_pack([bpy.path.abspath(p) for p in inputs])
     if not plan.files:

@@ -110,7 +110,9 @@ def retarget_action(
     opts = options or RetargetOptions()
     if control is not None:
         on_root = opts.root_motion == "ROOT_BONE"
-        new_action = write_controls(target, control, tgt_in.skeleton, result, name or clip.name, frames, rate, replace_existing, on_root)
+        new_action = write_controls(
+            target, control, tgt_in.skeleton, result.clip, result.root_motion, name or clip.name, frames, rate, replace_existing, on_root
+        )
         keyed = list(control.plan.keyed(on_root))
     else:
         new_action = write_action(target, result.clip, name or clip.name, frames=frames, replace=replace_existing, fps=rate)

@@ -54,6 +54,27 @@ def clip_from_message(m: Mapping[str, Any], name: str) -> Clip:
     )
 
 
+def whole_clip_from_message(m: Mapping[str, Any], name: str, skeleton: Skeleton) -> Clip:
+    """The baked keys of a message on every bone of ``skeleton`` (the target skeleton the workers
+    retargeted onto), the bones it does not drive at rest, as the retarget leaves them: what
+    keying a control rig reads."""
+    driven = clip_from_message(m, name)
+    t = driven.frame_count
+    n = len(skeleton.names)
+    rot = np.zeros((t, n, 4))
+    rot[..., 0] = 1.0
+    loc = np.zeros((t, n, 3))
+    sc = None if driven.scales is None else np.ones((t, n, 3))
+    cover = np.zeros(n)
+    at = np.array([skeleton.index(b) for b in driven.names], dtype=np.int64)
+    rot[:, at] = driven.rotations
+    loc[:, at] = driven.translations
+    if sc is not None and driven.scales is not None:
+        sc[:, at] = driven.scales
+    cover[at] = 1.0
+    return Clip(tuple(skeleton.names), driven.times, driven.fps, rot, loc, sc, cover, name, driven.first_frame)
+
+
 def message_bytes(message: Mapping[str, Any]) -> int:
     """Bytes of a baked clip message's arrays (what holding it costs)."""
     return sum(int(np.asarray(message[k]).nbytes) for k in (*BAKED_ARRAYS, *OPTIONAL_ARRAYS) if message.get(k) is not None)

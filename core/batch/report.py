@@ -5,6 +5,7 @@ reads."""
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -161,6 +162,9 @@ class BatchReport:
         lines = [head + (f" ({', '.join(extra)})" if extra else "")]
         if self.interrupted:
             lines.append(f"interrupted: {self.interrupted}")
+        control = self.info.get("control_rig")
+        if control:
+            lines.append(control_rig_line(control))
         lines.extend(f"note: {note}" for note in self.info.get("notes", []))
         for f in self.files:
             if f.status != FILE_BAKED:
@@ -169,3 +173,14 @@ class BatchReport:
                 said = reason.startswith((name, f.path))
                 lines.append(f"  {f.status:9s} {reason if said else f'{name}: {reason}'}")
         return lines
+
+
+def control_rig_line(control: Mapping[str, Any]) -> str:
+    """What the printed summary says of a control-rig target (the report's ``control_rig``)."""
+    switches = ", ".join(f"{w['property']}={w['value']:g} on {w['bone']}" for w in control.get("switches", [])[:4])
+    more = len(control.get("switches", [])) - 4
+    said = f"; switches {switches}" + (f" and {more} more" if more > 0 else "") if switches else ""
+    return (
+        f"target is a control rig ({control.get('kind')}): every clip keyed on its controls, plan {control.get('plan')!r} "
+        f"({len(control.get('controls', []))} controls{said})"
+    )

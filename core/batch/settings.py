@@ -21,7 +21,13 @@ class BakeSettings:
     options, the timing rule and the retarget method: ``methods`` (slot -> method; empty:
     geometric frames everywhere) and ``match_rest``, as a single retarget takes them. The table
     is checked (and its names normalised) when the settings are made, so a bad one is refused
-    before any clip is read."""
+    before any clip is read.
+
+    On a control rig (docs/control_rigs.md), ``target``'s slots are the bones the plan reads (a
+    Rigify rig's ``ORG-`` bones), ``control_rig`` names the plan (recorded: a clip keyed on other
+    controls is baked again on ``--resume``) and ``control`` is the plan itself
+    (:class:`.bridge.control_target.ControlTarget`), which only the process that writes uses: it
+    is not part of the workers' message."""
 
     target: RigInput
     target_mapping: str  # fingerprint of the target mapping (see :func:`mapping_key`)
@@ -30,6 +36,8 @@ class BakeSettings:
     options: RetargetOptions = field(default_factory=RetargetOptions)
     methods: Mapping[str, str] = field(default_factory=dict)
     match_rest: bool = False
+    control_rig: str | None = None  # the control-rig plan's name ("Rigify, FK"); None: the mapped bones are keyed
+    control: Any = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "methods", check_method_table(self.methods))
@@ -48,7 +56,7 @@ class BakeSettings:
     def record(self) -> dict[str, Any]:
         """What a baked clip's keys depend on besides the clip itself (stored on every Action and
         part as :meth:`record_text`)."""
-        return {
+        out: dict[str, Any] = {
             "method": self.method_name(),
             "table": dict(sorted(self.methods.items())),
             "match_rest": bool(self.match_rest),
@@ -57,6 +65,9 @@ class BakeSettings:
             "options": json.loads(json.dumps(asdict(self.options))),
             "target_mapping": self.target_mapping,
         }
+        if self.control_rig is not None:  # absent on other targets: their records are as they were
+            out["control_rig"] = self.control_rig
+        return out
 
     def record_text(self) -> str:
         return json.dumps(self.record(), sort_keys=True)
@@ -70,6 +81,7 @@ class BakeSettings:
             "options": asdict(self.options),
             "methods": dict(self.methods),
             "match_rest": bool(self.match_rest),
+            "control_rig": self.control_rig,
         }
 
     @classmethod
@@ -86,6 +98,7 @@ class BakeSettings:
             options=RetargetOptions(**opts),
             methods={str(k): str(v) for k, v in dict(m.get("methods") or {}).items()},
             match_rest=bool(m.get("match_rest", False)),
+            control_rig=None if m.get("control_rig") is None else str(m["control_rig"]),
         )
 
 
