@@ -56,17 +56,10 @@ def bake_settings(
     follow controls is keyed on its controls as ``control_rig`` says (``"fk"``, ``"ik"``, ``"off"``
     for the mapped bones; docs/control_rigs.md): its plan is found here, once for the run, and the
     workers retarget onto the bones it reads (a Rigify rig's ``ORG-`` bones)."""
-    from ..bridge.control_target import control_target
-    from ..core.control_rig.body import body_rig_input
-    from .rigs import rig_input
+    from .rigs import target_input
 
     table = {**(mapping.methods if mapping is not None else {}), **(methods or {})}
-    rig, tmap = rig_input(target, mapping)
-    control = control_target(target, tmap, control_rig)
-    if control is not None:  # as a single retarget: onto the bones the plan reads, on the body's skeleton
-        if control.mapping is not tmap:
-            rig, tmap = rig_input(target, control.mapping)
-        rig = body_rig_input(rig, control.anchors, keep=set(control.plan.played_bones) | set(tmap.bones().values()))
+    rig, tmap, control = target_input(target, mapping, control_rig)  # as a single retarget
     return BakeSettings(
         rig, mapping_key(tmap.bones()), scene_fps(), keep_frames, options, table, bool(match_rest),
         control_rig=control.plan.name if control is not None else None, control=control,

@@ -20,11 +20,10 @@ import numpy as np
 from ..bridge.action_write import linked_problem, write_action, write_object_travel
 from ..bridge.clip_read import clip_from_action
 from ..bridge.clip_source import FileClip, is_long_bvh_take, read_bvh_clip
-from ..bridge.control_target import control_target, predicted_placements, write_controls
+from ..bridge.control_target import predicted_placements, write_controls
 from ..bridge.file_import import load_file, scene_fps
 from ..bridge.played_pose import driven_bones, played_placements, switch_to_pose_position, what_overrides
 from ..bridge.session import fresh_session, save_blend
-from ..core.control_rig.body import body_rig_input
 from ..core.errors import RigError
 from ..core.formats.bvh import CHUNK_FRAMES
 from ..core.formats.reframe import onto_own_frames
@@ -35,7 +34,7 @@ from ..core.retarget.geometric import Binding, RetargetOptions, RigInput, source
 from ..core.retarget.methods import retarget_with_methods
 from ..properties.retarget_settings import clip_of, fill_rows, mappings_from_rows, methods_from_rows, options_of
 from ..viewport import deferred_summary
-from .rigs import pick_action, pick_armature, rig_input
+from .rigs import pick_action, pick_armature, rig_input, target_input
 
 #: Bindings of the rig pairs retargeted in this session: the clips of a pack bind their pair once;
 #: an edited mapping or rest gets a new binding (the key holds both).
@@ -85,12 +84,7 @@ def retarget_action(
     problem = linked_problem(target)
     if problem is not None:
         raise RigError(problem)
-    tgt_in, tgt_map = rig_input(target, target_mapping)
-    control = control_target(target, tgt_map, control_rig)
-    if control is not None:
-        if control.mapping is not tgt_map:
-            tgt_in, tgt_map = rig_input(target, control.mapping)
-        tgt_in = body_rig_input(tgt_in, control.anchors, keep=set(control.plan.played_bones) | set(tgt_map.bones().values()))
+    tgt_in, tgt_map, control = target_input(target, target_mapping, control_rig)
     if isinstance(source, FileClip):  # read without Blender (a BVH take): converted at the rate a piece at a time
         src_in, src_map = source.rig, source.mapping
         clip = source.clip(None if keep_frames else scene_fps)

@@ -47,6 +47,23 @@ def rig_input(obj: Any, mapping: BoneMapping | None = None) -> tuple[RigInput, B
     return RigInput(skeleton, slots, tails), mapping
 
 
+def target_input(obj: Any, mapping: BoneMapping | None, control_rig: str = "fk") -> tuple[RigInput, BoneMapping, Any]:
+    """A retarget's target (:func:`rig_input`) and its control-rig plan
+    (:func:`..bridge.control_target.control_target`, ``None`` for a target whose mapped bones play
+    their own keys): for a control rig, the rig input is on the bones the plan reads (a Rigify rig's
+    ``ORG-`` bones), on the body's skeleton, with only those bones and what they hang from."""
+    from ..bridge.control_target import control_target
+    from ..core.control_rig.body import body_rig_input
+
+    rig, tmap = rig_input(obj, mapping)
+    control = control_target(obj, tmap, control_rig)
+    if control is not None:
+        if control.mapping is not tmap:
+            rig, tmap = rig_input(obj, control.mapping)
+        rig = body_rig_input(rig, control.anchors, keep=set(control.plan.played_bones) | set(tmap.bones().values()))
+    return rig, tmap, control
+
+
 def pick_armature(candidates: Any, name: str | None, label: str, purpose: str = "to retarget") -> Any:
     """The armature a file job takes among ``candidates`` (objects of a file; ``label`` names the
     file in messages): the one called ``name`` (object or armature data), else the character
