@@ -180,11 +180,64 @@ def _drivers(obj: Any, index: dict[str, int]) -> list[object]:
     return out
 
 
+#: Settings of a constraint that shape what it does (those present on each kind are read).
+_SETTINGS = (
+    "type", "mute", "influence", "subtarget", "owner_space", "target_space", "mix_mode", "head_tail", "use_x", "use_y", "use_z",
+    "invert_x", "invert_y", "invert_z", "use_offset", "track_axis", "keep_axis", "volume", "bulge", "rest_length", "limit_mode",
+    "distance", "chain_count", "pole_subtarget", "use_deform_preserve_volume", "use_bone_envelopes", "set_inverse_pending",
+)
+_GRAPHS: dict[Any, RigGraph] = {}
+
+
+def _fingerprint(obj: Any, switches: tuple[tuple[str, str, float], ...]) -> Any:
+    """Everything :func:`read_graph` reads, cheaply: bones, rests, constraints' settings and
+    targets, drivers, the pose bones' custom properties, the switches."""
+    bones = obj.data.bones
+    n = len(bones)
+    rest = np.empty(n * 16, dtype=np.float32)
+    bones.foreach_get("matrix_local", rest)
+    flags = np.empty(n, dtype=bool)
+    bones.foreach_get("use_local_location", flags)
+    parts: list[Any] = [obj.session_uid, obj.name, switches, rest.tobytes(), flags.tobytes()]
+    for b in bones:
+        parts.append((b.name, b.parent.name if b.parent else None, b.use_deform))
+    for pb in obj.pose.bones:
+        parts.append((pb.custom_shape is not None, tuple(sorted((k, repr(pb[k])) for k in pb.keys()))))
+        for c in pb.constraints:
+            parts.append(tuple(repr(getattr(c, a, None)) for a in _SETTINGS))
+            target = getattr(c, "target", None)
+            parts.append(target.name if target is not None else None)
+            if c.type == "ARMATURE":
+                parts.append(tuple((t.target.name if t.target else None, t.subtarget, t.weight) for t in c.targets))
+            if c.type == "CHILD_OF":
+                parts.append(tuple(np.array(c.inverse_matrix).ravel().tolist()))
+    ad = obj.animation_data
+    for d in ad.drivers if ad is not None else ():
+        drv = d.driver
+        parts.append((d.data_path, d.array_index, d.mute, drv.type, drv.expression, len(d.keyframe_points), len(d.modifiers)))
+        for v in drv.variables:
+            parts.append(tuple((v.name, v.type, t.id.name if t.id else None, t.data_path, t.bone_target, t.transform_type) for t in v.targets))
+    parts.append(tuple(np.array(obj.matrix_world).ravel().tolist()))
+    return hash(tuple(parts))
+
+
 def read_graph(obj: Any, switches: Iterable[tuple[str, str, float]] = ()) -> RigGraph:
     """``obj`` as a :class:`RigGraph`, evaluated with every pose bone's local transform at
-    identity and ``switches`` (``(bone, property, value)``) set; the object is left as it was."""
+    identity and ``switches`` (``(bone, property, value)``) set; the object is left as it was.
+    A rig read before and not changed since (its bones, rests, constraints, drivers, custom
+    properties) is not evaluated again."""
     obj = _armature(obj)
     _in_view_layer(obj)
+    switches = tuple(switches)
+    key = _fingerprint(obj, switches)
+    if key not in _GRAPHS:
+        if len(_GRAPHS) >= 8:
+            _GRAPHS.pop(next(iter(_GRAPHS)))
+        _GRAPHS[key] = _read_graph(obj, switches)
+    return _GRAPHS[key]
+
+
+def _read_graph(obj: Any, switches: tuple[tuple[str, str, float], ...]) -> RigGraph:
     pbs = obj.pose.bones
     n = len(pbs)
     names = [pb.name for pb in pbs]

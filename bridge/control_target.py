@@ -10,7 +10,7 @@ or a refusal naming the bones it cannot key back.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -26,6 +26,7 @@ from ..core.rig.clip import Clip
 from ..core.rig.skeleton import Skeleton
 from .action_write import write_action
 from .control_rig import bone_placements, bone_properties, key_switches, read_graph
+from .evaluated_pose import evaluated_pose_matrices
 from .played_pose import overridden_bones
 
 #: ``--control-rig`` / the sidebar's Control Rig: key FK controls (IK/FK switches to FK), IK
@@ -48,6 +49,9 @@ class ControlTarget:
     graph: RigGraph
     mapping: BoneMapping  # the slots, onto the bones the plan reads
     anchors: dict[str, str]  # mapped bone -> the bone of its body parent (parents first)
+    #: Poses Blender played at the frames checked (frame numbers -> ``(T, B, 4, 4)`` in the
+    #: target skeleton's order), for the quality report that checks the same frames.
+    seen: dict[tuple[float, ...], Any] = field(default_factory=dict, compare=False)
 
     def describe(self, travel_on_root: bool = False) -> dict[str, Any]:
         """What the report and the sidebar say of it (``travel_on_root``: the root control
@@ -136,14 +140,16 @@ def _between(graph: RigGraph, bones: list[str]) -> list[str]:
 
 def write_controls(
     target: Any, ct: ControlTarget, skeleton: Skeleton, clip: Clip, root_motion: Any, name: str, frames: Any, rate: float,
-    replace: bool, travel_on_root: bool,
+    replace: bool, travel_on_root: bool, check_at: Any = None,
 ) -> Any:
     """Key the plan's controls (and switches) from the retargeted ``clip`` (local transforms of
     every bone of ``skeleton``, the target skeleton the retarget ran on; bones it does not drive at rest) into a
     new action on ``target``, the plan's root control carrying ``root_motion`` ``(F, 3)`` when
     ``travel_on_root``; then check on sampled frames that Blender plays the bones the plan reads
     where the retarget put them. On failure the action is removed, the target's previous action
-    given back, and a :class:`RigError` names the bones that miss."""
+    given back, and a :class:`RigError` names the bones that miss. ``check_at`` (frame numbers
+    among ``frames``) are the frames checked, their evaluated pose kept in ``ct.seen`` for the
+    quality report that checks the same frames; by default a few evenly spread."""
     placements = wanted_placements(ct.plan, ct.graph, skeleton, clip, ct.anchors)
     try:
         keys = control_clip(ct.plan, ct.graph, placements, clip, np.asarray(root_motion, dtype=np.float64) if travel_on_root else None)
@@ -157,7 +163,7 @@ def write_controls(
     action = write_action(target, keys, name, frames=frames, replace=replace, fps=rate, exact=True)
     try:
         key_switches(target, action, ct.plan.switches, frames)
-        _check(target, ct, placements, skeleton, frames)
+        _check(target, ct, placements, skeleton, frames, check_at)
     except Exception:
         from . import compat
 
@@ -169,7 +175,7 @@ def write_controls(
     return action
 
 
-def predicted_placements(ct: ControlTarget, skeleton: Skeleton, clip: Any) -> tuple[Any, list[int]]:
+def predicted_placements(ct: ControlTarget, skeleton: Skeleton, clip: Any) -> tuple[Any, list[int], dict[tuple[float, ...], Any]]:
     """What the solve makes Blender play for ``clip`` (the retargeted clip, or some of its
     frames): placements ``(T, B, 4, 4)`` in ``skeleton``'s order (the plan's bones as it plays
     them, the others as the retarget left them) and the rows of the plan's bones."""
@@ -178,15 +184,22 @@ def predicted_placements(ct: ControlTarget, skeleton: Skeleton, clip: Any) -> tu
     for bone, m in wanted_placements(ct.plan, ct.graph, skeleton, clip, ct.anchors).items():
         world[:, skeleton.index(bone)] = m
         rows.append(skeleton.index(bone))
-    return world, rows
+    return world, rows, ct.seen
 
 
-def _check(target: Any, ct: ControlTarget, placements: dict[str, Any], skeleton: Skeleton, frames: Any) -> None:
+def _check(target: Any, ct: ControlTarget, placements: dict[str, Any], skeleton: Skeleton, frames: Any, check_at: Any = None) -> None:
     f = np.asarray(frames, dtype=np.float64)
-    picks = np.unique(np.linspace(0, f.size - 1, min(CHECK_FRAMES, f.size)).astype(int))
     bones = list(ct.plan.played_bones)
+    if check_at is None:
+        picks = np.unique(np.linspace(0, f.size - 1, min(CHECK_FRAMES, f.size)).astype(int))
+        seen = bone_placements(target, f[picks], bones)
+    else:
+        at = np.asarray(check_at, dtype=np.float64)
+        picks = np.searchsorted(f, at)
+        whole = evaluated_pose_matrices(target, at, skeleton)
+        ct.seen[tuple(at.tolist())] = whole
+        seen = whole[:, [skeleton.index(b) for b in bones]]
     wanted = np.stack([placements[b][picks] for b in bones], axis=1)
-    seen = bone_placements(target, f[picks], bones)
     # Directions (the bones' Y axes): a rig may spread twist over its bones by design (Rigify's
     # first finger segments take their roll from the palm).
     ys, yw = _unit(seen)[..., :, 1], _unit(wanted)[..., :, 1]

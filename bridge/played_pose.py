@@ -12,7 +12,7 @@ keys; :func:`played_placements` reads the evaluated pose (``scene.frame_set`` pe
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -209,7 +209,12 @@ def _shaped_beyond_keys(obj: Any, action: Any) -> bool:
 
 
 def played_placements(
-    obj: Any, action: Any, frames: Any, skeleton: Any, fps: float | None = None, predicted: tuple[FloatArray, Sequence[int]] | None = None
+    obj: Any,
+    action: Any,
+    frames: Any,
+    skeleton: Any,
+    fps: float | None = None,
+    predicted: tuple[FloatArray, Sequence[int], Mapping[tuple[float, ...], FloatArray]] | None = None,
 ) -> tuple[FloatArray, list[str]]:
     """The pose Blender plays on ``obj`` at ``frames`` as skeleton-space placements
     ``(T, B, 4, 4)`` in ``skeleton`` order, and warnings.
@@ -222,12 +227,13 @@ def played_placements(
     that departs most. An armature Blender does not evaluate (not in the current view layer) is
     read from the keys, and a warning says so.
 
-    ``predicted`` (placements ``(T, B, 4, 4)`` and the skeleton rows they stand for: a control
-    rig's solve) is checked the same way on those rows, their directions and heads: the same on
-    the spot frames, it is what Blender plays."""
+    ``predicted`` (placements ``(T, B, 4, 4)``, the skeleton rows they stand for, and poses
+    Blender played already by frame numbers: a control rig's solve and its check) is checked the
+    same way on those rows, their directions and heads: the same on the spot frames, it is what
+    Blender plays."""
     f = np.asarray(frames, dtype=np.float64).reshape(-1)
     if predicted is not None:
-        return _checked_prediction(obj, f, skeleton, predicted[0], list(predicted[1]))
+        return _checked_prediction(obj, f, skeleton, predicted[0], list(predicted[1]), predicted[2])
     try:
         if _shaped_beyond_keys(obj, action):
             return evaluated_pose_matrices(obj, f, skeleton), []
@@ -249,9 +255,13 @@ def played_placements(
     ]
 
 
-def _checked_prediction(obj: Any, f: FloatArray, skeleton: Any, predicted: FloatArray, rows: list[int]) -> tuple[FloatArray, list[str]]:
+def _checked_prediction(
+    obj: Any, f: FloatArray, skeleton: Any, predicted: FloatArray, rows: list[int], played: Mapping[tuple[float, ...], FloatArray]
+) -> tuple[FloatArray, list[str]]:
     spots = np.unique(np.linspace(0, f.size - 1, min(SPOT_FRAMES, f.size)).astype(int))
-    seen = evaluated_pose_matrices(obj, f[spots], skeleton)
+    seen = played.get(tuple(f[spots].tolist()))
+    if seen is None:
+        seen = evaluated_pose_matrices(obj, f[spots], skeleton)
     size = max(float(np.ptp(skeleton.rest_placements()[:, :3, 3], axis=0).max()), 1e-9)
     ys, yp = seen[:, rows, :3, 1], predicted[spots][:, rows, :3, 1]
     ys = ys / np.linalg.norm(ys, axis=-1, keepdims=True)

@@ -22,7 +22,7 @@ from ..bridge.clip_read import clip_from_action
 from ..bridge.clip_source import FileClip, is_long_bvh_take, read_bvh_clip
 from ..bridge.control_target import predicted_placements, write_controls
 from ..bridge.file_import import load_file, scene_fps
-from ..bridge.played_pose import driven_bones, played_placements, switch_to_pose_position, what_overrides
+from ..bridge.played_pose import SPOT_FRAMES, driven_bones, played_placements, switch_to_pose_position, what_overrides
 from ..bridge.session import fresh_session, save_blend
 from ..core.errors import RigError
 from ..core.formats.bvh import CHUNK_FRAMES
@@ -104,8 +104,12 @@ def retarget_action(
     opts = options or RetargetOptions()
     if control is not None:
         on_root = opts.root_motion == "ROOT_BONE"
+        # The check plays the frames the quality report checks first (bridge/played_pose.py), once.
+        picks = np.unique(np.linspace(0, clip.frame_count - 1, min(clip.frame_count, measure_frames)).astype(int))
+        spots = picks[np.unique(np.linspace(0, picks.size - 1, min(SPOT_FRAMES, picks.size)).astype(int))]
         new_action = write_controls(
-            target, control, tgt_in.skeleton, result.clip, result.root_motion, name or clip.name, frames, rate, replace_existing, on_root
+            target, control, tgt_in.skeleton, result.clip, result.root_motion, name or clip.name, frames, rate, replace_existing, on_root,
+            check_at=np.asarray(frames, dtype=np.float64)[spots] if judge else None,
         )
         keyed = list(control.plan.keyed(on_root))
     else:
