@@ -25,6 +25,7 @@ from ..bridge.file_import import load_file, scene_fps
 from ..bridge.played_pose import SPOT_FRAMES, driven_bones, played_placements, switch_to_pose_position, what_overrides
 from ..bridge.session import fresh_session, save_blend
 from ..core.errors import RigError
+from ..core.export.presets import export_format
 from ..core.formats.bvh import CHUNK_FRAMES
 from ..core.formats.reframe import onto_own_frames
 from ..core.mapping.bone_mapping import BoneMapping
@@ -34,6 +35,7 @@ from ..core.retarget.geometric import Binding, RetargetOptions, RigInput, source
 from ..core.retarget.methods import retarget_with_methods
 from ..properties.retarget_settings import clip_of, fill_rows, mappings_from_rows, methods_from_rows, options_of
 from ..viewport import deferred_summary
+from .export import export_clip
 from .rigs import pick_action, pick_armature, rig_input, target_input
 
 #: Bindings of the rig pairs retargeted in this session: the clips of a pack bind their pair once;
@@ -191,9 +193,12 @@ def retarget_files(
     match_rest: bool = False,
     chunk_frames: int = CHUNK_FRAMES,
     control_rig: str = "fk",
+    engine: str | None = None,
 ) -> RetargetOutcome:
     """The command line's retarget: both files into a fresh scene, one clip retargeted, the target
-    (with its meshes and the new Action) saved to ``output``. Nothing is written on failure.
+    (with its meshes and the new Action) saved to ``output``: a .blend, or a file for an engine
+    (.fbx, .glb, .gltf by its extension, for ``engine``: :func:`..usecases.export.export_clip`).
+    Nothing is written on failure.
     A long BVH take is read without Blender (:mod:`..bridge.clip_source`), ``chunk_frames`` file frames at a time.
     ``control_rig`` (``"fk"``, ``"ik"``, ``"off"``) says what a control rig target is keyed on, as
     for :func:`retarget_action`."""
@@ -240,7 +245,10 @@ def retarget_files(
     if several:
         outcome.report.setdefault("notes", []).append(several)
     target.animation_data.action = outcome.action
-    save_blend(output)
+    if export_format(output) is not None:
+        outcome.report["export"] = export_clip(target, outcome.action, output, engine)
+    else:
+        save_blend(output)
     outcome.report["files"] = {"source": str(Path(source_path).resolve()), "target": str(Path(target_path).resolve())}
     return outcome
 

@@ -1,0 +1,112 @@
+"""Write a character with one clip for a game engine or the web, with Blender's own exporters
+(``export_scene.fbx``, ``export_scene.gltf``) and the options of an engine preset
+(:mod:`..core.export.presets`): the armature and its skinned meshes only, the one Action as the one
+clip, named after the Action.
+
+The file is written whole or not at all: the exporter writes into a hidden folder beside the output,
+whose files replace the output's only once the exporter has finished; on any failure the folder
+is removed and nothing is left behind. Run in a file job's session (it selects, unhides, renames
+the scene after the clip and sets its frame range to the clip's: the FBX exporter names its one
+take after the scene and keys the scene's frames).
+"""
+
+# The bpy stubs type Object.data as a union of every data type and many RNA functions as
+# returning None; those reports say nothing about this module's code.
+# mypy: disable-error-code="union-attr,func-returns-value"
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import bpy
+
+from ..core.errors import MarionetteError
+from ..core.export.presets import EnginePreset
+
+
+def skinned_meshes(armature: bpy.types.Object) -> list[bpy.types.Object]:
+    """The meshes ``armature`` deforms (an Armature modifier on it) or carries (parented to it)."""
+    out = []
+    for obj in bpy.data.objects:
+        if obj.type != "MESH":
+            continue
+        deformed = any(m.type == "ARMATURE" and m.object == armature for m in obj.modifiers)
+        if deformed or obj.parent == armature:
+            out.append(obj)
+    return out
+
+
+def _select_only(objects: list[bpy.types.Object]) -> None:
+    view_layer = bpy.context.view_layer
+    for obj in view_layer.objects:
+        obj.select_set(False)
+    for obj in objects:
+        if obj.name not in view_layer.objects:
+            bpy.context.scene.collection.objects.link(obj)
+        obj.hide_viewport = False
+        obj.hide_select = False
+        obj.hide_set(False)
+        obj.select_set(True)
+    view_layer.objects.active = objects[0]
+
+
+def _play_only(armature: bpy.types.Object, action: bpy.types.Action) -> None:
+    """``action`` the one thing ``armature`` plays, the scene named after it over its frames."""
+    anim = armature.animation_data or armature.animation_data_create()
+    anim.action = action
+    for track in anim.nla_tracks:
+        track.mute = True
+    scene = bpy.context.scene
+    first, last = action.frame_range
+    scene.frame_start, scene.frame_end = math.floor(first), max(math.ceil(last), math.floor(first) + 1)
+    if scene.name != action.name:
+        scene.name = action.name
+
+
+def _exporter_message(exc: BaseException) -> str:
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return lines[-1] if lines else type(exc).__name__
+
+
+def export_character(armature: bpy.types.Object, action: bpy.types.Action, path: str | Path, preset: EnginePreset) -> list[Path]:
+    """Write ``armature`` with its skinned meshes playing ``action`` to ``path`` as ``preset`` says;
+    returns the files written (a .gltf brings its .bin and images). Raises
+    :class:`~marionette.core.errors.MarionetteError` naming the clip when the exporter fails, with
+    nothing written."""
+    if bpy.context.object is not None and bpy.context.object.mode != "OBJECT":
+        bpy.ops.object.mode_set(mode="OBJECT")
+    target = Path(path).resolve()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    _select_only([armature, *skinned_meshes(armature)])
+    _play_only(armature, action)
+    work = Path(tempfile.mkdtemp(prefix=".marionette-export-", dir=target.parent))
+    try:
+        written = work / target.name
+        options = dict(preset.options)
+        if preset.family == "gltf":  # the one animation of the active actions is named as this option says
+            options["export_nla_strips_merged_animation_name"] = action.name
+        if preset.family == "fbx":
+            result = bpy.ops.export_scene.fbx(filepath=str(written), check_existing=False, **options)
+        else:
+            result = bpy.ops.export_scene.gltf(filepath=str(written), check_existing=False, **options)
+        if "FINISHED" not in result or not written.is_file():
+            raise MarionetteError(f"{target}: Blender's {preset.family.upper()} exporter did not write clip {action.name!r}")
+        files = sorted(p for p in work.rglob("*") if p.is_file())
+        moved = []
+        for f in files:  # the main file last: it appears only once what it refers to is there
+            if f == written:
+                continue
+            dest = target.parent / f.relative_to(work)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(f, dest)
+            moved.append(dest)
+        os.replace(written, target)
+        return [target, *moved]
+    except (OSError, RuntimeError) as exc:
+        raise MarionetteError(f"{target}: exporting clip {action.name!r} failed ({_exporter_message(exc)}); nothing written") from exc
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
