@@ -20,12 +20,13 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any
 
 import bpy
+from mathutils import Matrix
 
 from ..core.errors import MarionetteError
 from ..core.export.presets import EnginePreset
+from .compat import action_fcurves, action_slot_for
 
 
 def skinned_meshes(armature: bpy.types.Object) -> list[bpy.types.Object]:
@@ -67,6 +68,30 @@ def _play_only(armature: bpy.types.Object, action: bpy.types.Action) -> None:
         scene.name = action.name
 
 
+def _in_file_units(objects: list[bpy.types.Object], action: bpy.types.Action, metres_per_unit: float) -> None:
+    """Make one Blender unit the file's unit (a centimetre for Unreal) without a scale on any object:
+    the scene's unit scale set to it, the character scaled about the origin and the scale applied to
+    its data (armature rest, meshes), its location keys (bones' and the object's) scaled alike. The
+    exporter then writes the lengths as they are, declared in that unit, every object at scale 1."""
+    factor = 1.0 / metres_per_unit
+    if abs(factor - 1.0) < 1e-12:
+        return
+    bpy.context.scene.unit_settings.scale_length = metres_per_unit
+    scale = Matrix.Scale(factor, 4)
+    for obj in objects:
+        if obj.parent not in objects:
+            obj.matrix_world = scale @ obj.matrix_world
+    bpy.context.view_layer.update()
+    bpy.ops.object.transform_apply(location=False, rotation=False, scale=True)
+    for fc in action_fcurves(action, action_slot_for(action, objects[0])):
+        if fc.data_path == "location" or fc.data_path.endswith(".location"):
+            for key in fc.keyframe_points:
+                key.co.y *= factor
+                key.handle_left.y *= factor
+                key.handle_right.y *= factor
+            fc.update()
+
+
 def _exporter_message(exc: BaseException) -> str:
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
     return lines[-1] if lines else type(exc).__name__
@@ -81,8 +106,10 @@ def export_character(armature: bpy.types.Object, action: bpy.types.Action, path:
         bpy.ops.object.mode_set(mode="OBJECT")
     target = Path(path).resolve()
     target.parent.mkdir(parents=True, exist_ok=True)
-    _select_only([armature, *skinned_meshes(armature)])
+    objects = [armature, *skinned_meshes(armature)]
+    _select_only(objects)
     _play_only(armature, action)
+    _in_file_units(objects, action, preset.metres_per_unit)
     work = Path(tempfile.mkdtemp(prefix=".marionette-export-", dir=target.parent))
     try:
         written = work / target.name

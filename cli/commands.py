@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import FileFormatError, MappingError, MarionetteError
-from ..core.paths import BLEND, Output, check_inputs, check_outputs
+from ..core.export.presets import ENGINES, EXPORTED, export_format, preset_for
+from ..core.paths import BLEND, USAGE, Output, OutputRefused, check_inputs, check_outputs
 from .job_output import job_output
 from .registry import command
 
@@ -34,6 +35,7 @@ def _report_outputs(args: argparse.Namespace) -> list[Output]:
 
 PRESETS = Path(__file__).resolve().parents[1] / "presets"
 
+ROOT_MOTIONS = ("HIPS", "ROOT_BONE", "OBJECT", "IN_PLACE")
 ROOT_MOTION_HELP = (
     "where the clip's horizontal travel goes: HIPS (default) on the hips bone; ROOT_BONE on the unmapped bone above "
     "the hips (a game engine's root; without one it stays on the hips, with a warning); OBJECT on the armature "
@@ -137,12 +139,24 @@ def _plant_feet_argument(p: argparse.ArgumentParser) -> None:
 def _retarget_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("source", help="clip file: .bvh, .fbx, .glb/.gltf or .blend")
     p.add_argument("target", help="character file: .bvh, .fbx, .glb/.gltf or .blend")
-    p.add_argument("-o", "--output", required=True, help="result .blend (target armature, its meshes, the new Action)")
+    p.add_argument(
+        "-o", "--output", required=True,
+        help="result file (target armature, its meshes, the new Action): .blend, or for an engine .fbx, .glb or .gltf "
+        "(written with Blender's exporters as --engine says)",
+    )
+    p.add_argument(
+        "--engine", choices=ENGINES,
+        help="the engine an .fbx/.glb/.gltf output is for (units, axes, root motion): unity (default for .fbx, metres, Y up), "
+        "unreal (.fbx, centimetres, Z up, root motion on the root bone), godot (default for .glb) or web (default for .gltf): "
+        "glTF as its spec says (metres, Y up, facing +Z)",
+    )
     p.add_argument("--clip", help="name of the clip to use when the source file holds several")
     p.add_argument("--target-armature", help="name of the armature to retarget onto when the target file holds several")
     p.add_argument("--mapping", metavar="FILE_OR_PRESET", help=_mapping_help())
     p.add_argument("--keep-frames", action="store_true", help="keep the source's frame numbers instead of its timing")
-    p.add_argument("--root-motion", choices=["HIPS", "ROOT_BONE", "OBJECT", "IN_PLACE"], default="HIPS", help=ROOT_MOTION_HELP)
+    p.add_argument(
+        "--root-motion", choices=ROOT_MOTIONS, help=ROOT_MOTION_HELP + "; for --engine unreal ROOT_BONE is the default",
+    )
     p.add_argument(
         "--method",
         default="geometric",
@@ -160,7 +174,10 @@ def _retarget_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--report-png", metavar="R.png", help="write a picture of the report here (per-bone error over time, key frames); needs matplotlib (pip install '.[blender]' or pip install matplotlib)")
 
 
-@command("retarget", "retarget one clip from SOURCE onto the armature in TARGET and save OUT.blend", _retarget_arguments)
+@command(
+    "retarget", "retarget one clip from SOURCE onto the armature in TARGET and save OUT.blend, or OUT.fbx/.glb/.gltf for an engine",
+    _retarget_arguments,
+)
 def retarget(args: argparse.Namespace) -> int:
     from ..core.mapping.method_names import parse_method_table
     from ..core.retarget.geometric import RetargetOptions
@@ -168,7 +185,15 @@ def retarget(args: argparse.Namespace) -> int:
     methods = parse_method_table(args.method)  # a bad table is refused before any file is read
     args.mapping = _mapping_file(args.mapping)
     inputs = [("source", args.source), ("target", args.target), ("mapping", args.mapping or "")]
-    check_outputs([Output("-o", args.output, BLEND), *_report_outputs(args)], inputs)
+    check_outputs([Output("-o", args.output, BLEND + EXPORTED), *_report_outputs(args)], inputs)
+    fmt = export_format(args.output)
+    if fmt is None and args.engine:
+        raise OutputRefused(f"--engine {args.engine}: only for an .fbx, .glb or .gltf output, not {args.output}", USAGE)
+    try:
+        preset = preset_for(fmt, args.engine) if fmt else None
+    except MarionetteError as exc:  # an engine that does not read the format: a wrong command line
+        raise OutputRefused(str(exc), USAGE) from None
+    args.root_motion = args.root_motion or (preset.root_motion if preset else "HIPS")
     check_inputs(inputs[:2])  # the mapping's reader names it (as bake-pack's does)
     _check_mapping(args.mapping)
     from ..usecases.retarget import retarget_files  # loads Blender
@@ -187,8 +212,11 @@ def retarget(args: argparse.Namespace) -> int:
             methods=methods,
             match_rest=args.match_rest,
             control_rig=args.control_rig,
+            engine=args.engine,
         )
-    print(f"wrote {Path(args.output).resolve()} (action {outcome.action.name!r})")
+    exported = outcome.report.get("export")
+    for_engine = f" for {exported['engine']}" if exported else ""
+    print(f"wrote {Path(args.output).resolve()}{for_engine} (action {outcome.action.name!r})")
     print(format_summary(outcome.report))
     _write_report(outcome.report, args.report)
     if args.report_png:

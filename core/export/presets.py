@@ -26,6 +26,9 @@ from ..errors import MarionetteError
 #: Extensions an export can have, by format.
 FORMAT_OF_EXTENSION = MappingProxyType({".fbx": "fbx", ".glb": "glb", ".gltf": "gltf"})
 
+#: The extensions an export is written with.
+EXPORTED = tuple(FORMAT_OF_EXTENSION)
+
 #: The engine a file is for when none is given, by format.
 DEFAULT_ENGINE = MappingProxyType({"fbx": "unity", "glb": "godot", "gltf": "web"})
 
@@ -106,7 +109,7 @@ PRESETS: MappingProxyType[tuple[str, str], EnginePreset] = MappingProxyType({
     ),
     ("fbx", "unreal"): EnginePreset(
         "unreal", "fbx", 0.01, "Z", "Y", "ROOT_BONE",
-        _frozen(_FBX_COMMON, {"global_scale": 1.0, "apply_unit_scale": True, "apply_scale_options": "FBX_SCALE_NONE",
+        _frozen(_FBX_COMMON, {"global_scale": 1.0, "apply_unit_scale": True, "apply_scale_options": "FBX_SCALE_ALL",
                               "axis_forward": "Y", "axis_up": "Z"}),
     ),
     **{

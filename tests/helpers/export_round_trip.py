@@ -21,6 +21,8 @@ class RoundTrip:
     max_hips_fraction: float
     #: The largest turn from rest the baked clip plays (the compared poses move).
     max_motion_deg: float
+    #: How far the skinned meshes' world box (mid-clip) moved, as a fraction of the hips' height.
+    max_mesh_fraction: float
     #: How far the hips travel, as a fraction of their height.
     hips_travel_fraction: float
     frames: int
@@ -43,6 +45,25 @@ def _angle(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Degrees between rotation matrices, well conditioned near zero (from the chord, not the trace)."""
     chord = np.linalg.norm(a - b, axis=(-2, -1)) / (2 * np.sqrt(2))
     return np.degrees(2 * np.arcsin(np.clip(chord, 0, 1)))
+
+
+def _mesh_box(armature: Any) -> np.ndarray:
+    """The world box ``(2, 3)`` of the meshes ``armature`` deforms, as Blender plays them now."""
+    import bpy
+
+    depsgraph = bpy.context.evaluated_depsgraph_get()
+    points = []
+    for obj in bpy.data.objects:
+        if obj.type == "MESH" and any(m.type == "ARMATURE" and m.object == armature for m in obj.modifiers):
+            ev = obj.evaluated_get(depsgraph)
+            mesh = ev.to_mesh()
+            co = np.empty(len(mesh.vertices) * 3)
+            mesh.vertices.foreach_get("co", co)
+            mw = np.array(ev.matrix_world)
+            points.append(co.reshape(-1, 3) @ mw[:3, :3].T + mw[:3, 3])
+            ev.to_mesh_clear()
+    allp = np.concatenate(points)
+    return np.stack([allp.min(0), allp.max(0)])
 
 
 def _rest_world(obj: Any, names: list[str]) -> np.ndarray:
@@ -71,36 +92,71 @@ def glb_json(path: str | Path) -> dict[str, Any]:
     return dict(json.loads(data[20 : 20 + length]))
 
 
-def round_trip(source: str, target: str, out: Path, engine: str | None, clip: str | None = None) -> RoundTrip:
+@dataclass
+class _Played:
+    names: list[str]
+    hips: str
+    frames: np.ndarray
+    rest: np.ndarray
+    world: np.ndarray
+    hip_height: float
+    box: np.ndarray
+    report: dict[str, Any]
+
+
+def _played(outcome: Any) -> _Played:
+    """What the retargeted armature of this session plays, in metres."""
+    import bpy
+
+    arm = next(o for o in bpy.data.objects if o.type == "ARMATURE" and o.animation_data and o.animation_data.action == outcome.action)
+    names = [mb.bone for mb in outcome.target_mapping.slots.values()]
+    hips = outcome.target_mapping.bone_for("hips")
+    first, last = (int(round(f)) for f in outcome.action.frame_range)
+    frames = np.arange(first, last + 1)
+    rest, world = _rest_world(arm, names), _world(arm, names, frames)
+    all_rest = _rest_world(arm, [b.name for b in arm.data.bones])
+    bpy.context.scene.frame_set(int(frames[len(frames) // 2]))
+    box = _mesh_box(arm)
+    metres = float(bpy.context.scene.unit_settings.scale_length)
+    for m in (rest, world):
+        m[..., :3, 3] *= metres
+    hip_height = float(rest[names.index(hips), 2, 3] - all_rest[:, 2, 3].min() * metres)
+    return _Played(names, hips, frames, rest, world, hip_height, box * metres, outcome.report)
+
+
+def round_trip(source: str, target: str, out: Path, engine: str | None, clip: str | None = None, reference: bool = False) -> RoundTrip:
+    """Retarget ``source`` onto ``target`` into ``out`` for ``engine``, re-import ``out`` in a fresh
+    session and compare. ``reference``: compare with the same retarget saved as a .blend (measured
+    in its own session) rather than with the session the export ran in, for a preset whose export
+    changes the session's units."""
     import bpy
 
     from marionette.bridge.file_import import load_file
     from marionette.bridge.session import fresh_session
     from marionette.usecases.retarget import retarget_files
 
-    outcome = retarget_files(source, target, str(out), clip=clip, engine=engine)
-    arm = next(o for o in bpy.data.objects if o.type == "ARMATURE" and o.animation_data and o.animation_data.action == outcome.action)
-    names = [mb.bone for mb in outcome.target_mapping.slots.values()]
-    hips = outcome.target_mapping.bone_for("hips")
-    first, last = (int(round(f)) for f in outcome.action.frame_range)
-    frames = np.arange(first, last + 1)
-    rest = _rest_world(arm, names)
-    baked = _world(arm, names, frames)
-    all_rest = _rest_world(arm, [b.name for b in arm.data.bones])
-    hip_height = rest[names.index(hips), 2, 3] - all_rest[:, 2, 3].min()
-
+    if reference:
+        ref = _played(retarget_files(source, target, str(out.with_suffix(".blend")), clip=clip))
+    exported = _played(retarget_files(source, target, str(out), clip=clip, engine=engine))
+    if not reference:
+        ref = exported
     fresh_session()
     loaded = load_file(str(out))
-    back = next(a for a in loaded.armatures if a.data.bones.get(hips) is not None)
+    back = next(a for a in loaded.armatures if a.data.bones.get(ref.hips) is not None)
     action = back.animation_data.action if back.animation_data else None
     assert action is not None, f"{out.name}: the re-imported armature plays no action"
-    start = int(round(action.frame_range[0]))
-    again = _world(back, names, frames - first + start)
-    turn_a, turn_b = _turns(baked, rest), _turns(again, _rest_world(back, names))
+    shift = int(round(action.frame_range[0])) - int(ref.frames[0])
+    again = _world(back, ref.names, ref.frames + shift)
+    bpy.context.scene.frame_set(int(ref.frames[len(ref.frames) // 2]) + shift)
+    box_back = _mesh_box(back)
+    turn_a, turn_b = _turns(ref.world, ref.rest), _turns(again, _rest_world(back, ref.names))
     angle = _angle(turn_a, turn_b)
     moved = _angle(turn_a, np.broadcast_to(np.eye(3), turn_a.shape))
-    h = names.index(hips)
-    drift = np.linalg.norm(baked[:, h, :3, 3] - again[:, h, :3, 3], axis=-1) / hip_height
-    clips = [a.name for a in bpy.data.actions]
-    travel = np.linalg.norm(baked[:, h, :3, 3] - baked[:1, h, :3, 3], axis=-1).max() / hip_height
-    return RoundTrip(float(angle.max()), float(drift.max()), float(moved.max()), float(travel), len(frames), len(names), clips, outcome.report)
+    h = ref.names.index(ref.hips)
+    hips = ref.world[:, h, :3, 3]
+    drift = np.linalg.norm(hips - again[:, h, :3, 3], axis=-1) / ref.hip_height
+    travel = np.linalg.norm(hips - hips[:1], axis=-1).max() / ref.hip_height
+    return RoundTrip(
+        float(angle.max()), float(drift.max()), float(moved.max()), float(np.abs(ref.box - box_back).max() / ref.hip_height),
+        float(travel), len(ref.frames), len(ref.names), [a.name for a in bpy.data.actions], exported.report,
+    )
