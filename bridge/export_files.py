@@ -64,6 +64,7 @@ def _play_only(armature: bpy.types.Object, action: bpy.types.Action) -> None:
     scene = bpy.context.scene
     first, last = action.frame_range
     scene.frame_start, scene.frame_end = math.floor(first), max(math.ceil(last), math.floor(first) + 1)
+    scene.frame_set(scene.frame_start)  # the pose the FBX exporter writes on the nodes: the clip's first
     if scene.name != action.name:
         scene.name = action.name
 

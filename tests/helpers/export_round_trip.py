@@ -26,9 +26,16 @@ class RoundTrip:
     #: How far the hips travel, as a fraction of their height.
     hips_travel_fraction: float
     frames: int
-    bones: int
+    mapped: int
     clip_names: list[str]
     report: dict[str, Any]
+    #: The mapped bones' world positions (metres, Blender's axes) at rest and on the clip's first frame.
+    rest_places: dict[str, np.ndarray]
+    first_places: dict[str, np.ndarray]
+    hip_height: float
+    #: Every bone of the exported armature.
+    armature_bones: list[str]
+    hips_name: str
 
 
 def _rotations(m: np.ndarray) -> np.ndarray:
@@ -102,6 +109,7 @@ class _Played:
     hip_height: float
     box: np.ndarray
     report: dict[str, Any]
+    bones: list[str]
 
 
 def _played(outcome: Any) -> _Played:
@@ -121,7 +129,7 @@ def _played(outcome: Any) -> _Played:
     for m in (rest, world):
         m[..., :3, 3] *= metres
     hip_height = float(rest[names.index(hips), 2, 3] - all_rest[:, 2, 3].min() * metres)
-    return _Played(names, hips, frames, rest, world, hip_height, box * metres, outcome.report)
+    return _Played(names, hips, frames, rest, world, hip_height, box * metres, outcome.report, [b.name for b in arm.data.bones])
 
 
 def round_trip(source: str, target: str, out: Path, engine: str | None, clip: str | None = None, reference: bool = False) -> RoundTrip:
@@ -159,4 +167,5 @@ def round_trip(source: str, target: str, out: Path, engine: str | None, clip: st
     return RoundTrip(
         float(angle.max()), float(drift.max()), float(moved.max()), float(np.abs(ref.box - box_back).max() / ref.hip_height),
         float(travel), len(ref.frames), len(ref.names), [a.name for a in bpy.data.actions], exported.report,
+        dict(zip(ref.names, ref.rest[:, :3, 3], strict=True)), dict(zip(ref.names, ref.world[0, :, :3, 3], strict=True)), ref.hip_height, ref.bones, ref.hips,
     )

@@ -106,3 +106,40 @@ def models(root: Node) -> dict[str, tuple[str, dict[str, list[Any]]]]:
 def take_names(root: Node) -> list[str]:
     """The names of the file's animation stacks (its clips)."""
     return [str(s.props[1]).split("\x00")[0] for s in root.first("Objects").find("AnimationStack")]
+
+
+def _euler_xyz(deg: list[float]) -> Any:
+    import numpy as np
+
+    x, y, z = np.radians(deg)
+    rx = np.array([[1, 0, 0], [0, np.cos(x), -np.sin(x)], [0, np.sin(x), np.cos(x)]])
+    ry = np.array([[np.cos(y), 0, np.sin(y)], [0, 1, 0], [-np.sin(y), 0, np.cos(y)]])
+    rz = np.array([[np.cos(z), -np.sin(z), 0], [np.sin(z), np.cos(z), 0], [0, 0, 1]])
+    return rz @ ry @ rx
+
+
+def global_positions(root: Node) -> dict[str, Any]:
+    """Every Model's rest position in the file's own coordinates and units, from its ``Lcl``
+    translation, rotation (Euler XYZ, degrees) and scaling composed down the ``Connections`` tree
+    (the files Blender writes carry no pre/post rotations or pivots)."""
+    import numpy as np
+
+    ids = {}
+    local = {}
+    for m in root.first("Objects").find("Model"):
+        name = str(m.props[1]).split("\x00")[0]
+        p = properties70(m)
+        mat = np.eye(4)
+        mat[:3, :3] = _euler_xyz(p.get("Lcl Rotation", [0, 0, 0])) * np.array(p.get("Lcl Scaling", [1, 1, 1]))[None]
+        mat[:3, 3] = p.get("Lcl Translation", [0, 0, 0])
+        ids[m.props[0]] = name
+        local[name] = mat
+    parent = {}
+    for c in root.first("Connections").find("C"):
+        if c.props[0] == "OO" and c.props[1] in ids and c.props[2] in ids:
+            parent[ids[c.props[1]]] = ids[c.props[2]]
+
+    def world(name: str) -> Any:
+        return world(parent[name]) @ local[name] if name in parent else local[name]
+
+    return {name: world(name)[:3, 3] for name in local}
