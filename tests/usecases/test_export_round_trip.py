@@ -5,7 +5,7 @@ and the file itself holds the preset's axes and units (glTF node transforms and 
 FBX GlobalSettings and the models' transforms), one clip named after the Action, no added leaf bones.
 
 Two clips onto three characters for the main preset of each format (FBX for Unity, GLB for Godot);
-one pair for the others (FBX for Unreal, .gltf for the web)."""
+one pair for the others (FBX for Unreal, .gltf for the web). About 2.5 s a test."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from tests.helpers.data import shared_file
 from tests.helpers.export_round_trip import RoundTrip, glb_json, round_trip
 from tests.helpers.fbx_file import global_positions, global_settings, models, read_fbx, take_names
 
-pytestmark = [pytest.mark.bpy, pytest.mark.data, pytest.mark.slow]
+pytestmark = [pytest.mark.bpy, pytest.mark.data]
 
 CLIPS = {"02_02_daz": ("bvh/cmu/02_02_daz.bvh", None), "Man_Walk": ("fbx/quaternius_male_casual.fbx", "Man_Walk")}
 CHARACTERS = ["fbx/quaternius_male_casual.fbx", "gltf/khronos_cesium_man.glb", "gltf/male_base_mesh_apose.glb"]
@@ -95,7 +95,8 @@ def _check_fbx_file(r: RoundTrip, path, clip: str, engine: str) -> None:
     limbs = {n for n, (kind, _) in kinds.items() if kind == "LimbNode"}
     assert limbs == set(r.armature_bones), f"bones added or lost: {sorted(limbs ^ set(r.armature_bones))[:5]}"
     for name, (kind, props) in kinds.items():  # no object scaled to make up for units
-        assert np.allclose(props.get("Lcl Scaling", [1, 1, 1]), 1, atol=1e-6), f"{name} ({kind}) scaled {props.get('Lcl Scaling')}"
+        if kind != "LimbNode":  # (a bone's own scale is the clip's)
+            assert np.allclose(props.get("Lcl Scaling", [1, 1, 1]), 1, atol=1e-6), f"{name} ({kind}) scaled {props.get('Lcl Scaling')}"
     # Every mapped joint where the clip's first frame puts it, in the file's axes and units.
     places = global_positions(root)
     names = sorted(r.first_places)
