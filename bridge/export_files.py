@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -35,7 +36,7 @@ def skinned_meshes(armature: bpy.types.Object) -> list[bpy.types.Object]:
     for obj in bpy.data.objects:
         if obj.type != "MESH":
             continue
-        deformed = any(m.type == "ARMATURE" and m.object == armature for m in obj.modifiers)
+        deformed = any(m.type == "ARMATURE" and getattr(m, "object", None) == armature for m in obj.modifiers)
         if deformed or obj.parent == armature:
             out.append(obj)
     return out
@@ -62,7 +63,7 @@ def _play_only(armature: bpy.types.Object, action: bpy.types.Action) -> None:
     for track in anim.nla_tracks:
         track.mute = True
     scene = bpy.context.scene
-    first, last = action.frame_range
+    first, last = float(action.frame_range[0]), float(action.frame_range[1])
     scene.frame_start, scene.frame_end = math.floor(first), max(math.ceil(last), math.floor(first) + 1)
     scene.frame_set(scene.frame_start)  # the pose the FBX exporter writes on the nodes: the clip's first
     if scene.name != action.name:
@@ -94,8 +95,11 @@ def _in_file_units(objects: list[bpy.types.Object], action: bpy.types.Action, me
 
 
 def _exporter_message(exc: BaseException) -> str:
+    """The exporter's own error line out of the traceback Blender wraps it in, paths shortened to file names."""
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-    return lines[-1] if lines else type(exc).__name__
+    errors = [line for line in lines if re.match(r"^\w*(Error|Exception)\b", line)]
+    line = errors[-1] if errors else (lines[-1] if lines else type(exc).__name__)
+    return re.sub(r"'[^']*/([^'/]*)'", r"'\1'", line)
 
 
 def export_character(armature: bpy.types.Object, action: bpy.types.Action, path: str | Path, preset: EnginePreset) -> list[Path]:
@@ -121,7 +125,7 @@ def export_character(armature: bpy.types.Object, action: bpy.types.Action, path:
             result = bpy.ops.export_scene.fbx(filepath=str(written), check_existing=False, **options)
         else:
             result = bpy.ops.export_scene.gltf(filepath=str(written), check_existing=False, **options)
-        if "FINISHED" not in result or not written.is_file():
+        if "FINISHED" not in set(result or ()) or not written.is_file():
             raise MarionetteError(f"{target}: Blender's {preset.family.upper()} exporter did not write clip {action.name!r}")
         files = sorted(p for p in work.rglob("*") if p.is_file())
         moved = []

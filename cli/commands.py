@@ -215,7 +215,7 @@ def retarget(args: argparse.Namespace) -> int:
             engine=args.engine,
         )
     exported = outcome.report.get("export")
-    for_engine = f" for {exported['engine']}" if exported else ""
+    for_engine = f" for {exported['engine']}" if isinstance(exported, dict) else ""
     print(f"wrote {Path(args.output).resolve()}{for_engine} (action {outcome.action.name!r})")
     print(format_summary(outcome.report))
     _write_report(outcome.report, args.report)
