@@ -55,7 +55,8 @@ def _angle(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def _mesh_box(armature: Any) -> np.ndarray:
-    """The world box ``(2, 3)`` of the meshes ``armature`` deforms, as Blender plays them now."""
+    """The world box ``(2, 3)`` of the meshes ``armature`` deforms, as Blender plays them now (zeros
+    for an armature without meshes)."""
     import bpy
 
     depsgraph = bpy.context.evaluated_depsgraph_get()
@@ -69,6 +70,8 @@ def _mesh_box(armature: Any) -> np.ndarray:
             mw = np.array(ev.matrix_world)
             points.append(co.reshape(-1, 3) @ mw[:3, :3].T + mw[:3, 3])
             ev.to_mesh_clear()
+    if not points:
+        return np.zeros((2, 3))
     allp = np.concatenate(points)
     return np.stack([allp.min(0), allp.max(0)])
 
