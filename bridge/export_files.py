@@ -79,6 +79,9 @@ def _in_file_units(objects: list[bpy.types.Object], action: bpy.types.Action, me
     if abs(factor - 1.0) < 1e-12:
         return
     bpy.context.scene.unit_settings.scale_length = metres_per_unit
+    for obj in objects:  # data shared with another object is given its own copy: only the character scales
+        if obj.data is not None and obj.data.users > 1:
+            obj.data = obj.data.copy()
     scale = Matrix.Scale(factor, 4)
     for obj in objects:
         if obj.parent not in objects:
@@ -114,9 +117,9 @@ def export_character(armature: bpy.types.Object, action: bpy.types.Action, path:
     objects = [armature, *skinned_meshes(armature)]
     _select_only(objects)
     _play_only(armature, action)
-    _in_file_units(objects, action, preset.metres_per_unit)
     work = Path(tempfile.mkdtemp(prefix=".marionette-export-", dir=target.parent))
     try:
+        _in_file_units(objects, action, preset.metres_per_unit)
         written = work / target.name
         options = dict(preset.options)
         if preset.family == "gltf":  # the one animation of the active actions is named as this option says

@@ -19,6 +19,8 @@ import numpy as np
 class RoundTrip:
     max_angle_deg: float
     max_hips_fraction: float
+    #: The largest distance between a mapped joint and its re-imported self, as a fraction of hip height.
+    max_joint_fraction: float
     #: The largest turn from rest the baked clip plays (the compared poses move).
     max_motion_deg: float
     #: How far the skinned meshes' world box (mid-clip) moved, as a fraction of the hips' height.
@@ -167,8 +169,9 @@ def round_trip(source: str, target: str, out: Path, engine: str | None, clip: st
     hips = ref.world[:, h, :3, 3]
     drift = np.linalg.norm(hips - again[:, h, :3, 3], axis=-1) / ref.hip_height
     travel = np.linalg.norm(hips - hips[:1], axis=-1).max() / ref.hip_height
+    joints = np.linalg.norm(ref.world[..., :3, 3] - again[..., :3, 3], axis=-1).max() / ref.hip_height
     return RoundTrip(
-        float(angle.max()), float(drift.max()), float(moved.max()), float(np.abs(ref.box - box_back).max() / ref.hip_height),
+        float(angle.max()), float(drift.max()), float(joints), float(moved.max()), float(np.abs(ref.box - box_back).max() / ref.hip_height),
         float(travel), len(ref.frames), len(ref.names), [a.name for a in bpy.data.actions], exported.report,
         dict(zip(ref.names, ref.rest[:, :3, 3], strict=True)), dict(zip(ref.names, ref.world[0, :, :3, 3], strict=True)), ref.hip_height, ref.bones, ref.hips,
     )

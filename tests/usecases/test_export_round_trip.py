@@ -34,6 +34,7 @@ def _check_round_trip(r: RoundTrip, clip: str) -> None:
     assert r.max_motion_deg > 20 and r.frames > 20, "the compared clip barely moves"
     assert r.max_angle_deg < MAX_DEG, f"mapped bones {r.max_angle_deg:.4f} deg off after the round trip"
     assert r.max_hips_fraction < MAX_HIPS, f"hips {100 * r.max_hips_fraction:.4f} % of hip height off"
+    assert r.max_joint_fraction < MAX_HIPS, f"a mapped joint {100 * r.max_joint_fraction:.4f} % of hip height off"
     assert r.max_mesh_fraction < MAX_HIPS, f"skinned meshes {100 * r.max_mesh_fraction:.4f} % of hip height off"
     assert r.report["export"]["clip"] == clip
 
@@ -110,7 +111,7 @@ def _run(tmp_path, clip: str, character: str, fmt: str, engine: str, reference: 
     out = tmp_path / f"{clip}.{fmt}"
     r = round_trip(str(shared_file(source)), str(shared_file(character)), out, engine, take, reference=reference)
     print(f"{clip} -> {character} {fmt}/{engine}: {r.max_angle_deg:.5f} deg, hips {100 * r.max_hips_fraction:.6f} %, "
-          f"meshes {100 * r.max_mesh_fraction:.6f} % of hip height, {r.frames} frames, {r.mapped} mapped bones")
+          f"joints {100 * r.max_joint_fraction:.6f} %, meshes {100 * r.max_mesh_fraction:.6f} % of hip height, {r.frames} frames, {r.mapped} mapped bones")
     _check_round_trip(r, clip)
     if fmt == "fbx":
         _check_fbx_file(r, out, clip, engine)
