@@ -124,6 +124,8 @@ def export_character(armature: bpy.types.Object, action: bpy.types.Action, path:
         options = dict(preset.options)
         if preset.family == "gltf":  # the one animation of the active actions is named as this option says
             options["export_nla_strips_merged_animation_name"] = action.name
+            if options.get("export_format") == "GLTF_SEPARATE":  # images in a folder of their own, never over the user's
+                options["export_texture_dir"] = f"{target.stem}_textures"
         if preset.family == "fbx":
             result = bpy.ops.export_scene.fbx(filepath=str(written), check_existing=False, **options)
         else:
