@@ -23,6 +23,7 @@ import tempfile
 from pathlib import Path
 
 import bpy
+from bpy_extras.io_utils import axis_conversion
 from mathutils import Matrix
 
 from ..core.errors import MarionetteError
@@ -70,24 +71,39 @@ def _play_only(armature: bpy.types.Object, action: bpy.types.Action) -> None:
         scene.name = action.name
 
 
-def _in_file_units(objects: list[bpy.types.Object], action: bpy.types.Action, metres_per_unit: float) -> None:
-    """Make one Blender unit the file's unit (a centimetre for Unreal) without a scale on any object:
-    the scene's unit scale set to it, the character scaled about the origin and the scale applied to
-    its data (armature rest, meshes), its location keys (bones' and the object's) scaled alike. The
-    exporter then writes the lengths as they are, declared in that unit, every object at scale 1."""
-    factor = 1.0 / metres_per_unit
-    if abs(factor - 1.0) < 1e-12:
+def _onto_file_axes(objects: list[bpy.types.Object], action: bpy.types.Action, preset: EnginePreset) -> None:
+    """Put the character's data in the FBX file's units and axes, so the file's nodes carry neither a
+    scale nor the axis change (Blender's exporter puts both on the top nodes: a 100 on the armature,
+    -90 degrees about X for Y up). The character is turned and scaled about the origin onto the file's
+    axes and units and that is applied to its data (armature rest, meshes), its location keys
+    (bones' and the object's) scaled alike; then its top objects are given the inverse of the
+    exporter's axis change, so that Blender shows it as before and the exporter's change cancels
+    on them. The scene's unit is the file's (one Blender unit a centimetre for Unreal), so the
+    exporter declares the lengths as they are. Only in a file job's session."""
+    factor = 1.0 / preset.metres_per_unit
+    forward, up = preset.options.get("axis_forward", "Y"), preset.options.get("axis_up", "Z")
+    turn = axis_conversion(to_forward=forward, to_up=up).to_4x4()
+    keyed = {fc.data_path for fc in action_fcurves(action, action_slot_for(action, objects[0]))}
+    if any(path.startswith("rotation_") for path in keyed):  # an object turning on its own keys: left to the exporter
+        turn = Matrix.Identity(4)
+    if abs(factor - 1.0) < 1e-12 and turn == Matrix.Identity(4):
         return
-    bpy.context.scene.unit_settings.scale_length = metres_per_unit
-    for obj in objects:  # data shared with another object is given its own copy: only the character scales
+    bpy.context.scene.unit_settings.scale_length = preset.metres_per_unit
+    for obj in objects:  # data shared with another object is given its own copy: only the character changes
         if obj.data is not None and obj.data.users > 1:
             obj.data = obj.data.copy()
-    scale = Matrix.Scale(factor, 4)
-    for obj in objects:
-        if obj.parent not in objects:
-            obj.matrix_world = scale @ obj.matrix_world
+    tops = [obj for obj in objects if obj.parent not in objects]
+    change = turn @ Matrix.Scale(factor, 4)
+    for obj in tops:  # a parent that is not exported (glTF's Z_UP empty) leaves its place to the object
+        world = obj.matrix_world.copy()
+        obj.parent = None
+        obj.matrix_world = change @ world
     bpy.context.view_layer.update()
-    bpy.ops.object.transform_apply(location=False, rotation=False, scale=True)
+    bpy.ops.object.transform_apply(location=False, rotation=True, scale=True)
+    back = turn.inverted()
+    for obj in tops:
+        obj.matrix_world = back @ obj.matrix_world
+    bpy.context.view_layer.update()
     for fc in action_fcurves(action, action_slot_for(action, objects[0])):
         if fc.data_path == "location" or fc.data_path.endswith(".location"):
             for key in fc.keyframe_points:
@@ -119,7 +135,8 @@ def export_character(armature: bpy.types.Object, action: bpy.types.Action, path:
     _play_only(armature, action)
     work = Path(tempfile.mkdtemp(prefix=".marionette-export-", dir=target.parent))
     try:
-        _in_file_units(objects, action, preset.metres_per_unit)
+        if preset.family == "fbx":
+            _onto_file_axes(objects, action, preset)
         written = work / target.name
         options = dict(preset.options)
         if preset.family == "gltf":  # the one animation of the active actions is named as this option says

@@ -6,10 +6,13 @@ Right by construction:
 
 - glTF (Godot, the web): Y up, the character facing +Z (its front), metres, as the glTF spec says;
   Blender's glTF exporter converts from Z up itself (``export_yup``).
-- FBX for Unity: metres (``UnitScaleFactor`` 100, ``FBX_SCALE_ALL``: no 100 on the objects), Y up and
-  -Z forward written into the file's axis settings, which Unity reads and converts.
+- FBX for Unity: metres (``UnitScaleFactor`` 100), Y up (the exporter's ``axis_up="Y"``,
+  ``axis_forward="-Z"``, Unity's own Blender settings), written into the file's axis settings.
 - FBX for Unreal: centimetres (``UnitScaleFactor`` 1, the unit Unreal imports without converting),
-  Z up and -Y forward (Blender's own axes: Unreal, Z up too, imports them without a fix-up).
+  Z up as Blender's (no axis change).
+- Both FBX: the character's data is put on the file's axes and units before the exporter runs
+  (:func:`marionette.bridge.export_files.export_character`), so no node carries a scale of 100 or a
+  -90 degree turn for the engine to fix up.
 
 Every preset: no helper leaf bones, only the new Action (as one clip named after it, without the
 ``Armature|`` prefix), the armature and its skinned meshes only.
