@@ -137,7 +137,9 @@ def _played(outcome: Any) -> _Played:
     return _Played(names, hips, frames, rest, world, hip_height, box * metres, outcome.report, [b.name for b in arm.data.bones])
 
 
-def round_trip(source: str, target: str, out: Path, engine: str | None, clip: str | None = None, reference: bool = False) -> RoundTrip:
+def round_trip(
+    source: str, target: str, out: Path, engine: str | None, clip: str | None = None, reference: bool = False, options: Any = None,
+) -> RoundTrip:
     """Retarget ``source`` onto ``target`` into ``out`` for ``engine``, re-import ``out`` in a fresh
     session and compare. ``reference``: compare with the same retarget saved as a .blend (measured
     in its own session) rather than with the session the export ran in, for a preset whose export
@@ -149,8 +151,8 @@ def round_trip(source: str, target: str, out: Path, engine: str | None, clip: st
     from marionette.usecases.retarget import retarget_files
 
     if reference:
-        ref = _played(retarget_files(source, target, str(out.with_suffix(".blend")), clip=clip))
-    exported = _played(retarget_files(source, target, str(out), clip=clip, engine=engine))
+        ref = _played(retarget_files(source, target, str(out.with_suffix(".blend")), clip=clip, options=options))
+    exported = _played(retarget_files(source, target, str(out), clip=clip, engine=engine, options=options))
     if not reference:
         ref = exported
     fresh_session()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from marionette.core.retarget.geometric import RetargetOptions
 from tests.helpers.data import shared_file
 from tests.helpers.export_round_trip import RoundTrip, glb_json, round_trip
 from tests.helpers.fbx_file import global_positions, global_settings, models, read_fbx, take_names
@@ -107,12 +108,13 @@ def _check_fbx_file(r: RoundTrip, path, clip: str, engine: str) -> None:
     )
 
 
-def _run(tmp_path, clip: str, character: str, fmt: str, engine: str) -> RoundTrip:
+def _run(tmp_path, clip: str, character: str, fmt: str, engine: str, root_motion: str = "HIPS") -> RoundTrip:
     """An FBX export changes its session (the character's data put on the file's axes and units):
     its round trip is compared with the same retarget saved as a .blend, in a session of its own."""
     source, take = CLIPS[clip]
     out = tmp_path / f"{clip}.{fmt}"
-    r = round_trip(str(shared_file(source)), str(shared_file(character)), out, engine, take, reference=fmt == "fbx")
+    options = RetargetOptions(root_motion=root_motion)
+    r = round_trip(str(shared_file(source)), str(shared_file(character)), out, engine, take, reference=fmt == "fbx", options=options)
     print(f"{clip} -> {character} {fmt}/{engine}: {r.max_angle_deg:.5f} deg, hips {100 * r.max_hips_fraction:.6f} %, "
           f"joints {100 * r.max_joint_fraction:.6f} %, meshes {100 * r.max_mesh_fraction:.6f} % of hip height, {r.frames} frames, {r.mapped} mapped bones")
     _check_round_trip(r, clip)
@@ -145,3 +147,11 @@ def test_gltf_for_the_web_round_trip(blender, tmp_path):
     written = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.is_file() and p.suffix != ".blend")
     assert written == ["Man_Walk.bin", "Man_Walk.gltf", "Man_Walk_textures/Image_0.jpg"]
     assert sorted(r.report["export"]["files"]) == sorted(str(tmp_path / w) for w in written)
+
+
+@pytest.mark.parametrize("fmt, engine, root_motion", [("fbx", "unreal", "ROOT_BONE"), ("fbx", "unity", "OBJECT"), ("glb", "godot", "OBJECT")])
+def test_root_motion_on_a_root_bone_or_the_object_round_trips(blender, tmp_path, fmt, engine, root_motion):
+    """Quaternius' man has a root bone above the hips: the travel there, or on the armature object, plays the same."""
+    r = _run(tmp_path, "02_02_daz", "fbx/quaternius_male_casual.fbx", fmt, engine, root_motion)
+    assert r.report["options"]["root_motion"] == root_motion
+    assert r.hips_travel_fraction > 1, "the compared clip travels"
