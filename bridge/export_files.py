@@ -82,7 +82,7 @@ def _onto_file_axes(objects: list[bpy.types.Object], action: bpy.types.Action, p
     exporter declares the lengths as they are. Only in a file job's session."""
     factor = 1.0 / preset.metres_per_unit
     forward, up = preset.options.get("axis_forward", "Y"), preset.options.get("axis_up", "Z")
-    turn = axis_conversion(to_forward=forward, to_up=up).to_4x4()
+    turn: Matrix = axis_conversion(to_forward=forward, to_up=up).to_4x4()  # type: ignore[attr-defined]
     keyed = {fc.data_path for fc in action_fcurves(action, action_slot_for(action, objects[0]))}
     if any(path.startswith("rotation_") for path in keyed):  # an object turning on its own keys: left to the exporter
         turn = Matrix.Identity(4)
