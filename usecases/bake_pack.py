@@ -25,6 +25,7 @@ from ..batch_runner.driving import CtrlC
 from ..batch_runner.outputs import continued_volumes, scan_volumes, write_report
 from ..batch_runner.pack_start import PackStart, start_pack
 from ..batch_runner.runner import DEFAULT_FILE_MB, DEFAULT_TIMEOUT, BatchBake
+from ..bridge import nla_stack
 from ..bridge.file_import import load_file, scene_fps
 from ..core.batch.output_files import REPORT_RECORD, TARGET_RECORD, stray_volumes
 from ..core.batch.pack_limits import why_unreadable
@@ -206,6 +207,9 @@ def start_scene_bake(target: Any, scene_settings: Any, inputs: Sequence[str], *,
     from ..properties.retarget_settings import mappings_from_rows, methods_from_rows, options_of
 
     s = scene_settings
+    problem = nla_stack.push_problem(target) if getattr(s, "push_to_nla", False) else None
+    if problem is not None:
+        raise MarionetteError(problem)
     rows = mappings_from_rows(s) if s is not None else None
     options = options_of(s) if s is not None else RetargetOptions()
     settings = bake_settings(
@@ -245,6 +249,8 @@ def finish_scene_bake(runner: BatchBake, report_path: str, scene: Any) -> tuple[
     scene for the sidebar. Returns the report and where it was saved (or why not)."""
     report = runner.finish()
     report.info["target"] = {"armature": runner.target.name}
+    if getattr(getattr(scene, "marionette", None), "push_to_nla", False):
+        report.info["nla_tracks"] = push_baked_clips(runner.target, report)
     path = report_path or (
         bpy.path.abspath("//marionette_batch_report.json") if bpy.data.filepath else os.path.join(bpy.app.tempdir or ".", "marionette_batch_report.json")
     )
@@ -254,3 +260,16 @@ def finish_scene_bake(runner: BatchBake, report_path: str, scene: Any) -> tuple[
         saved = f"(not saved: {exc})"
     scene[REPORT_RECORD] = json.dumps(report.to_dict())
     return report, saved
+
+
+def push_baked_clips(target: Any, report: BatchReport) -> list[str]:
+    """Push to NLA after Batch Bake: the run's Actions, in pack order, each onto a muted track of
+    its own above the target's tracks (:mod:`..bridge.nla_stack`); the target then plays what it
+    played before the run (the run itself makes a target without an Action play the first clip).
+    Returns the tracks' names."""
+    names = [c.action for f in report.files for c in f.clips if c.status in CLIP_GOOD and c.action]
+    actions = [bpy.data.actions[n] for n in names if n in bpy.data.actions]
+    before = nla_stack.what_it_plays(target)  # the run restored the target's pose and own Action
+    if before.action in actions:
+        before.action, before.action_slot = None, None
+    return [t.name for t in nla_stack.push_keeping_active(target, actions, before)]
