@@ -192,18 +192,24 @@ def retarget_files(
     match_rest: bool = False,
     chunk_frames: int = CHUNK_FRAMES,
     control_rig: str = "fk",
+    push_to_nla: bool = False,
 ) -> RetargetOutcome:
     """The command line's retarget: both files into a fresh scene, one clip retargeted, the target
     (with its meshes and the new Action) saved to ``output``. Nothing is written on failure.
     A long BVH take is read without Blender (:mod:`..bridge.clip_source`), ``chunk_frames`` file frames at a time.
     ``control_rig`` (``"fk"``, ``"ik"``, ``"off"``) says what a control rig target is keyed on, as
-    for :func:`retarget_action`."""
+    for :func:`retarget_action`. ``push_to_nla`` keeps the new Action on a muted NLA track
+    (:mod:`..bridge.nla_stack`) and the target on the Action it played."""
     import bpy
 
     fresh_session()
     target_file = load_file(target_path)
     target = pick_armature(target_file.armatures, target_armature, Path(target_file.path).name)
     target_map = BoneMapping.load(mapping) if mapping else None
+    problem = nla_stack.push_problem(target) if push_to_nla else None
+    if problem is not None:
+        raise RigError(problem)
+    before = nla_stack.what_it_plays(target) if push_to_nla else None
     several = ""
     if is_long_bvh_take(source_path):  # a long take is not keyed into Blender first
         source_file, source = None, read_bvh_clip(source_path, clip, chunk_frames)
@@ -240,7 +246,10 @@ def retarget_files(
         outcome.action.name = name  # the source's action of that name is gone now
     if several:
         outcome.report.setdefault("notes", []).append(several)
-    target.animation_data.action = outcome.action
+    if before is not None:
+        _push_clip(target, outcome, before)
+    else:
+        target.animation_data.action = outcome.action
     save_blend(output)
     outcome.report["files"] = {"source": str(Path(source_path).resolve()), "target": str(Path(target_path).resolve())}
     return outcome
