@@ -281,6 +281,11 @@ def _bake_pack_arguments(p: argparse.ArgumentParser) -> None:
         help="a target whose mapped bones follow controls (a Rigify rig...): key its FK controls (default), its IK controls, "
         "or off: the mapped bones themselves; every clip is checked on what Blender plays and reported failed when it misses",
     )
+    p.add_argument(
+        "--push-to-nla",
+        action="store_true",
+        help="also keep each clip on a muted NLA track of its own on the target, in pack order; the target keeps the Action it plays",
+    )
     _plant_feet_argument(p)
 
 
@@ -347,6 +352,7 @@ def bake_pack(args: argparse.Namespace) -> int:
             timeout=args.timeout or None,
             progress=lambda line: print(line, file=terminal, flush=True),
             start=start,
+            push_to_nla=args.push_to_nla,
         )
     lines = report.summary_lines()
     print(f"wrote {report.info['output']}: {lines[0]}")

@@ -114,13 +114,16 @@ def bake_pack(
     timeout: float | None = DEFAULT_TIMEOUT,
     progress: Callable[[str], None] | None = None,
     start: PackStart | None = None,
+    push_to_nla: bool = False,
 ) -> BatchReport:
     """The command line's batch bake: every clip of ``inputs`` onto the target, saved to
     ``output`` (in volumes past the budget; see the module docstring). The report is also written
     to ``report_path``. ``methods`` and ``match_rest`` choose the retarget method as for a single
     retarget (the table is checked before any file is read or written); ``control_rig`` how a
     control rig is keyed (:func:`bake_settings`). ``start``: the pack
-    planned and its workers started already (:func:`.batch_runner.pack_start.start_pack`)."""
+    planned and its workers started already (:func:`.batch_runner.pack_start.start_pack`).
+    ``push_to_nla``: each saved volume also holds its clips on muted NLA tracks of the target
+    (:func:`push_saved_volumes`)."""
     from ..core.mapping.method_names import check_method_table
 
     t0 = time.perf_counter()
@@ -139,6 +142,9 @@ def bake_pack(
                 target, target_map, options or RetargetOptions(), keep_frames=keep_frames, methods=methods, match_rest=match_rest,
                 control_rig=control_rig,
             )
+            problem = nla_stack.push_problem(target) if push_to_nla else None
+            if problem is not None:
+                raise MarionetteError(problem)
             return target, settings
 
         target, settings = open_and_settle()
@@ -183,6 +189,8 @@ def bake_pack(
         jobs=runner.jobs,
         scene_fps=settings.scene_fps,
     )
+    if push_to_nla:
+        report.info["nla_tracks"] = push_saved_volumes(report, target.name)
     report.timings["wall"] = time.perf_counter() - t0
     # Everything is in the saved output now; the parts only mattered until it existed. Volumes
     # numbered past this output's are an earlier, larger run's.
@@ -192,6 +200,32 @@ def bake_pack(
     if report_path:
         write_report(report, report_path)
     return report
+
+
+def push_saved_volumes(report: BatchReport, armature: str) -> list[str]:
+    """``bake-pack --push-to-nla``: each saved volume reopened, its clips pushed onto muted NLA
+    tracks of ``armature`` in pack order (those a continued output has there already are not
+    pushed again), the armature back on its own Action (or none), and saved. Returns the tracks'
+    names, all volumes together."""
+    from ..bridge.session import save_blend
+    from ..core.batch.output_files import SOURCE_PROPERTY
+
+    order = [c.action for f in report.files for c in f.clips if c.status in CLIP_GOOD and c.action]
+    rank = {name: k for k, name in enumerate(order)}
+    names: list[str] = []
+    for path in report.info.get("outputs", []):
+        bpy.ops.wm.open_mainfile(filepath=path, load_ui=False)
+        target = bpy.data.objects[armature]
+        ad = target.animation_data
+        stacked = {s.action for t in ad.nla_tracks for s in t.strips} if ad is not None else set()
+        clips = [a for a in bpy.data.actions if a.get(SOURCE_PROPERTY) is not None and a not in stacked]
+        clips.sort(key=lambda a: (rank.get(a.name, len(rank)), a.name))
+        before = nla_stack.what_it_plays(target)
+        if before.action is not None and before.action.get(SOURCE_PROPERTY) is not None:
+            before.action, before.action_slot = None, None  # the run shows a clip on a target without an Action
+        names += [t.name for t in nla_stack.push_keeping_active(target, clips, before)]
+        save_blend(path)
+    return names
 
 
 # --- the Batch Bake operator's run -----------------------------------------------------------

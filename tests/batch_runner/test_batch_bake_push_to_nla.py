@@ -60,3 +60,38 @@ def test_batch_bake_pushes_each_clip_in_pack_order(scene_with_target, tmp_path, 
         assert (t.strips[0].frame_start, t.strips[0].frame_end) == tuple(t.strips[0].action.frame_range)
     assert ad.action == before_action
     assert np.abs(evaluated_pose_matrices(target, frames) - played_before).max() <= 1e-6
+
+
+@pytest.mark.slow
+def test_bake_pack_push_to_nla_stacks_each_volumes_clips(blender, tmp_path) -> None:
+    """``bake-pack --push-to-nla`` in two volumes: each saved file holds its clips on muted tracks
+    of the target in pack order, the target playing no clip; ``--resume`` pushes nothing twice."""
+    from tests.helpers.batch_bake import _bake, _report
+
+    bpy = blender
+    pack = tmp_path / "pack"
+    pack.mkdir()
+    for name in ("c1", "c0", "c2"):
+        shutil.copy(shared_file(DAZ), pack / f"{name}.bvh")
+    out, rj = tmp_path / "out.blend", tmp_path / "r.json"
+    args = (str(pack), str(shared_file(TARGET)), "-o", str(out), "--jobs", "1", "--max-clips-per-file", "2", "--report", str(rj), "--push-to-nla")
+    proc = _bake(*args)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    r = _report(rj)
+    assert [p.rsplit("/", 1)[-1] for p in r["outputs"]] == ["out.blend", "out.002.blend"]
+    assert r["nla_tracks"] == ["c0", "c1", "c2"]
+    held = []
+    for path in r["outputs"]:
+        bpy.ops.wm.open_mainfile(filepath=path, load_ui=False)
+        arm = bpy.data.objects[r["target"]["armature"]]
+        ad = arm.animation_data
+        assert ad.action is None  # the target had no Action: it plays none (not its first clip)
+        tracks = list(ad.nla_tracks)
+        assert all(t.mute and len(t.strips) == 1 and t.strips[0].action.name == t.name for t in tracks)
+        held.append([t.name for t in tracks])
+    assert held == [["c0", "c1"], ["c2"]]
+    # Resumed with every clip baked already: the tracks are there once.
+    again = _bake(*args, "--resume")
+    assert again.returncode == 0, again.stderr[-2000:]
+    bpy.ops.wm.open_mainfile(filepath=str(out), load_ui=False)
+    assert [t.name for t in bpy.data.objects[r["target"]["armature"]].animation_data.nla_tracks] == ["c0", "c1"]
