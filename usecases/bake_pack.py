@@ -190,7 +190,9 @@ def bake_pack(
         scene_fps=settings.scene_fps,
     )
     if push_to_nla:
+        t_push = time.perf_counter()
         report.info["nla_tracks"] = push_saved_volumes(report, target.name)
+        report.add_time("push_to_nla", time.perf_counter() - t_push)
     report.timings["wall"] = time.perf_counter() - t0
     # Everything is in the saved output now; the parts only mattered until it existed. Volumes
     # numbered past this output's are an earlier, larger run's.
