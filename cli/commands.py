@@ -156,6 +156,11 @@ def _retarget_arguments(p: argparse.ArgumentParser) -> None:
     )
     _plant_feet_argument(p)
     _control_rig_argument(p)
+    p.add_argument(
+        "--push-to-nla",
+        action="store_true",
+        help="keep the new Action on a muted NLA track of its own above the target's tracks; the target keeps the Action it plays",
+    )
     p.add_argument("--report", help="write the JSON report here (measurements, mapping, facing cues)")
     p.add_argument("--report-png", metavar="R.png", help="write a picture of the report here (per-bone error over time, key frames); needs matplotlib (pip install '.[blender]' or pip install matplotlib)")
 
@@ -187,6 +192,7 @@ def retarget(args: argparse.Namespace) -> int:
             methods=methods,
             match_rest=args.match_rest,
             control_rig=args.control_rig,
+            push_to_nla=args.push_to_nla,
         )
     print(f"wrote {Path(args.output).resolve()} (action {outcome.action.name!r})")
     print(format_summary(outcome.report))
@@ -275,6 +281,11 @@ def _bake_pack_arguments(p: argparse.ArgumentParser) -> None:
         help="a target whose mapped bones follow controls (a Rigify rig...): key its FK controls (default), its IK controls, "
         "or off: the mapped bones themselves; every clip is checked on what Blender plays and reported failed when it misses",
     )
+    p.add_argument(
+        "--push-to-nla",
+        action="store_true",
+        help="also keep each clip on a muted NLA track of its own on the target, in pack order; the target keeps the Action it plays",
+    )
     _plant_feet_argument(p)
 
 
@@ -341,6 +352,7 @@ def bake_pack(args: argparse.Namespace) -> int:
             timeout=args.timeout or None,
             progress=lambda line: print(line, file=terminal, flush=True),
             start=start,
+            push_to_nla=args.push_to_nla,
         )
     lines = report.summary_lines()
     print(f"wrote {report.info['output']}: {lines[0]}")
