@@ -19,7 +19,7 @@ from ..bridge.clip_source import FileClip, is_long_bvh_take, read_bvh_clip
 from ..bridge.file_import import load_file, scene_fps
 from ..bridge.session import fresh_session
 from ..bridge.vrma_export import write_vrma
-from ..core.formats.vrma import HUMAN_BONES, HEIGHT, normalised_rig
+from ..core.formats.vrma import HEIGHT, HUMAN_BONES, normalised_rig
 from ..core.mapping.bone_mapping import BoneMapping
 from ..core.retarget.binding_cache import BindingCache
 from ..core.retarget.geometric import RetargetOptions, RigInput
