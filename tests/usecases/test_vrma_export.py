@@ -257,3 +257,28 @@ def turned_alike(played: dict[str, np.ndarray], world: dict[str, np.ndarray]) ->
     turned = [angle_deg(played[n] @ np.swapaxes(played[n][:1], -1, -2), world[n] @ np.swapaxes(world[n][:1], -1, -2)) for n in played]
     worst = max(zip((t.max() for t in turned), played, strict=True), key=lambda p: p[0])
     return {"mean_deg": float(np.mean([t.mean() for t in turned])), "max_deg": float(worst[0]), "worst_bone": worst[1]}
+
+
+def test_without_fingers_the_file_names_no_finger_and_still_round_trips(blender, tmp_path):
+    from marionette.usecases.vrma import export_vrma_file
+
+    outcome = export_vrma_file(str(shared_file("bvh/makehuman/walk1_zup.bvh")), str(tmp_path / "walk.vrma"), fingers=False)
+    fingers = ("Thumb", "Index", "Middle", "Ring", "Little")
+    assert len(outcome.bones) == 22 and not any(f in b for b in outcome.bones for f in fingers)
+    gltf = check_file(outcome.path, outcome.bones)
+    assert not any(f in n.get("name", "") for n in gltf["nodes"] for f in fingers)
+    figures = round_trip(outcome)
+    assert figures["max_deg"] < 0.05 and figures["hips_travel_frac"] < 1e-3
+
+
+def test_a_folder_that_does_not_exist_is_refused_and_nothing_is_left(blender, tmp_path):
+    import bpy
+
+    from marionette.core.errors import MarionetteError
+    from marionette.usecases.vrma import export_vrma_file
+
+    with pytest.raises(MarionetteError, match="cannot write there"):
+        export_vrma_file(str(shared_file("bvh/makehuman/walk1_zup.bvh")), str(tmp_path / "missing" / "walk.vrma"))
+    assert not (tmp_path / "missing").exists()
+    assert [o.name for o in bpy.data.objects if o.type == "ARMATURE"] == ["walk1_zup"]
+    assert len(bpy.data.armatures) == 1 and [a.name for a in bpy.data.actions] == ["walk1_zup"]
