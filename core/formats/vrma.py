@@ -162,6 +162,13 @@ SCHEMA_BONES: frozenset[str] = frozenset(
     ]
 )
 
+#: Bones that may exist only with their parent (VRMC_vrm-1.0 ``humanoid.md``, "Needs Parent Bone").
+NEEDS_PARENT: frozenset[str] = frozenset(
+    ["upperChest"]
+    + [f"{side}Thumb{part}" for side in ("left", "right") for part in ("Proximal", "Distal")]
+    + [f"{side}{finger}{part}" for side in ("left", "right") for finger in ("Index", "Middle", "Ring", "Little") for part in ("Intermediate", "Distal")]
+)
+
 _BY_NAME = {b.name: b for b in HUMAN_BONES}
 
 #: Turns glTF's axes (Y up, +Z forward) into Blender's (Z up, -Y forward): (x, y, z) -> (x, -z, y).
@@ -174,10 +181,15 @@ BONE_REST = BLENDER_FROM_GLTF.copy()
 def normalised_bones(slots: Iterable[str]) -> tuple[HumanBone, ...]:
     """The humanoid bones of the normalised rest a rig mapping ``slots`` can drive, parents first;
     each bone's parent is its nearest VRM ancestor that is kept (the spec's advice for a source
-    with fewer bones: animate only the bones it has). Refuses a rig without a required bone."""
+    with fewer bones: animate only the bones it has); a bone VRM allows only with its parent
+    (:data:`NEEDS_PARENT`) is left out without it. Refuses a rig without a required bone."""
     have = set(slots)
-    kept = [b for b in HUMAN_BONES if b.slot in have]
-    names = {b.name for b in kept}
+    kept: list[HumanBone] = []
+    names: set[str] = set()
+    for b in HUMAN_BONES:  # parents first; a bone that needs its parent goes with it
+        if b.slot in have and not (b.name in NEEDS_PARENT and b.parent not in names):
+            kept.append(b)
+            names.add(b.name)
     missing = [n for n in REQUIRED if n not in names]
     if missing:
         raise MarionetteError(f"a VRM animation needs the humanoid bones {', '.join(missing)}: the rig maps no bone to them")

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from marionette.core.formats.vrma import BONE_REST, EXTENSION, read_glb, schema_problems
+from marionette.core.formats.vrma import BONE_REST, EXTENSION, REQUIRED, read_glb, schema_problems
 from marionette.core.rig.clip import Clip
 from marionette.core.rig.skeleton import Skeleton
 from tests.helpers.data import shared_file
@@ -79,7 +79,7 @@ def check_file(path: Path, bones: tuple[str, ...]) -> dict:
     assert binary is not None
     assert schema_problems(gltf) == []
     human = gltf["extensions"][EXTENSION]["humanoid"]["humanBones"]
-    assert set(human) == set(bones)
+    assert set(human) == set(bones) and set(REQUIRED) <= set(human)
     nodes = gltf["nodes"]
     for bone, ref in human.items():
         node = nodes[ref["node"]]

@@ -142,6 +142,16 @@ def test_a_rig_with_fewer_bones_keeps_its_own_and_hangs_them_on_the_nearest_ance
     assert bones["leftUpperArm"].parent == "spine" and bones["rightUpperLeg"].parent == "hips"
 
 
+def test_a_bone_vrm_allows_only_with_its_parent_is_left_out_without_it():
+    # humanoid.md, "Needs Parent Bone": upperChest needs chest; a finger's later segments need the earlier.
+    slots = [s for s in SLOTS if s not in ("chest", "index_1.L", "thumb_2.R")]
+    names = {b.name for b in normalised_bones(slots)}
+    assert "upperChest" not in names and "neck" in names and {"leftIndexIntermediate", "leftIndexDistal"}.isdisjoint(names)
+    assert "rightThumbMetacarpal" in names and {"rightThumbProximal", "rightThumbDistal"}.isdisjoint(names)
+    assert {"leftMiddleDistal", "rightIndexDistal", "leftThumbDistal"} <= names
+    assert {b.name: b.parent for b in normalised_bones(slots)}["neck"] == "spine"
+
+
 def test_a_rig_without_a_required_bone_is_refused_naming_it():
     slots = [s for s in SLOTS if s not in ("head", "foot.R")]
     with pytest.raises(MarionetteError, match="head, rightFoot"):
