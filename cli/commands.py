@@ -414,7 +414,18 @@ def _export_vrma_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--clip", help="name of the clip to use when the source file holds several")
     p.add_argument("--mapping", metavar="FILE_OR_PRESET", help=_mapping_help().replace("for the target", "for the source"))
     p.add_argument("--no-fingers", dest="fingers", action="store_false", help="leave the fingers out")
+    p.add_argument("--fps", type=_positive_rate, default=24.0, help="frames a second written, the clip's timing kept (default: %(default)g)")
     p.add_argument("--report", help="also write the JSON report here")
+
+
+def _positive_rate(value: str) -> float:
+    try:
+        rate = float(value)
+    except ValueError:
+        rate = float("nan")
+    if not 0.0 < rate <= 1000.0:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a frame rate (a number of frames a second, above 0, at most 1000)")
+    return rate
 
 
 @command("export-vrma", "write one clip of any humanoid as VRM Animation (OUT.vrma), to play on every VRM avatar", _export_vrma_arguments)
@@ -427,7 +438,7 @@ def export_vrma(args: argparse.Namespace) -> int:
     from ..usecases.vrma import export_vrma_file  # loads Blender
 
     with job_output(args.verbose):
-        outcome = export_vrma_file(args.source, args.output, clip=args.clip, mapping=args.mapping, fingers=args.fingers)
+        outcome = export_vrma_file(args.source, args.output, clip=args.clip, mapping=args.mapping, fingers=args.fingers, fps=args.fps)
     clip = outcome.report["clip"]
     print(f"wrote {outcome.path.resolve()} (clip {clip['name']!r}, {clip['frames']} frames at {clip['fps']:g} fps, {len(outcome.bones)} humanoid bones)")
     _write_report(outcome.report, args.report)

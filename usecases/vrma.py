@@ -83,9 +83,11 @@ def _is_finger(slot: str) -> bool:
 
 def export_vrma_file(
     source_path: str, output: str, *, clip: str | None = None, mapping: str | None = None, fingers: bool = True,
+    fps: float | None = None,
 ) -> VrmaOutcome:
     """The command line's ``export-vrma``: the clip file into a fresh scene, its clip (``clip``
-    names one of several) written to ``output`` at the scene's rate. Nothing is written on failure."""
+    names one of several) written to ``output`` at ``fps`` frames a second (default: the scene's,
+    24), its timing kept. Nothing is written on failure."""
     fresh_session()
     source_map = BoneMapping.load(mapping) if mapping else None
     if is_long_bvh_take(source_path):
@@ -96,6 +98,6 @@ def export_vrma_file(
         source = pick_armature(loaded.armatures, None, Path(loaded.path).name, "to export")
         action = pick_action(loaded, source, clip)
         name = action.name.split("|")[-1]
-    outcome = export_vrma(source, action, output, fps=scene_fps(), source_mapping=source_map, name=name, fingers=fingers)
+    outcome = export_vrma(source, action, output, fps=fps or scene_fps(), source_mapping=source_map, name=name, fingers=fingers)
     outcome.report["source"] = str(Path(source_path).resolve())
     return outcome

@@ -49,15 +49,16 @@ def expected_nodes(skeleton: Skeleton, clip: Clip, picks: np.ndarray) -> tuple[d
     return out, world[:, skeleton.index("hips"), :3, 3]
 
 
-def read_back(path: Path, names: tuple[str, ...], picks: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray, dict[str, np.ndarray]]:
-    """The .vrma imported by Blender's glTF importer in a fresh session: each named node's local
-    rotation and the hips' location at the frames ``picks`` (the clip starts at frame 0) as the
-    scene plays them, and each node's world rotation."""
+def read_back(path: Path, names: tuple[str, ...], picks: np.ndarray, fps: float = 24.0) -> tuple[dict[str, np.ndarray], np.ndarray, dict[str, np.ndarray]]:
+    """The .vrma imported by Blender's glTF importer in a fresh session at ``fps``: each named
+    node's local rotation and the hips' location at the frames ``picks`` (the clip starts at frame
+    0) as the scene plays them, and each node's world rotation."""
     import bpy
 
     from marionette.bridge.session import fresh_session
 
     fresh_session()
+    bpy.context.scene.render.fps, bpy.context.scene.render.fps_base = int(fps), 1.0
     bpy.ops.import_scene.gltf(filepath=str(path))
     objects = {o.name: o for o in bpy.data.objects}
     assert set(names) <= set(objects), sorted(set(names) - set(objects))
@@ -74,7 +75,7 @@ def read_back(path: Path, names: tuple[str, ...], picks: np.ndarray) -> tuple[di
     return local, hips, world
 
 
-def check_file(path: Path, bones: tuple[str, ...]) -> dict:
+def check_file(path: Path, bones: tuple[str, ...], frames: int | None = None, fps: float = 24.0) -> dict:
     gltf, binary = read_glb(path.read_bytes())
     assert binary is not None
     assert schema_problems(gltf) == []
@@ -91,6 +92,11 @@ def check_file(path: Path, bones: tuple[str, ...]) -> dict:
     assert {(ref["node"], "rotation") for ref in human.values()} <= animated
     assert (human["hips"]["node"], "translation") in animated
     assert len(gltf["animations"]) == 1 and "skins" not in gltf and "meshes" not in gltf
+    if frames is not None:  # the clip starts at 0 s, one key a frame
+        times = {gltf["animations"][0]["samplers"][c["sampler"]]["input"] for c in gltf["animations"][0]["channels"]}
+        for t in times:
+            acc = gltf["accessors"][t]
+            assert acc["count"] == frames and acc["min"][0] == 0.0 and acc["max"][0] == pytest.approx((frames - 1) / fps, abs=1e-6)
     return gltf
 
 
@@ -99,7 +105,7 @@ def round_trip(outcome) -> dict[str, float]:
     clip, skeleton = outcome.clip, outcome.rig.skeleton
     picks = np.unique(np.linspace(0, clip.frame_count - 1, min(clip.frame_count, READ_FRAMES)).astype(int))
     want, want_hips = expected_nodes(skeleton, clip, picks)
-    got, got_hips, _ = read_back(outcome.path, outcome.bones, picks)
+    got, got_hips, _ = read_back(outcome.path, outcome.bones, picks, outcome.report["clip"]["fps"])
     errors = np.array([angle_deg(want[n], got[n]).max() for n in outcome.bones])
     hips_height = outcome.report["rest"]["hips_height_m"]
     travel = float(np.linalg.norm(want_hips - got_hips, axis=1).max()) / hips_height
@@ -124,7 +130,7 @@ def test_bvh_clip_round_trips_through_blenders_gltf_importer(blender, tmp_path, 
     outcome = export_vrma_file(str(src), str(tmp_path / "clip.vrma"))
     assert hashlib.sha256(src.read_bytes()).hexdigest() == digest
     assert sorted(p.name for p in tmp_path.iterdir()) == ["clip.vrma"]  # no temporary file left
-    check_file(outcome.path, outcome.bones)
+    check_file(outcome.path, outcome.bones, outcome.clip.frame_count)
     figures = round_trip(outcome)
     picks = np.unique(np.linspace(0, outcome.clip.frame_count - 1, min(outcome.clip.frame_count, READ_FRAMES)).astype(int))
     fresh_session()
@@ -180,7 +186,7 @@ def test_vrm_character_playing_a_retargeted_clip(blender, tmp_path):
     assert state(bpy, action) == before
     assert bpy.context.view_layer.objects.active == source
     assert sorted(o.name for o in bpy.context.view_layer.objects if o.select_get()) == selected
-    check_file(outcome.path, outcome.bones)
+    check_file(outcome.path, outcome.bones, outcome.clip.frame_count)
     # The character's bones as Blender plays them: world rotation since the first frame.
     start = action.frame_range[0]
     picks = np.unique(np.linspace(0, outcome.clip.frame_count - 1, min(outcome.clip.frame_count, READ_FRAMES)).astype(int))
@@ -233,6 +239,8 @@ def test_command_line_writes_a_vrma_and_refuses_bad_output_or_input(tmp_path):
     assert schema_problems(gltf) == []
     wrong = run(["export-vrma", str(src), "-o", "walk.glb"], tmp_path)
     assert wrong.returncode == 2 and "writes .vrma files only" in wrong.stderr and not (tmp_path / "walk.glb").exists()
+    rate = run(["export-vrma", str(src), "-o", "walk2.vrma", "--fps", "0"], tmp_path)
+    assert rate.returncode == 2 and "'0' is not a frame rate" in rate.stderr
     dog = run(["export-vrma", str(shared_file("fbx/quaternius_dog_quadruped.fbx")), "-o", "dog.vrma"], tmp_path)
     assert dog.returncode == 1 and len(dog.stderr.strip().splitlines()) == 1 and "not a humanoid" in dog.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json", "walk.vrma"]
@@ -259,13 +267,15 @@ def turned_alike(played: dict[str, np.ndarray], world: dict[str, np.ndarray]) ->
     return {"mean_deg": float(np.mean([t.mean() for t in turned])), "max_deg": float(worst[0]), "worst_bone": worst[1]}
 
 
-def test_without_fingers_the_file_names_no_finger_and_still_round_trips(blender, tmp_path):
+def test_without_fingers_at_30_fps_the_file_names_no_finger_keeps_the_timing_and_round_trips(blender, tmp_path):
     from marionette.usecases.vrma import export_vrma_file
 
-    outcome = export_vrma_file(str(shared_file("bvh/makehuman/walk1_zup.bvh")), str(tmp_path / "walk.vrma"), fingers=False)
+    outcome = export_vrma_file(str(shared_file("bvh/makehuman/walk1_zup.bvh")), str(tmp_path / "walk.vrma"), fingers=False, fps=30.0)
     fingers = ("Thumb", "Index", "Middle", "Ring", "Little")
     assert len(outcome.bones) == 22 and not any(f in b for b in outcome.bones for f in fingers)
-    gltf = check_file(outcome.path, outcome.bones)
+    # 14 frames at 24 fps (13/24 s) are 17 at 30 fps, the last at 16/30 s.
+    assert outcome.clip.frame_count == 17
+    gltf = check_file(outcome.path, outcome.bones, 17, 30.0)
     assert not any(f in n.get("name", "") for n in gltf["nodes"] for f in fingers)
     figures = round_trip(outcome)
     assert figures["max_deg"] < 0.05 and figures["hips_travel_frac"] < 1e-3
