@@ -292,3 +292,27 @@ def test_a_folder_that_does_not_exist_is_refused_and_nothing_is_left(blender, tm
     assert not (tmp_path / "missing").exists()
     assert [o.name for o in bpy.data.objects if o.type == "ARMATURE"] == ["walk1_zup"]
     assert len(bpy.data.armatures) == 1 and [a.name for a in bpy.data.actions] == ["walk1_zup"]
+
+
+def test_a_long_take_read_without_blender_writes_the_same_motion(blender, tmp_path, monkeypatch):
+    """A BVH take long enough to be read without Blender's importer (here: the threshold lowered
+    to the 14 frames of MakeHuman walk1) gives the file the importer's path gives, within 0.05°."""
+    from marionette.bridge import clip_source
+    from marionette.usecases.vrma import export_vrma_file
+
+    src = str(shared_file("bvh/makehuman/walk1_zup.bvh"))
+    imported = export_vrma_file(src, str(tmp_path / "imported.vrma"))
+    monkeypatch.setattr(clip_source, "LONG_TAKE_FRAMES", 10)
+    assert clip_source.is_long_bvh_take(src)
+    read = export_vrma_file(src, str(tmp_path / "read.vrma"))
+    assert read.bones == imported.bones and read.clip.frame_count == imported.clip.frame_count
+    check_file(read.path, read.bones, read.clip.frame_count)
+    figures = round_trip(read)
+    assert figures["max_deg"] < 0.05 and figures["hips_travel_frac"] < 1e-3
+    picks = np.arange(read.clip.frame_count)
+    a, a_hips = expected_nodes(read.rig.skeleton, read.clip, picks)
+    b, b_hips = expected_nodes(imported.rig.skeleton, imported.clip, picks)
+    between = max(float(angle_deg(a[n], b[n]).max()) for n in read.bones)
+    print("long take vs imported:", between, "deg;", figures)
+    assert between < 0.05
+    assert np.abs(a_hips - b_hips).max() < 1e-3 * read.report["rest"]["hips_height_m"]
