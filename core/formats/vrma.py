@@ -297,10 +297,34 @@ def write_glb(gltf: Mapping[str, Any], binary: bytes | None) -> bytes:
     return struct.pack("<III", _MAGIC, 2, 12 + len(payload)) + payload
 
 
+def humanoid_channels_only(gltf: dict[str, Any], human: Mapping[str, int]) -> None:
+    """Keep, in every animation of ``gltf``, only what VRMC_vrm_animation plays: the rotations of
+    the humanoid nodes (``human``: bone -> node) and the hips' translation. Blender's exporter
+    keys translation, rotation and scale on every bone; a player refuses a scale channel
+    (three-vrm's loader throws "Invalid path") and ignores translations below the hips. The
+    samplers left unused go too; their accessors stay in the buffer, unused."""
+    nodes = set(human.values())
+    hips = human.get("hips")
+    for animation in gltf.get("animations", []):
+        kept = [
+            c for c in animation.get("channels", [])
+            if c.get("target", {}).get("node") in nodes
+            and (c["target"].get("path") == "rotation" or (c["target"].get("path") == "translation" and c["target"]["node"] == hips))
+        ]
+        samplers = animation.get("samplers", [])
+        used = sorted({c["sampler"] for c in kept})
+        renumber = {old: new for new, old in enumerate(used)}
+        animation["samplers"] = [samplers[i] for i in used]
+        animation["channels"] = [{**c, "sampler": renumber[c["sampler"]]} for c in kept]
+
+
 def add_extension(data: bytes, bones: Iterable[str]) -> bytes:
-    """A glb exported by Blender with the ``VRMC_vrm_animation`` extension added for ``bones``."""
+    """A glb exported by Blender with the ``VRMC_vrm_animation`` extension added for ``bones``,
+    its animations kept to the channels the extension plays (:func:`humanoid_channels_only`)."""
     gltf, binary = read_glb(data)
-    gltf.setdefault("extensions", {})[EXTENSION] = vrma_extension([n.get("name") for n in gltf.get("nodes", [])], bones)
+    ext = vrma_extension([n.get("name") for n in gltf.get("nodes", [])], bones)
+    gltf.setdefault("extensions", {})[EXTENSION] = ext
+    humanoid_channels_only(gltf, {b: v["node"] for b, v in ext["humanoid"]["humanBones"].items()})
     used = gltf.setdefault("extensionsUsed", [])
     if EXTENSION not in used:
         used.append(EXTENSION)

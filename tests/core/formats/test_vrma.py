@@ -19,6 +19,7 @@ from marionette.core.formats.vrma import (
     REQUIRED,
     SCHEMA_BONES,
     add_extension,
+    humanoid_channels_only,
     normalised_bones,
     normalised_rig,
     read_glb,
@@ -228,3 +229,20 @@ def test_add_extension_keeps_every_other_field_and_the_binary():
 def test_not_a_glb_is_refused(data):
     with pytest.raises(MarionetteError, match="glb"):
         read_glb(data)
+
+
+def test_only_the_channels_a_vrma_plays_are_kept():
+    paths = ("translation", "rotation", "scale")
+    # Nodes: 0 the armature, 1 hips, 2 spine, 3 a bone that is not humanoid; sampler k's output is accessor 100 + k.
+    targets = [(node, path) for node in (1, 2, 3) for path in paths]
+    gltf = {
+        "animations": [{
+            "channels": [{"sampler": k, "target": {"node": n, "path": p}} for k, (n, p) in enumerate(targets)],
+            "samplers": [{"input": 0, "output": 100 + k, "interpolation": "LINEAR"} for k in range(len(targets))],
+        }]
+    }
+    humanoid_channels_only(gltf, {"hips": 1, "spine": 2})
+    animation = gltf["animations"][0]
+    played = [(c["target"]["node"], c["target"]["path"], animation["samplers"][c["sampler"]]["output"]) for c in animation["channels"]]
+    assert played == [(1, "translation", 100), (1, "rotation", 101), (2, "rotation", 104)]
+    assert len(animation["samplers"]) == 3
