@@ -67,6 +67,7 @@ def write_vrma(rig: RigInput, clip: Clip, output: str | os.PathLike[str], name: 
         )
         data = add_extension(Path(tmp).read_bytes(), bones)
         Path(tmp).write_bytes(data)
+        os.chmod(tmp, 0o666 & ~_umask())  # as a file opened for writing gets (mkstemp's is private)
         os.replace(tmp, out)
     except MarionetteError:
         raise
@@ -97,3 +98,9 @@ def _fps_pair(fps: float) -> tuple[int, float]:
     if abs(whole - fps) < 1e-9:
         return int(whole), 1.0
     return int(np.ceil(fps)), float(np.ceil(fps) / fps)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

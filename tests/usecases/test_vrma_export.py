@@ -8,6 +8,7 @@ VRM Add-on's A-pose character playing a clip retargeted onto it."""
 from __future__ import annotations
 
 import hashlib
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -132,6 +133,9 @@ def test_bvh_clip_round_trips_through_blenders_gltf_importer(blender, tmp_path, 
     outcome = export_vrma_file(str(src), str(tmp_path / "clip.vrma"))
     assert hashlib.sha256(src.read_bytes()).hexdigest() == digest
     assert sorted(p.name for p in tmp_path.iterdir()) == ["clip.vrma"]  # no temporary file left
+    mask = os.umask(0)
+    os.umask(mask)
+    assert outcome.path.stat().st_mode & 0o777 == 0o666 & ~mask  # as any file written there, not private
     check_file(outcome.path, outcome.bones, outcome.clip.frame_count)
     figures = round_trip(outcome)
     picks = np.unique(np.linspace(0, outcome.clip.frame_count - 1, min(outcome.clip.frame_count, READ_FRAMES)).astype(int))
