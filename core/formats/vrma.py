@@ -318,13 +318,46 @@ def humanoid_channels_only(gltf: dict[str, Any], human: Mapping[str, int]) -> No
         animation["channels"] = [{**c, "sampler": renumber[c["sampler"]]} for c in kept]
 
 
+def drop_unused_data(gltf: dict[str, Any], binary: bytes | None) -> bytes | None:
+    """Remove the accessors no animation sampler reads, the buffer views no accessor kept reads,
+    and their bytes from ``binary`` (the glb's one buffer); renumber what is left. A glTF with
+    meshes, skins, images or more than one buffer is left as it is (returned ``binary``)."""
+    if binary is None or any(gltf.get(k) for k in ("meshes", "skins", "images")) or len(gltf.get("buffers", [])) != 1:
+        return binary
+    accessors, views = gltf.get("accessors", []), gltf.get("bufferViews", [])
+    used = sorted({s[k] for a in gltf.get("animations", []) for s in a.get("samplers", []) for k in ("input", "output")})
+    if any("sparse" in accessors[i] or "bufferView" not in accessors[i] for i in used):
+        return binary
+    acc_index = {old: new for new, old in enumerate(used)}
+    view_used = sorted({accessors[i]["bufferView"] for i in used})
+    view_index = {old: new for new, old in enumerate(view_used)}
+    out = bytearray()
+    new_views = []
+    for v in view_used:
+        view = dict(views[v])
+        start = view.get("byteOffset", 0)
+        out += b"\0" * (-len(out) % 4)  # every component type reads from a 4-byte boundary
+        view["byteOffset"] = len(out)
+        out += binary[start : start + view["byteLength"]]
+        new_views.append(view)
+    gltf["accessors"] = [{**accessors[i], "bufferView": view_index[accessors[i]["bufferView"]]} for i in used]
+    gltf["bufferViews"] = new_views
+    for a in gltf.get("animations", []):
+        for smp in a.get("samplers", []):
+            smp["input"], smp["output"] = acc_index[smp["input"]], acc_index[smp["output"]]
+    gltf["buffers"][0]["byteLength"] = len(out)
+    return bytes(out)
+
+
 def add_extension(data: bytes, bones: Iterable[str]) -> bytes:
     """A glb exported by Blender with the ``VRMC_vrm_animation`` extension added for ``bones``,
-    its animations kept to the channels the extension plays (:func:`humanoid_channels_only`)."""
+    its animations kept to the channels the extension plays (:func:`humanoid_channels_only`) and
+    the data no channel reads removed (:func:`drop_unused_data`)."""
     gltf, binary = read_glb(data)
     ext = vrma_extension([n.get("name") for n in gltf.get("nodes", [])], bones)
     gltf.setdefault("extensions", {})[EXTENSION] = ext
     humanoid_channels_only(gltf, {b: v["node"] for b, v in ext["humanoid"]["humanBones"].items()})
+    binary = drop_unused_data(gltf, binary)
     used = gltf.setdefault("extensionsUsed", [])
     if EXTENSION not in used:
         used.append(EXTENSION)

@@ -19,6 +19,7 @@ from marionette.core.formats.vrma import (
     REQUIRED,
     SCHEMA_BONES,
     add_extension,
+    drop_unused_data,
     humanoid_channels_only,
     normalised_bones,
     normalised_rig,
@@ -246,3 +247,34 @@ def test_only_the_channels_a_vrma_plays_are_kept():
     played = [(c["target"]["node"], c["target"]["path"], animation["samplers"][c["sampler"]]["output"]) for c in animation["channels"]]
     assert played == [(1, "translation", 100), (1, "rotation", 101), (2, "rotation", 104)]
     assert len(animation["samplers"]) == 3
+
+
+def accessor_bytes(gltf: dict, binary: bytes, i: int) -> bytes:
+    acc = gltf["accessors"][i]
+    view = gltf["bufferViews"][acc["bufferView"]]
+    start = view.get("byteOffset", 0) + acc.get("byteOffset", 0)
+    return binary[start : start + 4 * acc["count"]]
+
+
+def test_data_no_channel_reads_is_removed_and_what_is_read_is_unchanged():
+    # Views: 0 = 3 floats, 1 = 5 floats (unused), 2 = 2 accessors of 2 floats (the second at byte 8), 3 = 1 float.
+    binary = bytes(range(1, 1 + 4 * (3 + 5 + 4 + 1)))
+    views = [{"buffer": 0, "byteOffset": 0, "byteLength": 12}, {"buffer": 0, "byteOffset": 12, "byteLength": 20},
+             {"buffer": 0, "byteOffset": 32, "byteLength": 16}, {"buffer": 0, "byteOffset": 48, "byteLength": 4}]
+    accessors = [{"bufferView": 0, "count": 3}, {"bufferView": 1, "count": 5}, {"bufferView": 2, "count": 2},
+                 {"bufferView": 2, "byteOffset": 8, "count": 2}, {"bufferView": 3, "count": 1}]
+    gltf = {"buffers": [{"byteLength": len(binary)}], "bufferViews": views, "accessors": accessors,
+            "animations": [{"samplers": [{"input": 0, "output": 3}, {"input": 0, "output": 4}], "channels": []}]}
+    before = {k: accessor_bytes(gltf, binary, k) for k in (0, 3, 4)}
+    out = drop_unused_data(gltf, binary)
+    assert out is not None and len(out) == 12 + 16 + 4 and gltf["buffers"][0]["byteLength"] == len(out)
+    assert len(gltf["accessors"]) == 3 and len(gltf["bufferViews"]) == 3
+    samplers = gltf["animations"][0]["samplers"]
+    assert [(smp["input"], smp["output"]) for smp in samplers] == [(0, 1), (0, 2)]
+    assert [accessor_bytes(gltf, out, k) for k in (0, 1, 2)] == [before[0], before[3], before[4]]
+    assert all(v["byteOffset"] % 4 == 0 for v in gltf["bufferViews"])
+
+
+def test_a_gltf_with_meshes_keeps_its_data():
+    gltf = {"meshes": [{}], "buffers": [{"byteLength": 4}], "accessors": [{"bufferView": 0, "count": 1}], "bufferViews": [{"byteLength": 4}]}
+    assert drop_unused_data(gltf, b"abcd") == b"abcd" and len(gltf["accessors"]) == 1
