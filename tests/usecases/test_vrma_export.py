@@ -322,3 +322,22 @@ def test_a_long_take_read_without_blender_writes_the_same_motion(blender, tmp_pa
     print("long take vs imported:", between, "deg;", figures)
     assert between < 0.05
     assert np.abs(a_hips - b_hips).max() < 1e-3 * read.report["rest"]["hips_height_m"]
+
+
+def test_a_failure_after_the_export_leaves_no_file_and_nothing_in_the_scene(blender, tmp_path):
+    """The glTF written, the extension cannot name a bone's node: refused naming it, no .vrma and no
+    temporary file, the temporary armature, its data and Action gone, the scene's rate restored."""
+    import bpy
+
+    from marionette.bridge.vrma_export import write_vrma
+    from marionette.core.errors import MarionetteError
+    from marionette.usecases.vrma import export_vrma_file
+
+    good = export_vrma_file(str(shared_file("bvh/makehuman/walk1_zup.bvh")), str(tmp_path / "good.vrma"))
+    before = (sorted(o.name for o in bpy.data.objects), sorted(a.name for a in bpy.data.armatures), sorted(a.name for a in bpy.data.actions))
+    rate = (bpy.context.scene.render.fps, bpy.context.scene.render.fps_base)
+    with pytest.raises(MarionetteError, match="no node for the humanoid bone 'jaw'"):
+        write_vrma(good.rig, good.clip, tmp_path / "bad.vrma", "walk", 30.0, [*good.bones, "jaw"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["good.vrma"]
+    assert (sorted(o.name for o in bpy.data.objects), sorted(a.name for a in bpy.data.armatures), sorted(a.name for a in bpy.data.actions)) == before
+    assert (bpy.context.scene.render.fps, bpy.context.scene.render.fps_base) == rate
