@@ -418,3 +418,40 @@ def import_pmx(args: argparse.Namespace) -> int:
     print(json.dumps(report, indent=1))
     _write_report(report, args.report)
     return 0
+
+
+def _export_vrma_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("source", help="clip file: .bvh, .fbx, .glb/.gltf or .blend (any humanoid)")
+    p.add_argument("-o", "--output", required=True, help="result .vrma (VRM Animation: glTF 2.0 with VRMC_vrm_animation)")
+    p.add_argument("--clip", help="name of the clip to use when the source file holds several")
+    p.add_argument("--mapping", metavar="FILE_OR_PRESET", help=_mapping_help().replace("for the target", "for the source"))
+    p.add_argument("--no-fingers", dest="fingers", action="store_false", help="leave the fingers out")
+    p.add_argument("--fps", type=_positive_rate, default=24.0, help="frames a second written, the clip's timing kept (default: %(default)g)")
+    p.add_argument("--report", help="also write the JSON report here")
+
+
+def _positive_rate(value: str) -> float:
+    try:
+        rate = float(value)
+    except ValueError:
+        rate = float("nan")
+    if not 0.0 < rate <= 1000.0:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a frame rate (a number of frames a second, above 0, at most 1000)")
+    return rate
+
+
+@command("export-vrma", "write one clip of any humanoid as VRM Animation (OUT.vrma), to play on every VRM avatar", _export_vrma_arguments)
+def export_vrma(args: argparse.Namespace) -> int:
+    args.mapping = _mapping_file(args.mapping)
+    inputs = [("source", args.source), ("mapping", args.mapping or "")]
+    check_outputs([Output("-o", args.output, (".vrma",)), *_report_outputs(args)], inputs)
+    check_inputs(inputs[:1])
+    _check_mapping(args.mapping)
+    from ..usecases.vrma import export_vrma_file  # loads Blender
+
+    with job_output(args.verbose):
+        outcome = export_vrma_file(args.source, args.output, clip=args.clip, mapping=args.mapping, fingers=args.fingers, fps=args.fps)
+    clip = outcome.report["clip"]
+    print(f"wrote {outcome.path.resolve()} (clip {clip['name']!r}, {clip['frames']} frames at {clip['fps']:g} fps, {len(outcome.bones)} humanoid bones)")
+    _write_report(outcome.report, args.report)
+    return 0
