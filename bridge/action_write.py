@@ -64,7 +64,7 @@ def write_action(
       kept on that rate). Pass ``fps=clip.fps`` to keep the clip's own frame numbers.
     * An existing action called ``name`` is left alone and the new one gets a unique name, unless
       ``replace``: then the new action takes the name and the old one's users, and the old one is
-      removed. The object's previous action, if this leaves it without users, gets a fake user
+      removed, unless another object plays it (a source's own clip): that one is kept. The object's previous action, if this leaves it without users, gets a fake user
       so it is not lost on save.
     * Bones that do not fully inherit their parent's transform get keys that put them where the
       clip's (fully inheriting) core model puts them, via ``Bone.convert_local_to_pose``;
@@ -178,7 +178,7 @@ def write_action(
     co = np.empty(2 * t, dtype=np.float32)
     co[0::2] = f32
 
-    action = _new_action(name, replace)
+    action = _new_action(name, replace, obj)
     try:
         action[FPS_PROPERTY] = rate
         action_slot = compat.new_action_slot(action, obj)
@@ -240,8 +240,23 @@ def linked_problem(obj: Any) -> str | None:
     return None
 
 
-def _new_action(name: str, replace: bool) -> bpy.types.Action:
+def _played_elsewhere(action: bpy.types.Action, obj: bpy.types.Object) -> bool:
+    """Whether an object other than ``obj`` plays ``action`` (as its action or in an NLA strip)."""
+    for other in bpy.data.objects:
+        ad = other.animation_data
+        if other == obj or ad is None:
+            continue
+        if ad.action == action or any(strip.action == action for track in ad.nla_tracks for strip in track.strips):
+            return True
+    return False
+
+
+def _new_action(name: str, replace: bool, obj: bpy.types.Object | None = None) -> bpy.types.Action:
     old = bpy.data.actions.get(name)
+    # An action another object plays (the source's own clip of that name) is never replaced: the
+    # new one takes a unique name instead.
+    if replace and old is not None and obj is not None and _played_elsewhere(old, obj):
+        replace = False
     action = bpy.data.actions.new(name)
     if replace and old is not None and old != action:
         old.user_remap(action)

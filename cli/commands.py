@@ -170,6 +170,11 @@ def _retarget_arguments(p: argparse.ArgumentParser) -> None:
     )
     _plant_feet_argument(p)
     _control_rig_argument(p)
+    p.add_argument(
+        "--push-to-nla",
+        action="store_true",
+        help="keep the new Action on a muted NLA track of its own above the target's tracks; the target keeps the Action it plays",
+    )
     p.add_argument("--report", help="write the JSON report here (measurements, mapping, facing cues)")
     p.add_argument("--report-png", metavar="R.png", help="write a picture of the report here (per-bone error over time, key frames); needs matplotlib (pip install '.[blender]' or pip install matplotlib)")
 
@@ -212,6 +217,7 @@ def retarget(args: argparse.Namespace) -> int:
             methods=methods,
             match_rest=args.match_rest,
             control_rig=args.control_rig,
+            push_to_nla=args.push_to_nla,
             engine=args.engine,
         )
     exported = outcome.report.get("export")
@@ -303,6 +309,11 @@ def _bake_pack_arguments(p: argparse.ArgumentParser) -> None:
         help="a target whose mapped bones follow controls (a Rigify rig...): key its FK controls (default), its IK controls, "
         "or off: the mapped bones themselves; every clip is checked on what Blender plays and reported failed when it misses",
     )
+    p.add_argument(
+        "--push-to-nla",
+        action="store_true",
+        help="also keep each clip on a muted NLA track of its own on the target, in pack order; the target keeps the Action it plays",
+    )
     _plant_feet_argument(p)
 
 
@@ -369,6 +380,7 @@ def bake_pack(args: argparse.Namespace) -> int:
             timeout=args.timeout or None,
             progress=lambda line: print(line, file=terminal, flush=True),
             start=start,
+            push_to_nla=args.push_to_nla,
         )
     lines = report.summary_lines()
     print(f"wrote {report.info['output']}: {lines[0]}")
@@ -433,4 +445,41 @@ def import_pmx(args: argparse.Namespace) -> int:
         report = import_pmx_file(args.pmx, args.output, scale=args.scale, names=args.names)
     print(json.dumps(report, indent=1))
     _write_report(report, args.report)
+    return 0
+
+
+def _export_vrma_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("source", help="clip file: .bvh, .fbx, .glb/.gltf or .blend (any humanoid)")
+    p.add_argument("-o", "--output", required=True, help="result .vrma (VRM Animation: glTF 2.0 with VRMC_vrm_animation)")
+    p.add_argument("--clip", help="name of the clip to use when the source file holds several")
+    p.add_argument("--mapping", metavar="FILE_OR_PRESET", help=_mapping_help().replace("for the target", "for the source"))
+    p.add_argument("--no-fingers", dest="fingers", action="store_false", help="leave the fingers out")
+    p.add_argument("--fps", type=_positive_rate, default=24.0, help="frames a second written, the clip's timing kept (default: %(default)g)")
+    p.add_argument("--report", help="also write the JSON report here")
+
+
+def _positive_rate(value: str) -> float:
+    try:
+        rate = float(value)
+    except ValueError:
+        rate = float("nan")
+    if not 0.0 < rate <= 1000.0:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a frame rate (a number of frames a second, above 0, at most 1000)")
+    return rate
+
+
+@command("export-vrma", "write one clip of any humanoid as VRM Animation (OUT.vrma), to play on every VRM avatar", _export_vrma_arguments)
+def export_vrma(args: argparse.Namespace) -> int:
+    args.mapping = _mapping_file(args.mapping)
+    inputs = [("source", args.source), ("mapping", args.mapping or "")]
+    check_outputs([Output("-o", args.output, (".vrma",)), *_report_outputs(args)], inputs)
+    check_inputs(inputs[:1])
+    _check_mapping(args.mapping)
+    from ..usecases.vrma import export_vrma_file  # loads Blender
+
+    with job_output(args.verbose):
+        outcome = export_vrma_file(args.source, args.output, clip=args.clip, mapping=args.mapping, fingers=args.fingers, fps=args.fps)
+    clip = outcome.report["clip"]
+    print(f"wrote {outcome.path.resolve()} (clip {clip['name']!r}, {clip['frames']} frames at {clip['fps']:g} fps, {len(outcome.bones)} humanoid bones)")
+    _write_report(outcome.report, args.report)
     return 0

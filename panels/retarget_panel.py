@@ -150,6 +150,7 @@ class VIEW3D_PT_marionette_options(MarionettePanel, bpy.types.Panel):
         col.prop(s, "plant_feet")
         col.prop(s, "match_rest")
         col.prop(s, "replace_action")
+        col.prop(s, "push_to_nla")
         col.prop(s, "color_bones")
 
 
@@ -218,6 +219,7 @@ class VIEW3D_PT_marionette_batch(MarionettePanel, bpy.types.Panel):
     def draw(self, context: Any) -> None:
         col = self.layout.column()
         col.operator("marionette.batch_bake", text="Batch Bake…", icon="FILE_FOLDER")
+        col.prop(context.scene.marionette, "push_to_nla")
         raw = context.scene.get(REPORT_RECORD)
         if not isinstance(raw, str):
             return

@@ -107,6 +107,12 @@ class MarionetteSettings(bpy.types.PropertyGroup):
         default=False,
         description="Give the new action the clip's name even if an action of that name exists (it is replaced)",
     )
+    push_to_nla: BoolProperty(  # type: ignore[valid-type]
+        name="Push to NLA",
+        default=False,
+        description="Put each new action on the target's NLA, on a muted track of its own stacked above the "
+        "existing tracks (unmute a track to review its clip), and keep the action the target plays now",
+    )
     color_bones: BoolProperty(  # type: ignore[valid-type]
         name="Colour Bones by Error",
         default=False,

@@ -25,6 +25,7 @@ from ..batch_runner.driving import CtrlC
 from ..batch_runner.outputs import continued_volumes, scan_volumes, write_report
 from ..batch_runner.pack_start import PackStart, start_pack
 from ..batch_runner.runner import DEFAULT_FILE_MB, DEFAULT_TIMEOUT, BatchBake
+from ..bridge import nla_stack
 from ..bridge.file_import import load_file, scene_fps
 from ..core.batch.output_files import REPORT_RECORD, TARGET_RECORD, stray_volumes
 from ..core.batch.pack_limits import why_unreadable
@@ -113,13 +114,16 @@ def bake_pack(
     timeout: float | None = DEFAULT_TIMEOUT,
     progress: Callable[[str], None] | None = None,
     start: PackStart | None = None,
+    push_to_nla: bool = False,
 ) -> BatchReport:
     """The command line's batch bake: every clip of ``inputs`` onto the target, saved to
     ``output`` (in volumes past the budget; see the module docstring). The report is also written
     to ``report_path``. ``methods`` and ``match_rest`` choose the retarget method as for a single
     retarget (the table is checked before any file is read or written); ``control_rig`` how a
     control rig is keyed (:func:`bake_settings`). ``start``: the pack
-    planned and its workers started already (:func:`.batch_runner.pack_start.start_pack`)."""
+    planned and its workers started already (:func:`.batch_runner.pack_start.start_pack`).
+    ``push_to_nla``: each saved volume also holds its clips on muted NLA tracks of the target
+    (:func:`push_saved_volumes`)."""
     from ..core.mapping.method_names import check_method_table
 
     t0 = time.perf_counter()
@@ -138,6 +142,9 @@ def bake_pack(
                 target, target_map, options or RetargetOptions(), keep_frames=keep_frames, methods=methods, match_rest=match_rest,
                 control_rig=control_rig,
             )
+            problem = nla_stack.push_problem(target) if push_to_nla else None
+            if problem is not None:
+                raise MarionetteError(problem)
             return target, settings
 
         target, settings = open_and_settle()
@@ -182,6 +189,10 @@ def bake_pack(
         jobs=runner.jobs,
         scene_fps=settings.scene_fps,
     )
+    if push_to_nla:
+        t_push = time.perf_counter()
+        report.info["nla_tracks"] = push_saved_volumes(report, target.name)
+        report.add_time("push_to_nla", time.perf_counter() - t_push)
     report.timings["wall"] = time.perf_counter() - t0
     # Everything is in the saved output now; the parts only mattered until it existed. Volumes
     # numbered past this output's are an earlier, larger run's.
@@ -191,6 +202,32 @@ def bake_pack(
     if report_path:
         write_report(report, report_path)
     return report
+
+
+def push_saved_volumes(report: BatchReport, armature: str) -> list[str]:
+    """``bake-pack --push-to-nla``: each saved volume reopened, its clips pushed onto muted NLA
+    tracks of ``armature`` in pack order (those a continued output has there already are not
+    pushed again), the armature back on its own Action (or none), and saved. Returns the tracks'
+    names, all volumes together."""
+    from ..bridge.session import save_blend
+    from ..core.batch.output_files import SOURCE_PROPERTY
+
+    order = [c.action for f in report.files for c in f.clips if c.status in CLIP_GOOD and c.action]
+    rank = {name: k for k, name in enumerate(order)}
+    names: list[str] = []
+    for path in report.info.get("outputs", []):
+        bpy.ops.wm.open_mainfile(filepath=path, load_ui=False)
+        target = bpy.data.objects[armature]
+        ad = target.animation_data
+        stacked = {s.action for t in ad.nla_tracks for s in t.strips} if ad is not None else set()
+        clips = [a for a in bpy.data.actions if a.get(SOURCE_PROPERTY) is not None and a not in stacked]
+        clips.sort(key=lambda a: (rank.get(a.name, len(rank)), a.name))
+        before = nla_stack.what_it_plays(target)
+        if before.action is not None and before.action.get(SOURCE_PROPERTY) is not None:
+            before.action, before.action_slot = None, None  # the run shows a clip on a target without an Action
+        names += [t.name for t in nla_stack.push_keeping_active(target, clips, before)]
+        save_blend(path)
+    return names
 
 
 # --- the Batch Bake operator's run -----------------------------------------------------------
@@ -206,6 +243,9 @@ def start_scene_bake(target: Any, scene_settings: Any, inputs: Sequence[str], *,
     from ..properties.retarget_settings import mappings_from_rows, methods_from_rows, options_of
 
     s = scene_settings
+    problem = nla_stack.push_problem(target) if getattr(s, "push_to_nla", False) else None
+    if problem is not None:
+        raise MarionetteError(problem)
     rows = mappings_from_rows(s) if s is not None else None
     options = options_of(s) if s is not None else RetargetOptions()
     settings = bake_settings(
@@ -245,6 +285,8 @@ def finish_scene_bake(runner: BatchBake, report_path: str, scene: Any) -> tuple[
     scene for the sidebar. Returns the report and where it was saved (or why not)."""
     report = runner.finish()
     report.info["target"] = {"armature": runner.target.name}
+    if getattr(getattr(scene, "marionette", None), "push_to_nla", False):
+        report.info["nla_tracks"] = push_baked_clips(runner.target, report)
     path = report_path or (
         bpy.path.abspath("//marionette_batch_report.json") if bpy.data.filepath else os.path.join(bpy.app.tempdir or ".", "marionette_batch_report.json")
     )
@@ -254,3 +296,16 @@ def finish_scene_bake(runner: BatchBake, report_path: str, scene: Any) -> tuple[
         saved = f"(not saved: {exc})"
     scene[REPORT_RECORD] = json.dumps(report.to_dict())
     return report, saved
+
+
+def push_baked_clips(target: Any, report: BatchReport) -> list[str]:
+    """Push to NLA after Batch Bake: the run's Actions, in pack order, each onto a muted track of
+    its own above the target's tracks (:mod:`..bridge.nla_stack`); the target then plays what it
+    played before the run (the run itself makes a target without an Action play the first clip).
+    Returns the tracks' names."""
+    names = [c.action for f in report.files for c in f.clips if c.status in CLIP_GOOD and c.action]
+    actions = [bpy.data.actions[n] for n in names if n in bpy.data.actions]
+    before = nla_stack.what_it_plays(target)  # the run restored the target's pose and own Action
+    if before.action in actions:
+        before.action, before.action_slot = None, None
+    return [t.name for t in nla_stack.push_keeping_active(target, actions, before)]

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from ..bridge import compat, nla_stack
 from ..bridge.action_write import linked_problem, write_action, write_object_travel
 from ..bridge.clip_read import clip_from_action
 from ..bridge.clip_source import FileClip, is_long_bvh_take, read_bvh_clip
@@ -193,6 +194,7 @@ def retarget_files(
     match_rest: bool = False,
     chunk_frames: int = CHUNK_FRAMES,
     control_rig: str = "fk",
+    push_to_nla: bool = False,
     engine: str | None = None,
 ) -> RetargetOutcome:
     """The command line's retarget: both files into a fresh scene, one clip retargeted, the target
@@ -201,13 +203,18 @@ def retarget_files(
     Nothing is written on failure.
     A long BVH take is read without Blender (:mod:`..bridge.clip_source`), ``chunk_frames`` file frames at a time.
     ``control_rig`` (``"fk"``, ``"ik"``, ``"off"``) says what a control rig target is keyed on, as
-    for :func:`retarget_action`."""
+    for :func:`retarget_action`. ``push_to_nla`` keeps the new Action on a muted NLA track
+    (:mod:`..bridge.nla_stack`) and the target on the Action it played."""
     import bpy
 
     fresh_session()
     target_file = load_file(target_path)
     target = pick_armature(target_file.armatures, target_armature, Path(target_file.path).name)
     target_map = BoneMapping.load(mapping) if mapping else None
+    problem = nla_stack.push_problem(target) if push_to_nla else None
+    if problem is not None:
+        raise RigError(problem)
+    before = nla_stack.what_it_plays(target) if push_to_nla else None
     several = ""
     if is_long_bvh_take(source_path):  # a long take is not keyed into Blender first
         source_file, source = None, read_bvh_clip(source_path, clip, chunk_frames)
@@ -244,8 +251,11 @@ def retarget_files(
         outcome.action.name = name  # the source's action of that name is gone now
     if several:
         outcome.report.setdefault("notes", []).append(several)
-    target.animation_data.action = outcome.action
-    if export_format(output) is not None:
+    if before is not None:
+        _push_clip(target, outcome, before)
+    else:
+        target.animation_data.action = outcome.action
+    if export_format(output) is not None:  # the file holds the new clip alone, whatever the NLA holds
         outcome.report["export"] = export_clip(target, outcome.action, output, engine)
     else:
         save_blend(output)
@@ -260,6 +270,11 @@ def retarget_clip(scene: Any) -> tuple[RetargetOutcome, str]:
     summary shown in the Quality panel at once or measured after the click returns
     (:mod:`..viewport.deferred_summary`). Returns the outcome and the line that says what was done."""
     s = scene.marionette
+    push = bool(s.push_to_nla) and s.target is not None
+    problem = nla_stack.push_problem(s.target) if push else None
+    if problem is not None:
+        raise RigError(problem)
+    before = nla_stack.what_it_plays(s.target) if push else None
     rows = mappings_from_rows(s)
     outcome = retarget_action(
         s.source,
@@ -281,9 +296,42 @@ def retarget_clip(scene: Any) -> tuple[RetargetOutcome, str]:
     rig = outcome.report.get("control_rig")
     onto = f"{s.target.name!r} ({rig['plan']}, {len(rig['controls'])} controls keyed)" if rig else repr(s.target.name)
     done = f"Retargeted onto {onto} as {outcome.action.name!r}"
+    if before is not None:
+        done += _push_clip(s.target, outcome, before)
     if outcome.judge_later is not None:
         deferred_summary.defer(scene, outcome, bool(s.color_bones))
         return outcome, f"{done}; measuring its quality (the Quality panel fills in)"
     deferred_summary.show_quality(s, outcome, bool(s.color_bones))
     summary = outcome.report["summary"]
     return outcome, f"{done}: bone direction error mean {summary['mean_direction_error']:.2f} deg"
+
+
+def _push_clip(target: Any, outcome: RetargetOutcome, before: nla_stack.Playing) -> str:
+    """Push to NLA after Retarget Clip: the new action onto the strip of a new muted top track, the
+    target back on the action it played before (``before``). Its summary is measured on the new
+    action as Blender plays it when active: already measured, or (deferred) measured with it made
+    active for the time of the measurement. Returns what to add to the click's line."""
+    action = outcome.action
+    if outcome.judge_later is not None:
+        outcome.judge_later = partial(_judged_playing, target, action, compat.action_slot_for(action, target), outcome.judge_later)
+    if before.action is not None and not _exists(before.action):
+        # Replace Existing Action replaced what it played: it plays the replacement.
+        before.action, before.action_slot = compat.current_action(target)
+    track = nla_stack.push_keeping_active(target, [action], before)[0]
+    strip = track.strips[0]
+    outcome.report["nla"] = {"track": track.name, "strip": strip.name, "frame_start": strip.frame_start, "frame_end": strip.frame_end, "muted": track.mute}
+    playing = before.action.name if before.action is not None else None
+    return f", pushed to the NLA as muted track {track.name!r} (it plays {'action ' + repr(playing) if playing else 'no action'} as before)"
+
+
+def _judged_playing(target: Any, action: Any, action_slot: Any, judge: Any) -> dict[str, Any]:
+    with nla_stack.playing(target, action, action_slot):
+        return dict(judge())
+
+
+def _exists(datablock: Any) -> bool:
+    try:
+        _ = datablock.name
+    except ReferenceError:
+        return False
+    return True

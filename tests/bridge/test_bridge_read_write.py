@@ -394,3 +394,23 @@ def test_create_armature_takes_bone_lengths_from_tails(blender) -> None:
     assert [round(b.length, 5) for b in obj.data.bones] == [0.5] * 4
     back = skeleton_read.skeleton_from_armature(obj)
     assert np.abs(back.rest_placements() - skeleton.rest_placements()).max() < 1e-6
+
+
+def test_replace_existing_action_never_replaces_the_clip_another_object_plays(blender):
+    """Retarget Clip with Replace Existing Action names the new action after the clip, which is
+    the source's own action's name: the source keeps its clip, the new action gets its own name,
+    and a second run replaces only that earlier result."""
+    bpy = blender
+    from marionette.usecases.retarget import retarget_action
+    from tests.helpers.sample_pair import sample_walk_onto_metarig
+
+    source, action, target = sample_walk_onto_metarig(bpy, frames=12)
+    keys = [tuple(k.co) for fc in action.layers[0].strips[0].channelbags[0].fcurves for k in fc.keyframe_points]
+    first = retarget_action(source, action, target, scene_fps=24.0, name="Walk", replace_existing=True)
+    assert source.animation_data.action == action and action.name == "Walk"
+    assert first.action != action and first.action.name != "Walk"
+    assert [tuple(k.co) for fc in action.layers[0].strips[0].channelbags[0].fcurves for k in fc.keyframe_points] == keys
+    result = first.action.name
+    again = retarget_action(source, action, target, scene_fps=24.0, name=result, replace_existing=True)
+    assert again.action.name == result and sorted(a.name for a in bpy.data.actions) == sorted(["Walk", result])
+    assert source.animation_data.action == action and target.animation_data.action == again.action
