@@ -44,19 +44,24 @@ def test_built_zip_excludes_dev_files_installs_and_enables(blender, tmp_path):
     leaked = [n for n in names if n.startswith(DEV_ONLY)]
     assert leaked == []
 
-    result = bpy.ops.extensions.package_install_files(
-        filepath=str(zip_path), repo="user_default", enable_on_install=True
-    )
-    module = "bl_ext.user_default.marionette"
+    # Installed into a repository of its own in the test's folder: the user's repositories (and
+    # their locks, held by any other Blender session) are not touched.
+    repos = bpy.context.preferences.extensions.repos
+    repo = repos.new(name="marionette_test", module="marionette_test", custom_directory=str(tmp_path / "repo"))
+    repo_dir = repo.directory
+    module = "bl_ext.marionette_test.marionette"
     try:
-        assert result == {"FINISHED"}
-        assert module in bpy.context.preferences.addons.keys()
-        assert module in sys.modules
+        result = bpy.ops.extensions.package_install_files(filepath=str(zip_path), repo="marionette_test", enable_on_install=True)
+        try:
+            assert result == {"FINISHED"}
+            assert module in bpy.context.preferences.addons.keys()
+            assert module in sys.modules
+        finally:
+            bpy.ops.extensions.package_uninstall(repo_directory=repo_dir, pkg_id="marionette")
+        assert module not in bpy.context.preferences.addons.keys()
+        assert not (Path(repo_dir) / "marionette").exists()
     finally:
-        repo_dir = next(r.directory for r in bpy.context.preferences.extensions.repos if r.module == "user_default")
-        bpy.ops.extensions.package_uninstall(repo_directory=repo_dir, pkg_id="marionette")
-    assert module not in bpy.context.preferences.addons.keys()
-    assert not (Path(repo_dir) / "marionette").exists()
+        repos.remove(repo)
 
 
 def test_register_unregister_twice_leaves_nothing_behind(blender):
