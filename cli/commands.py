@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import FileFormatError, MappingError, MarionetteError
-from ..core.export.presets import ENGINES, EXPORTED, export_format, preset_for
+from ..core.export.presets import ENGINES, EXPORTED, FORMAT_OF_EXTENSION, export_format, preset_for
 from ..core.paths import BLEND, USAGE, Output, OutputRefused, check_inputs, check_outputs
 from .job_output import job_output
 from .registry import command
@@ -273,7 +273,7 @@ def _bake_pack_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--mapping", metavar="FILE_OR_PRESET", help=_mapping_help())
     p.add_argument("--resume", action="store_true", help="keep the clips already in OUT.blend (or left by an interrupted run) and bake the rest")
     p.add_argument("--keep-frames", action="store_true", help="keep each clip's frame numbers instead of its timing")
-    p.add_argument("--root-motion", choices=["HIPS", "ROOT_BONE", "OBJECT", "IN_PLACE"], default="HIPS", help=ROOT_MOTION_HELP)
+    p.add_argument("--root-motion", choices=["HIPS", "ROOT_BONE", "OBJECT", "IN_PLACE"], help=ROOT_MOTION_HELP + "; for --engine unreal ROOT_BONE is the default")
     p.add_argument(
         "--method",
         default="geometric",
@@ -314,7 +314,48 @@ def _bake_pack_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="also keep each clip on a muted NLA track of its own on the target, in pack order; the target keeps the Action it plays",
     )
+    p.add_argument(
+        "--export-dir", metavar="DIR",
+        help="also write every baked clip for an engine into DIR, one file per clip named after it (the character and that clip), in pack order",
+    )
+    p.add_argument("--export-format", choices=sorted(set(FORMAT_OF_EXTENSION.values())), help="the files --export-dir holds: fbx, glb or gltf")
+    p.add_argument(
+        "--engine", choices=ENGINES,
+        help="the engine the --export-dir files are for, as for retarget: unity (default for fbx), unreal (fbx, centimetres, "
+        "root motion on the root bone), godot (default for glb), web (default for gltf)",
+    )
     _plant_feet_argument(p)
+
+
+def _check_export_dir(args: argparse.Namespace) -> Any:
+    """bake-pack's --export-dir, --export-format and --engine checked before any work: the engine
+    preset they give (``None`` without --export-dir), or refused (exit 2 for a wrong command line, 1 for
+    a folder that cannot be written)."""
+    if not args.export_dir:
+        if args.export_format or args.engine:
+            raise OutputRefused("--export-format and --engine go with --export-dir DIR", USAGE)
+        return None
+    if not args.export_format:
+        raise OutputRefused(f"--export-dir {args.export_dir}: give --export-format fbx, glb or gltf", USAGE)
+    try:
+        preset = preset_for(args.export_format, args.engine)
+    except MarionetteError as exc:  # an engine that does not read the format
+        raise OutputRefused(str(exc), USAGE) from None
+    folder = os.path.abspath(args.export_dir)
+    if os.path.lexists(folder) and not os.path.isdir(folder):
+        raise OutputRefused(f"--export-dir {args.export_dir}: exists and is not a folder")
+    existing = folder
+    while not os.path.exists(existing):  # made with its missing folders: the nearest existing one decides
+        existing = os.path.dirname(existing)
+    import tempfile
+
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".marionette-probe-", dir=existing)
+    except OSError as exc:
+        raise OutputRefused(f"--export-dir {args.export_dir}: cannot be written in {existing} ({exc.strerror or exc})") from None
+    os.close(fd)
+    os.unlink(probe)
+    return preset
 
 
 @command(
@@ -352,6 +393,8 @@ def bake_pack(args: argparse.Namespace) -> int:
         pack_extensions=CLIP_EXTENSIONS,
         resume=args.resume,
     )
+    preset = _check_export_dir(args)
+    args.root_motion = args.root_motion or (preset.root_motion if preset else "HIPS")
     check_inputs([("target", args.target)])
     _check_mapping(args.mapping)
     with job_output(args.verbose) as terminal:  # progress, one line per file, goes to the terminal
@@ -381,14 +424,21 @@ def bake_pack(args: argparse.Namespace) -> int:
             progress=lambda line: print(line, file=terminal, flush=True),
             start=start,
             push_to_nla=args.push_to_nla,
+            export=(args.export_dir, args.export_format, preset.engine) if preset else None,
         )
     lines = report.summary_lines()
     print(f"wrote {report.info['output']}: {lines[0]}")
     for line in lines[1:]:
         print(line)
+    exports = report.info.get("exports")
+    if exports is not None:
+        from ..usecases.export_pack import export_lines
+
+        for line in export_lines(exports, args.export_dir):
+            print(line)
     if report.interrupted:
         return 130
-    return 0 if report.ok else 1
+    return 0 if report.ok and not any("error" in e for e in exports or ()) else 1
 
 
 def _bake_controls_arguments(p: argparse.ArgumentParser) -> None:

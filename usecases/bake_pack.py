@@ -115,6 +115,7 @@ def bake_pack(
     progress: Callable[[str], None] | None = None,
     start: PackStart | None = None,
     push_to_nla: bool = False,
+    export: tuple[str, str, str | None] | None = None,
 ) -> BatchReport:
     """The command line's batch bake: every clip of ``inputs`` onto the target, saved to
     ``output`` (in volumes past the budget; see the module docstring). The report is also written
@@ -123,7 +124,9 @@ def bake_pack(
     control rig is keyed (:func:`bake_settings`). ``start``: the pack
     planned and its workers started already (:func:`.batch_runner.pack_start.start_pack`).
     ``push_to_nla``: each saved volume also holds its clips on muted NLA tracks of the target
-    (:func:`push_saved_volumes`)."""
+    (:func:`push_saved_volumes`). ``export``: ``(folder, format, engine)``, every baked clip also
+    written there as a file of its own for an engine (:func:`.export_pack.export_pack`), listed in
+    the report's ``exports``."""
     from ..core.mapping.method_names import check_method_table
 
     t0 = time.perf_counter()
@@ -193,6 +196,13 @@ def bake_pack(
         t_push = time.perf_counter()
         report.info["nla_tracks"] = push_saved_volumes(report, target.name)
         report.add_time("push_to_nla", time.perf_counter() - t_push)
+    if export is not None:
+        from .export_pack import export_pack
+
+        t_export = time.perf_counter()
+        inputs = [f.path for f in report.files] + [os.path.abspath(target_path)]
+        report.info["exports"] = export_pack(report, report.info["target"]["armature"], *export, inputs=inputs)
+        report.add_time("export", time.perf_counter() - t_export)
     report.timings["wall"] = time.perf_counter() - t0
     # Everything is in the saved output now; the parts only mattered until it existed. Volumes
     # numbered past this output's are an earlier, larger run's.
