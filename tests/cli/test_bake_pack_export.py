@@ -15,7 +15,7 @@ import pytest
 
 from tests.cli.test_cli import run
 from tests.helpers.data import shared_file
-from tests.helpers.export_round_trip import _angle, _rest_world, _turns, _world
+from tests.helpers.export_round_trip import _angle, _rest_world, _turns, _world, glb_json
 
 pytestmark = [pytest.mark.bpy, pytest.mark.data, pytest.mark.slow]
 
@@ -138,3 +138,20 @@ def test_export_dir_under_a_file_is_refused_before_any_work(tmp_path):
     errors = [line for line in res.stderr.splitlines() if line.startswith("marionette: error:")]
     assert len(errors) == 1 and "--export-dir" in errors[0] and "cannot be written" in errors[0], res.stderr[-2000:]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["taken"] and taken.read_bytes() == b"kept"
+
+
+def test_a_clip_whose_export_fails_is_reported_and_the_others_go_on(tmp_path):
+    """The first clip's file name taken by a folder: its export fails (nothing of it left), the second is written."""
+    ex, report = tmp_path / "engine", tmp_path / "r.json"
+    (ex / "02_02_daz.glb").mkdir(parents=True)
+    out, res = _bake(tmp_path, "--export-dir", str(ex), "--export-format", "glb", "--report", str(report))
+    assert res.returncode == 1, res.stderr[-2000:]
+    exports = json.loads(report.read_text())["exports"]
+    assert [e["clip"] for e in exports] == CLIPS
+    assert "error" in exports[0] and "02_02_daz" in exports[0]["error"]
+    assert exports[1]["files"] == [str(ex / "walk1_zup.glb")]
+    assert [a["name"] for a in glb_json(ex / "walk1_zup.glb")["animations"]] == ["walk1_zup"]
+    assert sorted(p.name for p in ex.iterdir()) == ["02_02_daz.glb", "walk1_zup.glb"]  # no work folder left
+    assert not any((ex / "02_02_daz.glb").iterdir())
+    assert "exported 1 of 2 clips" in res.stdout and "export failed: 02_02_daz" in res.stdout
+    assert out.is_file()
