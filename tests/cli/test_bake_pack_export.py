@@ -155,3 +155,20 @@ def test_a_clip_whose_export_fails_is_reported_and_the_others_go_on(tmp_path):
     assert not any((ex / "02_02_daz.glb").iterdir())
     assert "exported 1 of 2 clips" in res.stdout and "export failed: 02_02_daz" in res.stdout
     assert out.is_file()
+
+
+@pytest.mark.parametrize(
+    "more, said",
+    [
+        (["--export-format", "fbx"], "--export-format and --engine go with --export-dir DIR"),
+        (["--export-dir", "ENGINE"], "give --export-format fbx, glb or gltf"),
+        (["--export-dir", "ENGINE", "--export-format", "glb", "--engine", "unreal"], "unreal"),
+    ],
+)
+def test_wrong_export_options_are_refused_before_any_work(tmp_path, more, said):
+    more = [str(tmp_path / "engine") if m == "ENGINE" else m for m in more]
+    out, res = _bake(tmp_path, *more)
+    assert res.returncode == 2, res.stderr[-2000:]
+    errors = [line for line in res.stderr.splitlines() if line.startswith("marionette: error:")]
+    assert len(errors) == 1 and said in errors[0], res.stderr[-2000:]
+    assert list(tmp_path.iterdir()) == []
