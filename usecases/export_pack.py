@@ -61,8 +61,10 @@ def export_pack(
     ext = EXTENSION_OF_FORMAT[fmt]
     os.makedirs(export_dir, exist_ok=True)
     entries: list[dict[str, Any]] = []
-    for volume, clips in _clips_by_volume(report):
-        fresh = True  # the listing just opened this volume
+    volumes = _clips_by_volume(report)
+    opened = volumes[-1][0] if volumes else None  # the listing opened each volume in turn
+    for volume, clips in volumes:
+        fresh = opened == volume
         for clip in clips:
             path = os.path.join(os.path.abspath(export_dir), file_stem(clip) + ext)
             try:
@@ -73,6 +75,7 @@ def export_pack(
                     raise MarionetteError(f"{path}: written already for another clip of that name")
                 if not fresh:
                     bpy.ops.wm.open_mainfile(filepath=volume, load_ui=False)
+                    opened = volume
                 fresh = preset.family != "fbx"  # an FBX export changed the session: the next clip opens it again
                 target = bpy.data.objects.get(armature)
                 if target is None:

@@ -16,6 +16,7 @@ import pytest
 from tests.cli.test_cli import run
 from tests.helpers.data import shared_file
 from tests.helpers.export_round_trip import _angle, _rest_world, _turns, _world, glb_json
+from tests.helpers.fbx_file import read_fbx, take_names
 
 pytestmark = [pytest.mark.bpy, pytest.mark.data, pytest.mark.slow]
 
@@ -172,3 +173,14 @@ def test_wrong_export_options_are_refused_before_any_work(tmp_path, more, said):
     errors = [line for line in res.stderr.splitlines() if line.startswith("marionette: error:")]
     assert len(errors) == 1 and said in errors[0], res.stderr[-2000:]
     assert list(tmp_path.iterdir()) == []
+
+
+def test_clips_saved_in_several_volumes_are_each_exported_from_their_volume(tmp_path):
+    ex, report = tmp_path / "engine", tmp_path / "r.json"
+    out, res = _bake(tmp_path, "--max-clips-per-file", "1", "--export-dir", str(ex), "--export-format", "fbx", "--report", str(report))
+    assert res.returncode == 0, res.stderr[-2000:]
+    data = json.loads(report.read_text())
+    assert len(data["outputs"]) == 2
+    assert [e["files"] for e in data["exports"]] == [[str(ex / f"{c}.fbx")] for c in CLIPS]
+    for clip in CLIPS:
+        assert take_names(read_fbx(ex / f"{clip}.fbx")) == [clip]
