@@ -21,8 +21,8 @@ import numpy as np
 from ..core.control_rig.graph import Link, RigGraph
 from ..core.rig.rotations import FloatArray
 from . import compat
-from .evaluated_pose import _in_view_layer
-from .skeleton_read import _armature, _matrices
+from .evaluated_pose import _in_view_layer, evaluated_pose_matrices
+from .skeleton_read import _armature, _matrices, _skeleton
 
 _BONE_PATH = re.compile(r'^pose\.bones\["((?:[^"\\]|\\.)*)"\]\.?(.*)$')
 _TRANSFORM = ("location", "rotation_quaternion", "rotation_euler", "rotation_axis_angle", "scale")
@@ -333,23 +333,5 @@ def key_switches(obj: Any, action: Any, switches: Iterable[tuple[str, str, float
 def bone_placements(obj: Any, frames: Any, names: Sequence[str]) -> FloatArray:
     """Evaluated armature-space placements ``(T, len(names), 4, 4)`` of bones ``names`` at
     ``frames`` (the scene's current frame restored)."""
-    obj = _armature(obj)
-    _in_view_layer(obj)
-    scene = bpy.context.scene
-    pbs = obj.pose.bones
-    n = len(pbs)
-    pos = {pb.name: i for i, pb in enumerate(pbs)}
-    pick = np.array([pos[nm] for nm in names])
-    buf = np.empty(n * 16, dtype=np.float32)
-    f = np.asarray(frames, dtype=np.float64).reshape(-1)
-    out = np.empty((f.size, len(names), 4, 4))
-    keep = (scene.frame_current, scene.frame_subframe)
-    try:
-        for k, fr in enumerate(f):
-            whole = int(np.floor(fr))
-            scene.frame_set(whole, subframe=float(fr - whole))
-            pbs.foreach_get("matrix", buf)
-            out[k] = _matrices(buf, n)[pick]
-    finally:
-        scene.frame_set(keep[0], subframe=keep[1])
-    return out
+    skeleton = _skeleton(_armature(obj))
+    return evaluated_pose_matrices(obj, frames, skeleton)[:, [skeleton.index(n) for n in names]]

@@ -25,7 +25,7 @@ from ..core.mapping.humanoid import SLOT_PARENT
 from ..core.rig.clip import Clip
 from ..core.rig.skeleton import Skeleton
 from .action_write import write_action
-from .control_rig import bone_placements, bone_properties, key_switches, read_graph
+from .control_rig import bone_properties, key_switches, read_graph
 from .evaluated_pose import evaluated_pose_matrices
 from .played_pose import overridden_bones
 
@@ -191,14 +191,12 @@ def _check(target: Any, ct: ControlTarget, placements: dict[str, Any], skeleton:
     f = np.asarray(frames, dtype=np.float64)
     bones = list(ct.plan.played_bones)
     if check_at is None:
-        picks = np.unique(np.linspace(0, f.size - 1, min(CHECK_FRAMES, f.size)).astype(int))
-        seen = bone_placements(target, f[picks], bones)
-    else:
-        at = np.asarray(check_at, dtype=np.float64)
-        picks = np.searchsorted(f, at)
-        whole = evaluated_pose_matrices(target, at, skeleton)
-        ct.seen[tuple(at.tolist())] = whole
-        seen = whole[:, [skeleton.index(b) for b in bones]]
+        check_at = f[np.unique(np.linspace(0, f.size - 1, min(CHECK_FRAMES, f.size)).astype(int))]
+    at = np.asarray(check_at, dtype=np.float64)
+    picks = np.searchsorted(f, at)
+    whole = evaluated_pose_matrices(target, at, skeleton)
+    ct.seen[tuple(at.tolist())] = whole
+    seen = whole[:, [skeleton.index(b) for b in bones]]
     wanted = np.stack([placements[b][picks] for b in bones], axis=1)
     # Directions (the bones' Y axes): a rig may spread twist over its bones by design (Rigify's
     # first finger segments take their roll from the palm).

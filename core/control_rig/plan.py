@@ -19,7 +19,7 @@ constraints), parents first.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -91,16 +91,13 @@ Step = Match | Follow | Copy | Aim | Pole
 @dataclass(frozen=True)
 class ControlPlan:
     """How a control rig is keyed: a readable ``name`` ("Rigify, FK"), the steps in order, the
-    rig's switches as ``(bone, property, value)`` keyed over the clip, the control that carries
-    root motion on its own (``root``), and the bones the retarget maps its slots to
-    (``slot_bones``: slot -> bone, ``None`` to keep the mapping given)."""
+    rig's switches as ``(bone, property, value)`` keyed over the clip, and the control that carries
+    root motion on its own (``root``)."""
 
     name: str
     steps: tuple[Step, ...]
     switches: tuple[tuple[str, str, float], ...] = ()
     root: str | None = None
-    slot_bones: Mapping[str, str] | None = None
-    notes: tuple[str, ...] = field(default=())
     #: Bones no step reads that the plan still plays where the retarget puts them (an IK chain's
     #: middle bones): mapped, and checked on what Blender plays.
     checked: tuple[str, ...] = ()
