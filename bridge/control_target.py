@@ -38,8 +38,6 @@ CONTROL_RIG_MODES = ("fk", "ik", "off")
 CHECK_DEGREES = 2.0
 CHECK_POSITION = 0.01
 CHECK_FRAMES = 4
-#: The direction tolerance for bones a solver of the rig's own moves on (``ControlPlan.loose``).
-LOOSE_DEGREES = 8.0
 
 
 @dataclass(frozen=True)
@@ -204,8 +202,7 @@ def _check(target: Any, ct: ControlTarget, placements: dict[str, Any], skeleton:
     angle = np.degrees(np.arccos(np.clip(np.einsum("fbi,fbi->fb", ys, yw), -1.0, 1.0))).max(axis=0)
     height = max(float(np.ptp(skeleton.rest_placements()[:, :3, 3], axis=0).max()), 1e-9)
     off = (np.linalg.norm(seen[..., :3, 3] - wanted[..., :3, 3], axis=-1) / height).max(axis=0)
-    limit = [LOOSE_DEGREES if b in ct.plan.loose else CHECK_DEGREES for b in bones]
-    bad = [k for k in range(len(bones)) if angle[k] > limit[k] or off[k] > (5 if bones[k] in ct.plan.loose else 1) * CHECK_POSITION]
+    bad = [k for k in range(len(bones)) if angle[k] > CHECK_DEGREES or off[k] > CHECK_POSITION]
     if bad:
         listed = ", ".join(f"{bones[k]!r} ({angle[k]:.1f} deg, {100 * off[k]:.1f} % of the rig's height)" for k in bad[:6])
         more = f" and {len(bad) - 6} more" if len(bad) > 6 else ""

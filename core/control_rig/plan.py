@@ -101,9 +101,6 @@ class ControlPlan:
     #: Bones no step reads that the plan still plays where the retarget puts them (an IK chain's
     #: middle bones): mapped, and checked on what Blender plays.
     checked: tuple[str, ...] = ()
-    #: Bones a solver of the rig's own moves on from where the plan puts them (Rigify's IK
-    #: chains stretch a little as they solve): checked with a wider tolerance.
-    loose: tuple[str, ...] = ()
 
     @property
     def controls(self) -> tuple[str, ...]:

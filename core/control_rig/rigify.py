@@ -63,7 +63,6 @@ def rigify_plan(names: Collection[str], properties: Mapping[str, Collection[str]
     match("tweak_spine.005", "ORG-spine.005")  # the neck's bend: the tweak between neck and head
     switches = []
     checked: list[str] = []
-    loose: list[str] = []
     for side in (".L", ".R"):
         match("shoulder" + side, "ORG-shoulder" + side)
         for limb, parent, parts in (("arm", "upper_arm_parent", _ARM_FK), ("leg", "thigh_parent", tuple(p for p, _ in _LEG_FK))):
@@ -79,15 +78,18 @@ def rigify_plan(names: Collection[str], properties: Mapping[str, Collection[str]
                 base = "upper_arm" if limb == "arm" else "thigh"
                 match(f"{end}_ik{side}", f"ORG-{end}{side}")
                 match(f"{base}_ik{side}", f"ORG-{base}{side}")
-                if f"{base}_ik{side}" in has:  # the chain's base does not stretch: its bend is the clip's
-                    switches.append((f"{base}_ik{side}", "ik_stretch", 0.0))
+                # The chain does not stretch while the clip plays: Blender's IK with IK Stretch shortens a
+                # bent chain (Rigify's 0.1 shortens a running shin by up to 9 %), so its bend would not be
+                # the clip's. Set on the chain's base and on the mechanism bone that carries its IK.
+                for bone in (f"{base}_ik{side}", f"MCH-{'forearm' if limb == 'arm' else 'shin'}_ik{side}"):
+                    if bone in has:
+                        switches.append((bone, "ik_stretch", 0.0))
                 middle = f"ORG-{'forearm' if limb == 'arm' else 'shin'}{side}"
                 pole = f"{base}_ik_target{side}"
                 if {pole, middle, f"ORG-{base}{side}", f"ORG-{end}{side}"} <= has:
                     steps.append(Pole(pole, f"ORG-{base}{side}", middle, f"ORG-{end}{side}"))
                 if middle in has:
                     checked.append(middle)
-                    loose.extend((middle, f"ORG-{base}{side}"))
                 if limb == "leg" and {f"toe_ik{side}", f"ORG-toe{side}"} <= has:
                     steps.append(Match(f"toe_ik{side}", f"ORG-toe{side}", turn_only=True))
         for finger in _FINGERS:
@@ -95,7 +97,7 @@ def rigify_plan(names: Collection[str], properties: Mapping[str, Collection[str]
                 match(f"{finger}.{segment}{side}", f"ORG-{finger}.{segment}{side}")
     label = "Rigify, FK controls" if mode == "fk" else "Rigify, IK controls"
     return ControlPlan(
-        label, tuple(steps), tuple(switches), root="root" if "root" in has else None, checked=tuple(checked), loose=tuple(loose)
+        label, tuple(steps), tuple(switches), root="root" if "root" in has else None, checked=tuple(checked)
     )
 
 

@@ -110,7 +110,10 @@ def test_ik_keys_the_ik_controls_with_the_switches_to_ik(blender, tmp_path):
     rig_lines = [line.strip() for line in res.stdout.splitlines() if line.strip().startswith("control rig:")]
     assert len(rig_lines) == 1 and rig_lines[0].startswith("control rig: Rigify, IK controls; keyed "), res.stdout
     keyed = _keyed(blender, out)
-    assert {"hand_ik.L", "foot_ik.R"} <= set(keyed) and not [b for b in keyed if b.startswith(NOT_CONTROLS)], sorted(keyed)
+    # A mechanism bone carries only its IK chain's stretch setting, held at 0.
+    moved = [b for b in keyed if b.startswith(NOT_CONTROLS) and set(keyed[b]) != {".ik_stretch[0]"}]
+    assert {"hand_ik.L", "foot_ik.R"} <= set(keyed) and not moved, sorted(keyed)
+    assert keyed["MCH-shin_ik.L"][".ik_stretch[0]"] == [(1.0, 0.0), (float(max(f for f, _ in keyed["hand_ik.L"]['.location[0]'])), 0.0)]
     assert "upper_arm_fk.L" not in keyed and "thigh_fk.R" not in keyed
     switch = keyed["upper_arm_parent.L"]['["IK_FK"][0]']
     assert switch and all(value == 0.0 for _, value in switch)
