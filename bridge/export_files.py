@@ -104,6 +104,10 @@ def _onto_file_axes(objects: list[bpy.types.Object], action: bpy.types.Action, p
     for obj in tops:
         obj.matrix_world = back @ obj.matrix_world
     bpy.context.view_layer.update()
+    for obj in objects:  # a bone's pose off its rest without keys is a length too (an IK pole's place)
+        if obj.pose is not None:
+            for pb in obj.pose.bones:
+                pb.location = pb.location * factor
     for fc in action_fcurves(action, action_slot_for(action, objects[0])):
         if fc.data_path == "location" or fc.data_path.endswith(".location"):
             for key in fc.keyframe_points:
