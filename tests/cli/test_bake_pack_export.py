@@ -27,12 +27,6 @@ CHARACTER = "fbx/quaternius_male_casual.fbx"
 MAX_DEG = 0.05
 MAX_PLACE = 0.001
 
-#: Bones whose heads an Unreal file (centimetres) puts elsewhere than the .blend, their turns right:
-#: Quaternius' thumbs 2.1 and 3.5 cm, its IK pole target 70 cm, on every frame (the bake-pack file
-#: and the export alike; not the multi-clip export's doing, to look into in the export preset).
-UNREAL_OFF = ("Thumb", "PoleTarget")
-
-
 def _bake(tmp_path, *more: str):
     out = tmp_path / "out.blend"
     pack = [str(shared_file(p)) for p in PACK]
@@ -49,10 +43,10 @@ def _played(bpy, obj, names: list[str], frames: np.ndarray) -> tuple[np.ndarray,
     return rest, world
 
 
-def _compare(bpy, out, clip: str, path, unreal: bool) -> tuple[float, float, float]:
+def _compare(bpy, out, clip: str, path) -> tuple[float, float, float]:
     """The re-imported file ``path`` against ``clip`` played on the character in ``out``: the
     largest bone turn difference (degrees), head distance (fraction of the character's height) and
-    the largest turn from rest the clip plays. ``unreal``: heads of :data:`UNREAL_OFF` not compared."""
+    the largest turn from rest the clip plays."""
     from marionette.bridge.file_import import load_file
     from marionette.bridge.session import fresh_session
 
@@ -64,7 +58,6 @@ def _compare(bpy, out, clip: str, path, unreal: bool) -> tuple[float, float, flo
     frames = np.arange(first, last + 1)
     rest, world = _played(bpy, arm, names, frames)
     height = float(np.ptp(rest[:, 2, 3]))
-    kept = [k for k, n in enumerate(names) if not (unreal and n.startswith(UNREAL_OFF))]
 
     fresh_session()
     loaded = load_file(str(path))
@@ -78,7 +71,7 @@ def _compare(bpy, out, clip: str, path, unreal: bool) -> tuple[float, float, flo
     rest_b, world_b = _played(bpy, back, names, frames + shift)
     turn_a, turn_b = _turns(world, rest), _turns(world_b, rest_b)
     angle = float(_angle(turn_a, turn_b).max())
-    place = float(np.linalg.norm(world[:, kept, :3, 3] - world_b[:, kept, :3, 3], axis=-1).max() / height)
+    place = float(np.linalg.norm(world[..., :3, 3] - world_b[..., :3, 3], axis=-1).max() / height)
     moved = float(_angle(turn_a, np.broadcast_to(np.eye(3), turn_a.shape)).max())
     return angle, place, moved
 
@@ -98,7 +91,7 @@ def test_one_file_per_clip_in_pack_order_plays_as_the_baked_action(blender, tmp_
     assert f"({fmt} for {engine})" in lines[at]
     assert [line.strip() for line in lines[at + 1 : at + 3]] == [f"{c}.{fmt}" for c in CLIPS]
     for clip, path in zip(CLIPS, expected, strict=True):
-        angle, place, moved = _compare(blender, out, clip, ex / os.path.basename(path), engine == "unreal")
+        angle, place, moved = _compare(blender, out, clip, ex / os.path.basename(path))
         print(f"{clip}.{fmt}: {angle:.5f} deg, heads {100 * place:.5f} % of height, clip moves {moved:.1f} deg")
         assert moved > 20, "the compared clip barely moves"
         assert angle < MAX_DEG, f"{clip}: bones {angle:.4f} deg off after the round trip"
