@@ -95,6 +95,19 @@ def push_keeping_active(obj: Any, actions: list[Any], before: Playing) -> list[A
     return tracks
 
 
+def drop_emptied_tracks(obj: Any) -> list[str]:
+    """Remove ``obj``'s pushed tracks (muted, one strip) whose strip lost its Action (a clip baked
+    again replaced it: its new Action is pushed on a track of its own). Returns their names."""
+    ad = obj.animation_data
+    if ad is None:
+        return []
+    gone = [t for t in ad.nla_tracks if t.mute and len(t.strips) == 1 and t.strips[0].action is None]
+    names = [t.name for t in gone]
+    for track in gone:
+        ad.nla_tracks.remove(track)
+    return names
+
+
 @contextmanager
 def playing(obj: Any, action: Any, action_slot: Any = None) -> Iterator[None]:
     """``obj`` plays ``action`` for the ``with`` block, then plays what it played before: to

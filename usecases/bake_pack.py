@@ -228,6 +228,7 @@ def push_saved_volumes(report: BatchReport, armature: str) -> list[str]:
     for path in report.info.get("outputs", []):
         bpy.ops.wm.open_mainfile(filepath=path, load_ui=False)
         target = bpy.data.objects[armature]
+        nla_stack.drop_emptied_tracks(target)
         ad = target.animation_data
         stacked = {s.action for t in ad.nla_tracks for s in t.strips} if ad is not None else set()
         clips = [a for a in bpy.data.actions if a.get(SOURCE_PROPERTY) is not None and a not in stacked]

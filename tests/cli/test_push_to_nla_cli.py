@@ -50,3 +50,22 @@ def test_push_to_nla_saves_the_clip_on_a_muted_track_and_the_same_figures(blende
     clip = track.strips[0].action
     assert clip is not None and clip.name == track.name and clip.name.startswith("clip")
     assert (track.strips[0].frame_start, track.strips[0].frame_end) == tuple(clip.frame_range)
+
+
+@pytest.mark.slow
+def test_a_resumed_pack_rebaking_a_clip_leaves_one_live_strip_per_clip(blender, tmp_path: Path) -> None:
+    """``bake-pack --push-to-nla --resume`` with other settings bakes the clips again: each clip's
+    track then holds its new Action, never a strip whose Action was replaced (an empty strip)."""
+    bpy = blender
+    for k in range(2):
+        (tmp_path / f"clip{k}.bvh").write_text(bvh_text(10 + k))
+    (tmp_path / "char.bvh").write_text(bvh_text(6))
+    base = ["bake-pack", "clip0.bvh", "clip1.bvh", "char.bvh", "-o", "out.blend", "--jobs", "1", "--push-to-nla"]
+    for extra in ([], ["--resume", "--method", "rest-space"]):
+        res = run([*base, *extra], tmp_path)
+        assert res.returncode == 0, res.stderr[-3000:]
+    bpy.ops.wm.open_mainfile(filepath=str(tmp_path / "out.blend"), load_ui=False)
+    arm = next(o for o in bpy.data.objects if o.type == "ARMATURE")
+    strips = [(t.name, s.action.name if s.action else None) for t in arm.animation_data.nla_tracks for s in t.strips]
+    assert all(action is not None for _, action in strips), strips
+    assert len(strips) == 2 and len({a for _, a in strips}) == 2, strips
