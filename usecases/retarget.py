@@ -42,6 +42,9 @@ from .rigs import pick_action, pick_armature, rig_input, target_input
 #: Bindings of the rig pairs retargeted in this session: the clips of a pack bind their pair once;
 #: an edited mapping or rest gets a new binding (the key holds both).
 BINDINGS = BindingCache()
+#: A target segment longer or shorter than at rest by more than this (beyond what the source's own
+#: segments do) is warned about: joints pulled apart, which direction figures do not see.
+TARGET_STRETCH_WARNING = 0.05
 
 
 @dataclass
@@ -176,6 +179,11 @@ def judge_action(
         report.setdefault("warnings", []).append(
             f"the clip moves joints off their rest offsets (segments stretch by up to {100 * report['source_stretch']:.0f} %); "
             "directions follow the bones' rotations there"
+        )
+    if report["target_stretch"] > TARGET_STRETCH_WARNING + report["source_stretch"]:
+        report.setdefault("warnings", []).append(
+            f"what plays pulls the target's joints off their bones (segments {100 * report['target_stretch']:.0f} % "
+            "longer or shorter than at rest): bone directions alone do not show it"
         )
     return report
 

@@ -301,12 +301,18 @@ def rotation_since_first_frame_by_group(binding: Binding, source: FloatArray, ta
     return out
 
 
-def segment_stretch(binding: Binding, source: FloatArray) -> float:
-    """Largest relative change of a framed source segment's length against the rest over the clip:
-    0 for a rigid clip; large when the clip keys translations that move joints off their offsets
-    (directions of such segments mean little, and the retarget relies on the bones' rotations)."""
-    length = np.linalg.norm(binding.tables.source_segments.segments(source), axis=-1)  # (T, K)
-    ref = binding.tables.source_rest_lengths
+def segment_stretch(binding: Binding, placements: FloatArray, side: str = "source") -> float:
+    """Largest relative change of a framed segment's length against its rest over the clip, on
+    ``side``: 0 for a rigid pose. On the source, large when the clip keys translations that move
+    joints off their offsets (directions of such segments mean little, and the retarget relies on
+    the bones' rotations); on the target, large when what plays pulls joints apart or together
+    (a joint detached from its bone scores nothing on directions)."""
+    if side == "source":
+        table, ref = binding.tables.source_segments, binding.tables.source_rest_lengths
+    else:
+        table = binding.tables.target_segments
+        ref = np.linalg.norm(table.segments(binding.target.rest[None])[0], axis=-1)
+    length = np.linalg.norm(table.segments(placements), axis=-1)  # (T, K)
     some = ref > 0
     if not np.any(some) or length.shape[0] == 0:
         return 0.0
@@ -524,6 +530,7 @@ def measure(binding: Binding, source: FloatArray, target: FloatArray, native: bo
         },
         "rotation_since_first_frame_deg": rotation_since_first_frame_by_group(binding, source, target),
         "source_stretch": segment_stretch(binding, source),
+        "target_stretch": segment_stretch(binding, target, "target"),
         "foot_skating": foot_skating(binding, source, target),
         "silhouette_iou": sil,
         "key_frames": key_frame_sketches(binding, source, target),
