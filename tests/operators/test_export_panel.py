@@ -357,3 +357,52 @@ def test_esc_starts_no_further_clip_and_keeps_what_is_written(character, tmp_pat
     assert sorted(p.name for p in out.iterdir()) == sorted(file_stem(a) + ".fbx" for a in actions[:2])  # nothing hidden left either
     _assert_same_session(before, _session(bpy))
     assert _run_dirs() == runs
+
+
+# --- the sub-panel ----------------------------------------------------------------------------
+
+
+class _Layout:
+    """Stands in for a UILayout: records the labels and the engine buttons drawn; ``prop`` and
+    ``prop_enum`` check that the property (and the value) exist."""
+
+    def __init__(self, record=None):
+        object.__setattr__(self, "record", record if record is not None else {"labels": [], "engines": []})
+
+    def __getattr__(self, name):
+        def call(*args, **kwargs):
+            if name == "label":
+                self.record["labels"].append(kwargs.get("text", ""))
+            if name in ("prop", "prop_enum"):
+                data, prop = args[0], args[1]
+                assert prop in data.bl_rna.properties, f"{type(data).__name__} has no property {prop!r}"
+                if name == "prop_enum":
+                    assert args[2] in data.bl_rna.properties[prop].enum_items.keys()
+                    self.record["engines"].append(args[2])
+            return _Layout(self.record)
+
+        return call
+
+    def __setattr__(self, name, value):
+        pass
+
+
+def test_the_sub_panel_shows_the_formats_engines_and_what_is_exported(character, tmp_path):
+    bpy, source, target = character
+    from marionette.panels.retarget_panel import VIEW3D_PT_marionette_export
+
+    def drawn():
+        layout = _Layout()
+        VIEW3D_PT_marionette_export.draw(type("P", (), {"layout": layout})(), bpy.context)
+        return layout.record
+
+    e = bpy.context.scene.marionette.export
+    assert VIEW3D_PT_marionette_export.bl_parent_id == "VIEW3D_PT_marionette_retarget"
+    assert drawn()["labels"][0].startswith("No new Action to export")
+    new, _ = _retarget(bpy, target)
+    assert drawn()["labels"] == [f"{new.name} on {target.name}"]
+    assert drawn()["engines"] == ["UNITY", "UNREAL"]
+    e.file_format = "GLTF"
+    assert drawn()["engines"] == ["WEB", "GODOT"] and e.engine == "WEB"
+    e.what = "BATCH"
+    assert drawn()["labels"][0].startswith("No Batch Bake in this file yet")
