@@ -28,6 +28,11 @@ FINISH_WAIT = 600.0
 MAX_WORKERS = 4
 
 
+def _hidden_folders(path: str) -> list[str]:
+    """The exporter's hidden work folders beside ``path`` (:func:`..bridge.export_files.export_character`)."""
+    return glob.glob(os.path.join(glob.escape(os.path.dirname(path)), ".marionette-export-*"))
+
+
 class ExportRun:
     """Write ``clips`` (Actions of the saved copy ``blend``; each :class:`ClipExport` names its
     file) on the armature ``armature`` in format ``fmt`` for ``engine``. ``work_dir``: the run's own
@@ -49,7 +54,7 @@ class ExportRun:
         self._worker: Worker | None = None
         self._started_workers = 0
         self._finished = False
-        self._started_at = time.time()
+        self._hidden_before: set[str] = set()
         self._interrupt = False
 
     # --- what the operator shows ---
@@ -111,16 +116,21 @@ class ExportRun:
             task = {"op": "export", "blend": self.blend, "armature": self.armature, "clip": clip.clip,
                     "path": clip.path, "format": self.fmt, "engine": self.engine}
             self._current = clip
+            self._hidden_before = set(_hidden_folders(clip.path))
             if self._pool.send(self._worker, task):
                 return
             self._lose_worker(self._worker)
 
     def _lose_worker(self, worker: Worker) -> None:
+        """The worker went away (or was stopped): the clip it was writing is failed, and the hidden
+        folder the exporter was writing it into (nothing reached the clip's file) is removed."""
         assert self._pool is not None
         why = self._pool.retire(worker)
         self._worker = None
         if self._current is not None:
             self._current.status, self._current.reason = FAILED, f"not written: {why}"
+            for left in set(_hidden_folders(self._current.path)) - self._hidden_before:
+                shutil.rmtree(left, ignore_errors=True)
             self._current = None
 
     def step(self, timeout: float = 0.2) -> bool:
@@ -169,14 +179,8 @@ class ExportRun:
         while self._current is not None and time.monotonic() < deadline:
             self.step(min(0.2, max(0.0, deadline - time.monotonic())))
         if self._current is not None and self._worker is not None and self._pool is not None:
-            folder = os.path.dirname(self._current.path)
             self._pool.kill(self._worker)
             self._lose_worker(self._worker)
-            # The exporter writes into a hidden folder of its own first (nothing reached the clip's
-            # file): the one the stopped worker was writing is removed.
-            for left in glob.glob(os.path.join(glob.escape(folder), ".marionette-export-*")):
-                if os.path.getmtime(left) >= self._started_at:
-                    shutil.rmtree(left, ignore_errors=True)
         for c in self._pending:  # the run ended before them without a stop (no clip left unsaid)
             c.reason = c.reason or "not started"
         self._pending.clear()

@@ -26,6 +26,7 @@ import bpy
 
 from ..batch_runner.driving import CtrlC
 from ..batch_runner.export_run import ExportRun
+from ..bridge.compat import action_fcurves
 from ..core.batch.output_files import REPORT_RECORD
 from ..core.batch.status import CLIP_GOOD
 from ..core.errors import MarionetteError
@@ -82,7 +83,22 @@ def clips_to_export(scene: Any, what: str) -> tuple[Any, list[str]]:
     if not any(n in bpy.data.actions for n in names):
         gone = ", ".join(repr(n) for n in names[:3])
         raise MarionetteError(f"No Action to export: {gone} {'is' if len(names) == 1 else 'are'} no longer in the file")
+    action = bpy.data.actions.get(names[0])
+    keyed = _keyed_bones(action) if action is not None else set()
+    if keyed and not keyed & set(target.data.bones.keys()):
+        raise MarionetteError(f"{action.name!r} keys none of {target.name!r}'s bones: it was made for another armature; "
+                              "pick its target in the Retarget panel")
     return target, names
+
+
+def _keyed_bones(action: Any) -> set[str]:
+    """The bones any slot of ``action`` keys."""
+    out = set()
+    for slot in action.slots:
+        for fc in action_fcurves(action, slot):
+            if fc.data_path.startswith('pose.bones["'):
+                out.add(fc.data_path[len('pose.bones["') :].split('"]', 1)[0])
+    return out
 
 
 def writable_folder(folder: str) -> str:

@@ -257,6 +257,53 @@ def test_an_existing_file_is_kept_unless_replace_is_on(character, tmp_path):
     assert [x["name"] for x in glb_json(kept)["animations"]] == [actions[0]]
 
 
+def test_a_clip_that_fails_is_listed_and_the_others_go_on(character, tmp_path):
+    """A folder stands where one clip's file goes (Replace Existing Files on): the exporter's file
+    cannot take its place; that clip is reported, nothing of it written, the folder untouched."""
+    bpy, source, target = character
+    from marionette.core.export.outcomes import EXPORTED, FAILED
+    from marionette.usecases.export_pack import file_stem
+    from marionette.usecases.export_scene import export_here, finish_scene_export, start_scene_export
+
+    actions = _batch_bake(bpy, tmp_path, ["walk", "jog", "run"])
+    out = tmp_path / "out"
+    blocked = out / (file_stem(actions[1]) + ".glb")
+    blocked.mkdir(parents=True)
+    (blocked / "keep.txt").write_text("the user's")
+    e = bpy.context.scene.marionette.export
+    e.file_format, e.engine, e.folder, e.what, e.replace_files = "GLB", "GODOT", str(out), "BATCH", True
+    run = start_scene_export(bpy.context.scene, e)
+    export_here(run)
+    outcome = finish_scene_export(run)
+    assert [c.status for c in outcome.clips] == [EXPORTED, FAILED, EXPORTED]
+    assert f"exporting clip {actions[1]!r} failed" in outcome.clips[1].reason and "nothing written" in outcome.clips[1].reason
+    assert outcome.lines()[0].startswith("exported 2 of 3 clips") and outcome.lines()[1].startswith(f"{actions[1]}: ")
+    assert sorted(p.name for p in out.iterdir()) == sorted(file_stem(a) + ".glb" for a in actions)
+    assert [p.name for p in blocked.iterdir()] == ["keep.txt"]
+
+
+def test_a_worker_lost_costs_its_clip_and_a_new_one_takes_the_rest(character, tmp_path):
+    bpy, source, target = character
+    from marionette.core.export.outcomes import EXPORTED, FAILED
+    from marionette.usecases.export_pack import file_stem
+    from marionette.usecases.export_scene import export_here, finish_scene_export, start_scene_export
+
+    actions = _batch_bake(bpy, tmp_path, ["walk", "jog", "run"])
+    out = tmp_path / "out"
+    e = bpy.context.scene.marionette.export
+    e.file_format, e.engine, e.folder, e.what = "FBX", "UNITY", str(out), "BATCH"
+    run = start_scene_export(bpy.context.scene, e)
+    run._worker.proc.kill()  # as the exporter crashing Blender would
+    export_here(run)
+    outcome = finish_scene_export(run)
+    statuses = [c.status for c in outcome.clips]
+    assert [c.clip for c in outcome.clips] == actions and sorted(statuses) == [EXPORTED, EXPORTED, FAILED]
+    lost = next(c for c in outcome.clips if c.status == FAILED)
+    assert "was killed by signal SIGKILL" in lost.reason
+    written = [c.clip for c in outcome.clips if c.status == EXPORTED]
+    assert sorted(p.name for p in out.iterdir()) == sorted(file_stem(a) + ".fbx" for a in written)  # nothing hidden left
+
+
 # --- bad input --------------------------------------------------------------------------------
 
 
@@ -295,8 +342,12 @@ def test_nothing_to_export_is_refused(character, tmp_path):
         with pytest.raises(RuntimeError, match=said):
             bpy.ops.marionette.export_clips()
     new, _ = _retarget(bpy, target)
+    s = bpy.context.scene.marionette
+    s.target, e.what = source, "ACTION"
+    with pytest.raises(MarionetteError, match="made for another armature"):
+        start_scene_export(bpy.context.scene, e)
+    s.target = target
     bpy.data.actions.remove(new)
-    e.what = "ACTION"
     with pytest.raises(MarionetteError, match="no longer in the file"):
         start_scene_export(bpy.context.scene, e)
     assert not (tmp_path / "out").exists()
