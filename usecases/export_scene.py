@@ -84,8 +84,8 @@ def clips_to_export(scene: Any, what: str) -> tuple[Any, list[str]]:
         gone = ", ".join(repr(n) for n in names[:3])
         raise MarionetteError(f"No Action to export: {gone} {'is' if len(names) == 1 else 'are'} no longer in the file")
     action = bpy.data.actions.get(names[0])
-    keyed = _keyed_bones(action) if action is not None else set()
-    if keyed and not keyed & set(target.data.bones.keys()):
+    keyed: set[str] = _keyed_bones(action) if action is not None else set()
+    if action is not None and keyed and not keyed & set(target.data.bones.keys()):
         raise MarionetteError(f"{action.name!r} keys none of {target.name!r}'s bones: it was made for another armature; "
                               "pick its target in the Retarget panel")
     return target, names
@@ -93,7 +93,7 @@ def clips_to_export(scene: Any, what: str) -> tuple[Any, list[str]]:
 
 def _keyed_bones(action: Any) -> set[str]:
     """The bones any slot of ``action`` keys."""
-    out = set()
+    out: set[str] = set()
     for slot in action.slots:
         for fc in action_fcurves(action, slot):
             if fc.data_path.startswith('pose.bones["'):
@@ -164,7 +164,8 @@ def start_scene_export(scene: Any, choice: Any) -> ExportRun:
     description = f"{FORMAT_NAMES[fmt]} for {ENGINE_NAMES[engine]}"
     if all(c.status == FAILED for c in clips):  # nothing to write: no copy, no process
         return ExportRun("", target.name, clips, fmt, engine, "", folder=folder, description=description)
-    work = tempfile.mkdtemp(prefix="marionette-export-")
+    # In Blender's own temporary folder of this session where there is one: Blender removes it on exit.
+    work = tempfile.mkdtemp(prefix="marionette-export-", dir=bpy.app.tempdir or None)
     copy = os.path.join(work, "session.blend")
     try:
         # A copy: the open file keeps its path and its unsaved state; what it holds now is exported.

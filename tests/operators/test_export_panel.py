@@ -87,7 +87,11 @@ def _assert_same_session(before: dict, after: dict) -> None:
 
 
 def _run_dirs() -> set[str]:
-    return {n for n in os.listdir(tempfile.gettempdir()) if n.startswith("marionette-export-")}
+    """The export runs' own folders in the temporary folders (Blender's of this session, and the system's)."""
+    import bpy
+
+    folders = {tempfile.gettempdir(), bpy.app.tempdir or tempfile.gettempdir()}
+    return {os.path.join(f, n) for f in folders for n in os.listdir(f) if n.startswith("marionette-export-")}
 
 
 # --- fixtures --------------------------------------------------------------------------------
@@ -388,6 +392,7 @@ def test_esc_starts_no_further_clip_and_keeps_what_is_written(character, tmp_pat
     out = tmp_path / "out"
     e.file_format, e.folder, e.what = "FBX", str(out), "BATCH"
     run = start_scene_export(bpy.context.scene, e)
+    assert _run_dirs() - runs == {os.path.dirname(run.blend)} and os.path.isfile(run.blend)  # the copy the worker opens
     driver = ModalDriver(run)
     assert driver.event("MOUSEMOVE", "NOTHING") == "PASS_THROUGH"
     assert driver.event("ESC", "RELEASE") != "FINISHED"
