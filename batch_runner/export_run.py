@@ -72,11 +72,6 @@ class ExportRun:
     def running(self) -> bool:
         return self._current is not None or (bool(self._pending) and self.outcome.stopped is None)
 
-    @property
-    def closed(self) -> bool:
-        """Whether the run hands out no more clips (it ended, or was stopped)."""
-        return not self.running
-
     def progress_text(self) -> str:
         failed = sum(1 for c in self.outcome.clips if c.status == FAILED)
         now = f", writing {self._current.clip}" if self._current is not None else ""
@@ -170,8 +165,9 @@ class ExportRun:
         self._pending.clear()
 
     def finish(self, wait: float = FINISH_WAIT) -> ExportOutcome:
-        """Wait for the clip being written (at most ``wait`` seconds, then its worker is stopped
-        and the clip reported), stop the worker, remove the run's folder; the outcome."""
+        """Run to the end (after :meth:`cancel`: only the clip being written), for at most ``wait``
+        seconds, after which the worker is stopped and its clip reported; stop the worker, remove
+        the run's folder; the outcome."""
         if self._finished:
             return self.outcome
         self._finished = True
@@ -181,9 +177,8 @@ class ExportRun:
         if self._current is not None and self._worker is not None and self._pool is not None:
             self._pool.kill(self._worker)
             self._lose_worker(self._worker)
-        for c in self._pending:  # the run ended before them without a stop (no clip left unsaid)
-            c.reason = c.reason or "not started"
-        self._pending.clear()
+        if self._pending:
+            self.cancel(f"not finished within {wait:.0f} s")
         if self._pool is not None:
             self._pool.close()
         if self.work_dir:

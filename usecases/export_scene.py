@@ -128,10 +128,16 @@ def writable_folder(folder: str) -> str:
     return path
 
 
+def _written_with(path: str, fmt: str) -> list[str]:
+    """The files an export to ``path`` writes that a user may have already: the file, and a
+    .gltf's .bin beside it."""
+    return [path, os.path.splitext(path)[0] + ".bin"] if fmt == "gltf" else [path]
+
+
 def planned_clips(names: list[str], folder: str, fmt: str, replace: bool) -> list[ClipExport]:
     """One entry per clip, its file ``folder/<clip>.<ext>``; those that cannot be written are
     failed already: an Action gone from the file, a file name another clip has, an existing file
-    (kept unless ``replace``)."""
+    (kept unless ``replace``; for .gltf its .bin too)."""
     ext = EXTENSION_OF_FORMAT[fmt]
     stems = [file_stem(n) for n in names]
     clashes = same_stem_clashes(stems)
@@ -142,8 +148,8 @@ def planned_clips(names: list[str], folder: str, fmt: str, replace: bool) -> lis
             clip.status, clip.reason = FAILED, "the Action is no longer in the file"
         elif k in clashes:
             clip.status, clip.reason = FAILED, f"{stem + ext} is the file of clip {names[clashes[k]]!r} already"
-        elif os.path.lexists(clip.path) and not replace:
-            clip.status, clip.reason = FAILED, f"{clip.path} exists; kept (turn on Replace Existing Files)"
+        elif not replace and (there := [p for p in _written_with(clip.path, fmt) if os.path.lexists(p)]):
+            clip.status, clip.reason = FAILED, f"{there[0]} exists; kept (turn on Replace Existing Files)"
         out.append(clip)
     return out
 

@@ -259,6 +259,13 @@ def test_an_existing_file_is_kept_unless_replace_is_on(character, tmp_path):
     assert sorted(p.name for p in out.iterdir()) == sorted(file_stem(a) + ".glb" for a in actions)
     assert _export(bpy, out, "GLB", "GODOT", what="BATCH", replace=True) == {"FINISHED"}
     assert [x["name"] for x in glb_json(kept)["animations"]] == [actions[0]]
+    # A .gltf brings a .bin beside it: one of the user's of that name is kept too.
+    sep = tmp_path / "sep"
+    sep.mkdir()
+    (sep / (file_stem(actions[1]) + ".bin")).write_bytes(b"the user's own data")
+    assert _export(bpy, sep, "GLTF", "WEB", what="BATCH") == {"FINISHED"}
+    assert (sep / (file_stem(actions[1]) + ".bin")).read_bytes() == b"the user's own data"
+    assert sorted(p.name for p in sep.iterdir()) == sorted([file_stem(actions[0]) + ".gltf", file_stem(actions[0]) + ".bin", file_stem(actions[1]) + ".bin"])
 
 
 def test_a_clip_that_fails_is_listed_and_the_others_go_on(character, tmp_path):
