@@ -12,7 +12,8 @@ files this process read before; everything the file brought is dropped afterward
 
 :func:`serve` is a worker's main loop: it connects back to the main process (address and key
 given on the command line and in the environment), receives the run's settings once, then task
-after task (a file, or some of a file's clips), and sends its messages as they exist, so the main
+after task (a file, or some of a file's clips; or, for the sidebar's Export, a clip to write for an
+engine: :mod:`.export_worker`), and sends its messages as they exist, so the main
 process writes one file while the next is computed. Messages go in batches: a BVH task's
 ``clips``, ``clip`` and ``file_done`` travel as one send; an imported file's ``clips`` and each
 ``clip`` go at once (when the main process may split the file, it answers the first ``clip``
@@ -45,6 +46,7 @@ from ..core.batch.output_files import write_part
 from ..core.batch.settings import BakeSettings
 from ..core.errors import MarionetteError
 from ..core.formats.bvh import BvhData, read_bvh
+from .export_worker import export_one
 from .worker_process import die_with_parent, peak_memory_mb
 
 KEY_ENVIRONMENT = "MARIONETTE_BATCH_KEY"
@@ -291,6 +293,11 @@ def serve(argv: list[str]) -> int:
             if op == "setup":
                 cache = PackCache(BakeSettings.from_message(task["settings"]))
                 parts_dir = task.get("parts_dir")
+                continue
+            if op == "export":  # the sidebar's Export: one clip written from a saved copy of the session
+                conn.send([export_one(task)])
+                sys.stdout.flush()
+                sys.stderr.flush()
                 continue
             if op != "file" or cache is None:
                 continue

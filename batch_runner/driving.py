@@ -1,15 +1,34 @@
 """How a run is driven besides the command line's loop: the modal operator's events
-(:class:`ModalDriver`: a timer tick writes what has arrived, Esc cancels) and Ctrl-C while a run
-goes on in this process (:class:`CtrlC`)."""
+(:class:`ModalDriver`: a timer tick writes what has arrived, Esc cancels; for Batch Bake and for
+the sidebar's Export) and Ctrl-C while a run goes on in this process (:class:`CtrlC`)."""
 
 from __future__ import annotations
 
 import signal
 import threading
 import time
-from typing import Any
+from typing import Any, Protocol
 
-from .runner import BatchBake
+
+class SteppedRun(Protocol):
+    """What a modal operator drives: a run that goes on step by step and can be stopped
+    (:class:`.runner.BatchBake`, :class:`.export_run.ExportRun`)."""
+
+    @property
+    def running(self) -> bool: ...
+
+    def step(self, timeout: float = 0.2) -> bool: ...
+
+    def cancel(self, reason: str) -> None: ...
+
+
+class InterruptibleRun(SteppedRun, Protocol):
+    """A run Ctrl-C can ask to stop at its next safe point."""
+
+    @property
+    def interrupt_requested(self) -> bool: ...
+
+    def request_interrupt(self) -> None: ...
 
 
 class ModalDriver:
@@ -18,7 +37,7 @@ class ModalDriver:
     the tick), Esc cancels keeping what is baked, anything else passes through. :meth:`event`
     returns the operator's answer (``RUNNING_MODAL``, ``PASS_THROUGH`` or ``FINISHED``)."""
 
-    def __init__(self, runner: BatchBake, budget: float = 0.04) -> None:
+    def __init__(self, runner: SteppedRun, budget: float = 0.04) -> None:
         self.runner = runner
         self.budget = budget
         self.ticks = 0
@@ -40,7 +59,7 @@ class CtrlC:
     """While active, the first Ctrl-C asks the run to stop at the next safe point (never in the
     middle of writing an Action); a second one interrupts at once."""
 
-    def __init__(self, runner: BatchBake) -> None:
+    def __init__(self, runner: InterruptibleRun) -> None:
         self.runner = runner
         self.previous: Any = None
 

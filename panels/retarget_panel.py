@@ -1,5 +1,5 @@
 """The sidebar tab "Retarget": pick the pair and the clip, review the mapping, retarget, read the
-quality figures."""
+quality figures; bake a pack; export for a game engine."""
 
 from __future__ import annotations
 
@@ -11,8 +11,10 @@ import bpy
 from ..bridge.control_preview import control_rig_preview
 from ..core.batch.output_files import REPORT_RECORD
 from ..core.batch.status import CLIP_GOOD, FILE_BAKED
+from ..core.errors import MarionetteError
 from ..core.mapping.humanoid import MINIMUM_SLOTS
 from ..properties.retarget_settings import clip_of
+from ..usecases.export_scene import FORMAT_OF_CHOICE, clips_to_export, engines_for
 from ..viewport.deferred_summary import measured_summary, summary_pending
 
 
@@ -236,4 +238,39 @@ class VIEW3D_PT_marionette_batch(MarionettePanel, bpy.types.Panel):
 
 
 classes = (*classes, VIEW3D_PT_marionette_batch)
+register, unregister = bpy.utils.register_classes_factory(classes)
+
+
+class VIEW3D_PT_marionette_export(MarionettePanel, bpy.types.Panel):
+    """Export: the new Action or the last Batch Bake's, for a game engine or the web."""
+
+    bl_label = "Export"
+    bl_parent_id = "VIEW3D_PT_marionette_retarget"
+    bl_options = {"DEFAULT_CLOSED"}
+
+    def draw(self, context: Any) -> None:
+        e = context.scene.marionette.export
+        col = self.layout.column()
+        col.prop(e, "file_format")
+        row = col.row(align=True)
+        for engine in engines_for(FORMAT_OF_CHOICE[e.file_format]):  # only the engines that read the format
+            row.prop_enum(e, "engine", engine.upper())
+        col.prop(e, "folder")
+        col.prop(e, "what", text="")
+        try:
+            target, names = clips_to_export(context.scene, e.what)
+        except MarionetteError as exc:
+            row = col.row()
+            row.alert = True
+            row.label(text=str(exc), icon="ERROR")
+        else:
+            shown = names[0] if len(names) == 1 else f"{len(names)} Actions ({names[0]}, …)"
+            col.label(text=f"{shown} on {target.name}", icon="ACTION")
+        col.prop(e, "replace_files")
+        row = col.row(align=True)
+        row.scale_y = 1.2
+        row.operator("marionette.export_clips", icon="EXPORT")
+
+
+classes = (*classes, VIEW3D_PT_marionette_export)
 register, unregister = bpy.utils.register_classes_factory(classes)

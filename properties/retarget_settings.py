@@ -23,6 +23,7 @@ from bpy.props import (
 from ..core.mapping.bone_mapping import BoneMapping, MappedBone
 from ..core.mapping.humanoid import MINIMUM_SLOTS
 from ..core.retarget.geometric import RetargetOptions
+from .export_settings import MarionetteExportSettings
 
 ROOT_MOTION_ITEMS = [
     ("HIPS", "On the Hips", "Keep the clip's travel on the hips bone"),
@@ -125,6 +126,7 @@ class MarionetteSettings(bpy.types.PropertyGroup):
     )
     mapping_pair: StringProperty(name="Mapped Pair", description="Source and target the rows were made for")  # type: ignore[valid-type]
     last_report: StringProperty(name="Last Report", description="Summary of the last retarget (JSON)")  # type: ignore[valid-type]
+    export: PointerProperty(type=MarionetteExportSettings)  # type: ignore[valid-type]
 
 
 def pair_key(settings: MarionetteSettings) -> str:

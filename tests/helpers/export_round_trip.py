@@ -177,3 +177,29 @@ def round_trip(
         float(travel), len(ref.frames), len(ref.names), [a.name for a in bpy.data.actions], exported.report,
         dict(zip(ref.names, ref.rest[:, :3, 3], strict=True)), dict(zip(ref.names, ref.world[0, :, :3, 3], strict=True)), ref.hip_height, ref.bones, ref.hips,
     )
+
+
+# --- for a comparison made elsewhere (the sidebar's Export) ----------------------------------
+
+
+def bone_worlds(obj: Any, names: list[str], frames: np.ndarray) -> np.ndarray:
+    """``(T, B, 4, 4)``: the world matrices of ``obj``'s bones ``names`` at each of ``frames``, as
+    Blender plays them (the scene's current frame is moved)."""
+    return _world(obj, names, frames)
+
+
+def rest_worlds(obj: Any, names: list[str]) -> np.ndarray:
+    """``(B, 4, 4)``: the rest world matrices of ``obj``'s bones ``names``."""
+    return _rest_world(obj, names)
+
+
+def turn_errors_deg(world_a: np.ndarray, rest_a: np.ndarray, world_b: np.ndarray, rest_b: np.ndarray) -> np.ndarray:
+    """``(T, B)`` degrees between two plays' world turns from rest, bone by bone (independent of
+    the bones' own axes, which importers choose)."""
+    return _angle(_turns(world_a, rest_a), _turns(world_b, rest_b))
+
+
+def turns_from_rest_deg(world: np.ndarray, rest: np.ndarray) -> np.ndarray:
+    """``(T, B)`` degrees each bone is turned from its rest (how much the compared play moves)."""
+    turns = _turns(world, rest)
+    return _angle(turns, np.broadcast_to(np.eye(3), turns.shape))
