@@ -12,7 +12,7 @@ from typing import Any
 
 from ..core.errors import FileFormatError, MappingError, MarionetteError
 from ..core.export.presets import ENGINES, EXPORTED, FORMAT_OF_EXTENSION, export_format, preset_for
-from ..core.paths import BLEND, USAGE, Output, OutputRefused, check_inputs, check_outputs
+from ..core.paths import BLEND, USAGE, Output, OutputRefused, check_inputs, check_outputs, folder_write_problem
 from .job_output import job_output
 from .registry import command
 
@@ -344,17 +344,9 @@ def _check_export_dir(args: argparse.Namespace) -> Any:
     folder = os.path.abspath(args.export_dir)
     if os.path.lexists(folder) and not os.path.isdir(folder):
         raise OutputRefused(f"--export-dir {args.export_dir}: exists and is not a folder")
-    existing = folder
-    while not os.path.exists(existing):  # made with its missing folders: the nearest existing one decides
-        existing = os.path.dirname(existing)
-    import tempfile
-
-    try:
-        fd, probe = tempfile.mkstemp(prefix=".marionette-probe-", dir=existing)
-    except OSError as exc:
-        raise OutputRefused(f"--export-dir {args.export_dir}: cannot be written in {existing} ({exc.strerror or exc})") from None
-    os.close(fd)
-    os.unlink(probe)
+    problem = folder_write_problem(folder)
+    if problem is not None:
+        raise OutputRefused(f"--export-dir {args.export_dir}: cannot be written, {problem}")
     return preset
 
 

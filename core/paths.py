@@ -83,6 +83,27 @@ def _written_with(path: str, out: Output) -> bool:
     return os.path.dirname(p) == os.path.dirname(o) and re.fullmatch(re.escape(stem) + r"\.\d{3}\.blend", p) is not None
 
 
+def folder_write_problem(folder: str) -> str | None:
+    """Why files cannot be written in ``folder`` (made with its missing parents when the first
+    file is written, so the nearest existing one decides), or ``None``: a file is made and removed
+    there to find out."""
+    nearest = os.path.abspath(folder)
+    while not os.path.exists(nearest):
+        parent = os.path.dirname(nearest)
+        if parent == nearest:
+            break
+        nearest = parent
+    if not os.path.isdir(nearest):
+        return f"{nearest} is not a folder"
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".marionette-probe-", dir=nearest)
+    except OSError as exc:
+        return f"nothing can be written in {nearest} ({exc.strerror or exc})"
+    os.close(fd)
+    os.unlink(probe)
+    return None
+
+
 def _writable_place(option: str, path: str) -> None:
     """Refuse a path that exists as anything but a regular file, or whose folder cannot be made
     or written."""
@@ -90,20 +111,9 @@ def _writable_place(option: str, path: str) -> None:
         raise OutputRefused(f"{option} {path}: is a folder; give a file name")
     if os.path.lexists(path) and not os.path.isfile(path):
         raise OutputRefused(f"{option} {path}: exists and is not a regular file")
-    folder = os.path.dirname(os.path.abspath(path))
-    while not os.path.exists(folder):  # written with its missing folders: the nearest existing one decides
-        parent = os.path.dirname(folder)
-        if parent == folder:
-            break
-        folder = parent
-    if not os.path.isdir(folder):
-        raise OutputRefused(f"{option} {path}: cannot be written, {folder} is not a folder")
-    try:
-        fd, probe = tempfile.mkstemp(prefix=".marionette-probe-", dir=folder)
-    except OSError as exc:
-        raise OutputRefused(f"{option} {path}: cannot be written in {folder} ({exc.strerror or exc})") from None
-    os.close(fd)
-    os.unlink(probe)
+    problem = folder_write_problem(os.path.dirname(os.path.abspath(path)))
+    if problem is not None:
+        raise OutputRefused(f"{option} {path}: cannot be written, {problem}")
 
 
 def check_outputs(

@@ -13,10 +13,10 @@ import bpy
 from bpy.props import CollectionProperty, FloatProperty, IntProperty, StringProperty
 from bpy_extras.io_utils import ImportHelper
 
-from ..batch_runner.driving import ModalDriver
 from ..batch_runner.runner import DEFAULT_TIMEOUT, BatchBake
 from ..core.errors import MarionetteError
 from ..usecases.bake_pack import bake_here, finish_scene_bake, start_scene_bake
+from .modal_run import ModalRun
 
 
 def _target_of(context: Any) -> Any:
@@ -25,7 +25,7 @@ def _target_of(context: Any) -> Any:
     return obj if obj is not None and obj.type == "ARMATURE" else None
 
 
-class MARIONETTE_OT_batch_bake(bpy.types.Operator, ImportHelper):
+class MARIONETTE_OT_batch_bake(ModalRun, bpy.types.Operator, ImportHelper):
     """Bake every clip of the chosen files or folder onto the target as new Actions, in parallel
     (Esc keeps what is already baked)"""
 
@@ -49,8 +49,6 @@ class MARIONETTE_OT_batch_bake(bpy.types.Operator, ImportHelper):
     )
 
     _runner: BatchBake | None = None
-    _driver: ModalDriver | None = None
-    _timer: Any = None
 
     @classmethod
     def poll(cls, context: Any) -> bool:
@@ -80,49 +78,19 @@ class MARIONETTE_OT_batch_bake(bpy.types.Operator, ImportHelper):
         if bpy.app.background or context.window is None:
             bake_here(self._runner)
             return self._finish(context)
-        wm = context.window_manager
-        self._driver = ModalDriver(self._runner)
-        self._timer = wm.event_timer_add(0.05, window=context.window)
-        wm.progress_begin(0, max(1, self._runner.total_files))
-        wm.modal_handler_add(self)
-        self._status(context)
-        return {"RUNNING_MODAL"}
+        return self._start_modal(context, self._runner, self._runner.total_files, 0.05)
 
-    def _status(self, context: Any) -> None:
+    def _progress(self) -> tuple[str, int]:
         assert self._runner is not None
-        context.workspace.status_text_set(f"Batch Bake: {self._runner.progress_text()} (Esc to cancel)")
-        context.window_manager.progress_update(self._runner.files_done)
-
-    def modal(self, context: Any, event: Any) -> set[str]:
-        assert self._runner is not None and self._driver is not None
-        answer = self._driver.event(event.type, event.value)
-        if answer == "FINISHED":
-            return self._finish(context)
-        if answer == "RUNNING_MODAL":
-            self._status(context)
-        return {answer}
+        return f"Batch Bake: {self._runner.progress_text()}", self._runner.files_done
 
     def _finish(self, context: Any) -> set[str]:
         assert self._runner is not None
         report, saved = finish_scene_bake(self._runner, self.report_path, context.scene)
-        wm = context.window_manager
-        if self._timer is not None:
-            wm.event_timer_remove(self._timer)
-            self._timer = None
-            wm.progress_end()
-            context.workspace.status_text_set(None)
+        self._end_modal(context)
         lines = report.summary_lines()
-        self.report({"INFO"} if report.ok else {"WARNING"}, f"Batch Bake: {lines[0]}; report {saved}")
-        for line in lines[1:]:
-            self.report({"WARNING"}, line.strip())
-        if not bpy.app.background and context.window is not None:
-            def draw(menu: Any, _context: Any) -> None:
-                for line in lines[:30]:
-                    menu.layout.label(text=line.strip())
-
-            wm.popup_menu(draw, title="Batch Bake", icon="INFO" if report.ok else "ERROR")
+        self._show(context, "Batch Bake", [f"{lines[0]}; report {saved}", *lines[1:]], report.ok)
         self._runner = None
-        self._driver = None
         return {"FINISHED"}
 
     def cancel(self, context: Any) -> None:

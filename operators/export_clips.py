@@ -11,13 +11,13 @@ from typing import Any
 
 import bpy
 
-from ..batch_runner.driving import ModalDriver
 from ..batch_runner.export_run import ExportRun
 from ..core.errors import MarionetteError
 from ..usecases.export_scene import export_here, finish_scene_export, start_scene_export
+from .modal_run import ModalRun
 
 
-class MARIONETTE_OT_export_clips(bpy.types.Operator):
+class MARIONETTE_OT_export_clips(ModalRun, bpy.types.Operator):
     """Write the new Action, or every Action of the last Batch Bake, with the target and its skinned
     meshes, one file per clip for a game engine or the web (the open file is left as it is; Esc
     starts no further clip)"""
@@ -27,8 +27,7 @@ class MARIONETTE_OT_export_clips(bpy.types.Operator):
     bl_options = {"REGISTER"}  # nothing of the open file changes: no undo step
 
     _run: ExportRun | None = None
-    _driver: ModalDriver | None = None
-    _timer: Any = None
+    esc_text = "Esc to stop after this clip"
 
     @classmethod
     def poll(cls, context: Any) -> bool:
@@ -50,49 +49,18 @@ class MARIONETTE_OT_export_clips(bpy.types.Operator):
         if bpy.app.background or context.window is None:
             export_here(self._run)
             return self._finish(context)
-        wm = context.window_manager
-        self._driver = ModalDriver(self._run)
-        self._timer = wm.event_timer_add(0.1, window=context.window)
-        wm.progress_begin(0, max(1, self._run.total))
-        wm.modal_handler_add(self)
-        self._status(context)
-        return {"RUNNING_MODAL"}
+        return self._start_modal(context, self._run, self._run.total, 0.1)
 
-    def _status(self, context: Any) -> None:
+    def _progress(self) -> tuple[str, int]:
         assert self._run is not None
-        context.workspace.status_text_set(f"Export: {self._run.progress_text()} (Esc to stop after this clip)")
-        context.window_manager.progress_update(self._run.done)
-
-    def modal(self, context: Any, event: Any) -> set[str]:
-        assert self._run is not None and self._driver is not None
-        answer = self._driver.event(event.type, event.value)
-        if answer == "FINISHED":
-            return self._finish(context)
-        if answer == "RUNNING_MODAL":
-            self._status(context)
-        return {answer}
+        return f"Export: {self._run.progress_text()}", self._run.done
 
     def _finish(self, context: Any) -> set[str]:
         assert self._run is not None
         outcome = finish_scene_export(self._run)
-        wm = context.window_manager
-        if self._timer is not None:
-            wm.event_timer_remove(self._timer)
-            self._timer = None
-            wm.progress_end()
-            context.workspace.status_text_set(None)
-        lines = outcome.lines()
-        self.report({"INFO"} if outcome.ok else {"WARNING"}, f"Export: {lines[0]}")
-        for line in lines[1:]:
-            self.report({"WARNING"}, line)
-        if not bpy.app.background and context.window is not None:
-            def draw(menu: Any, _context: Any) -> None:
-                for line in lines[:30]:
-                    menu.layout.label(text=line)
-
-            wm.popup_menu(draw, title="Export", icon="INFO" if outcome.ok else "ERROR")
+        self._end_modal(context)
+        self._show(context, "Export", outcome.lines(), outcome.ok)
         self._run = None
-        self._driver = None
         return {"FINISHED"} if outcome.written else {"CANCELLED"}
 
     def cancel(self, context: Any) -> None:

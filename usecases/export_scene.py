@@ -32,6 +32,7 @@ from ..core.batch.status import CLIP_GOOD
 from ..core.errors import MarionetteError
 from ..core.export.outcomes import FAILED, ClipExport, ExportOutcome, same_stem_clashes
 from ..core.export.presets import DEFAULT_ENGINE, PRESETS
+from ..core.paths import folder_write_problem
 from .export_pack import EXTENSION_OF_FORMAT, file_stem
 
 #: The sidebar's choices (``scene.marionette.export``) as the presets name them.
@@ -111,20 +112,9 @@ def writable_folder(folder: str) -> str:
     path = os.path.abspath(bpy.path.abspath(folder))
     if os.path.lexists(path) and not os.path.isdir(path):
         raise MarionetteError(f"{path}: exists and is not a folder")
-    nearest = path
-    while not os.path.exists(nearest):  # the folder is made when the first file is written: its nearest existing parent decides
-        parent = os.path.dirname(nearest)
-        if parent == nearest:
-            break
-        nearest = parent
-    if not os.path.isdir(nearest):
-        raise MarionetteError(f"{path}: cannot be written, {nearest} is not a folder")
-    try:
-        fd, probe = tempfile.mkstemp(prefix=".marionette-probe-", dir=nearest)
-    except OSError as exc:
-        raise MarionetteError(f"{path}: cannot be written ({exc.strerror or exc})") from None
-    os.close(fd)
-    os.unlink(probe)
+    problem = folder_write_problem(path)
+    if problem is not None:
+        raise MarionetteError(f"{path}: cannot be written, {problem}")
     return path
 
 

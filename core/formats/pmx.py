@@ -38,6 +38,7 @@ import numpy as np
 
 from ..errors import FileFormatError
 from ..rig.rotations import FloatArray
+from .file_bytes import read_bytes
 
 MAGIC = b"PMX "
 #: The two versions of the format (2.1 adds soft bodies, QDEF weights, flip and impulse morphs).
@@ -171,13 +172,7 @@ class PmxModel:
 
 def read_pmx(path: str | os.PathLike[str]) -> PmxModel:
     """Read a PMX file. Raises :class:`FileFormatError` naming the file, section and offset."""
-    path = os.fspath(path)
-    try:
-        with open(path, "rb") as f:
-            raw = f.read()
-    except OSError as exc:
-        raise FileFormatError(f"{path}: cannot read the file ({exc.strerror or exc})") from exc
-    return parse_pmx(raw, path)
+    return parse_pmx(read_bytes(path), os.fspath(path))
 
 
 def parse_pmx(data: bytes, path: str = "<pmx>") -> PmxModel:

@@ -39,6 +39,7 @@ from numpy.typing import NDArray
 
 from ..errors import FileFormatError
 from ..rig.rotations import FloatArray
+from .file_bytes import read_bytes
 
 #: The signatures of the two versions (the old one has 10-byte model names).
 SIGNATURE = b"Vocaloid Motion Data 0002"
@@ -165,13 +166,7 @@ def slerp(a: FloatArray, b: FloatArray, w: FloatArray) -> FloatArray:
 
 def read_vmd(path: str | os.PathLike[str]) -> VmdMotion:
     """Read a VMD file. Raises :class:`FileFormatError` naming the file, section and offset."""
-    path = os.fspath(path)
-    try:
-        with open(path, "rb") as f:
-            raw = f.read()
-    except OSError as exc:
-        raise FileFormatError(f"{path}: cannot read the file ({exc.strerror or exc})") from exc
-    return parse_vmd(raw, path)
+    return parse_vmd(read_bytes(path), os.fspath(path))
 
 
 def _name(raw: bytes) -> str:
