@@ -20,6 +20,7 @@ import time
 import numpy as np
 import pytest
 
+from tests.helpers.action_keys import curves_snapshot
 from tests.helpers.batch_bake import DAZ, TARGET
 from tests.helpers.data import shared_file
 from tests.helpers.export_round_trip import bone_worlds, glb_json, rest_worlds, turn_errors_deg, turns_from_rest_deg
@@ -31,18 +32,6 @@ MAX_JOINT = 0.001  # of hip height
 
 
 # --- the session, item by item ---------------------------------------------------------------
-
-
-def _keys(action) -> dict:
-    from marionette.bridge import compat
-
-    out = {}
-    for slot in action.slots:
-        for fc in compat.action_fcurves(action, slot):
-            buf = np.empty(2 * len(fc.keyframe_points), dtype=np.float32)
-            fc.keyframe_points.foreach_get("co", buf)
-            out[(slot.identifier, fc.data_path, fc.array_index)] = buf.tobytes()
-    return out
 
 
 def _session(bpy) -> dict:
@@ -76,7 +65,7 @@ def _session(bpy) -> dict:
         mesh.vertices.foreach_get("co", co)
         out[f"mesh {mesh.name}"] = co.tobytes()
     for action in bpy.data.actions:
-        out[f"action {action.name}"] = (_keys(action), tuple(action.frame_range), action.use_fake_user)
+        out[f"action {action.name}"] = (curves_snapshot(action), tuple(action.frame_range), action.use_fake_user)
     return out
 
 

@@ -11,24 +11,13 @@ import json
 import numpy as np
 import pytest
 
+from tests.helpers.action_keys import curves_snapshot
 from tests.helpers.sample_pair import sample_walk_onto_metarig
 
 pytestmark = pytest.mark.bpy
 
 #: The Quality panel's figures compared between runs with and without the option.
 FIGURES = ("mean_direction_error", "max_direction_error", "max_limb_plane_error", "hips_height_error", "silhouette_front", "silhouette_side")
-
-
-def _curves(action):
-    from marionette.bridge import compat
-
-    out = {}
-    for slot in action.slots:
-        for fc in compat.action_fcurves(action, slot):
-            buf = np.empty(2 * len(fc.keyframe_points), dtype=np.float32)
-            fc.keyframe_points.foreach_get("co", buf)
-            out[(slot.identifier, fc.data_path, fc.array_index)] = buf.tobytes()
-    return out
 
 
 def _nla(obj):
@@ -105,7 +94,7 @@ def test_two_clips_land_as_muted_strips_above_the_users_tracks(pair, user_animat
     ad = target.animation_data
     active_before = (ad.action, ad.action_slot) if ad is not None else (None, None)
     nla_before = _nla(target)
-    curves_before = {a.name: _curves(a) for a in bpy.data.actions}
+    curves_before = {a.name: curves_snapshot(a) for a in bpy.data.actions}
     frames = np.arange(1, 37)
     played_before = evaluated_pose_matrices(target, frames)
     s.push_to_nla = True
@@ -138,7 +127,7 @@ def test_two_clips_land_as_muted_strips_above_the_users_tracks(pair, user_animat
         strip = ad.nla_tracks[name].strips[0]
         assert strip.action_slot is not None and strip.action_slot.identifier == "OB" + target.name
     # The user's Actions and the source's clips, key for key.
-    assert {n: _curves(bpy.data.actions[n]) for n in curves_before} == curves_before
+    assert {n: curves_snapshot(bpy.data.actions[n]) for n in curves_before} == curves_before
     assert source.animation_data.action == walk
 
 

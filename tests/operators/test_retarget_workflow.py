@@ -12,21 +12,10 @@ import json
 import numpy as np
 import pytest
 
+from tests.helpers.action_keys import curves_snapshot
 from tests.helpers.sample_pair import sample_walk_onto_metarig
 
 pytestmark = pytest.mark.bpy
-
-
-def _curves_snapshot(action):
-    from marionette.bridge import compat
-
-    out = {}
-    for slot in action.slots:
-        for fc in compat.action_fcurves(action, slot):
-            buf = np.empty(2 * len(fc.keyframe_points), dtype=np.float32)
-            fc.keyframe_points.foreach_get("co", buf)
-            out[(slot.identifier, fc.data_path, fc.array_index)] = buf.tobytes()
-    return out
 
 
 @pytest.fixture
@@ -63,7 +52,7 @@ def test_retarget_clip_bakes_a_new_action_that_plays_the_clip(pair):
     from marionette.bridge.evaluated_pose import evaluated_pose_matrices
     from marionette.core.retarget.geometric import source_placements
 
-    before = _curves_snapshot(action)
+    before = curves_snapshot(action)
     n_actions = len(bpy.data.actions)
     assert bpy.ops.marionette.auto_map() == {"FINISHED"}
     assert bpy.ops.marionette.retarget_clip() == {"FINISHED"}
@@ -79,7 +68,7 @@ def test_retarget_clip_bakes_a_new_action_that_plays_the_clip(pair):
     keyed = {fc.group.name for fc in compat.action_fcurves(new, target.animation_data.action_slot)}
     assert keyed and keyed <= mapped | {"spine.001", "spine.002", "spine.003", "spine.004", "spine.005"}
     # The source action is unchanged, byte for byte, and still on the source.
-    assert _curves_snapshot(action) == before
+    assert curves_snapshot(action) == before
     assert source.animation_data.action == action
     # What Blender now plays on the target follows the clip (measured by the core measurements
     # on Blender's own evaluation of the new action, not on the core's output).
