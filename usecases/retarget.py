@@ -45,6 +45,9 @@ BINDINGS = BindingCache()
 #: A target segment longer or shorter than at rest by more than this (beyond what the source's own
 #: segments do) is warned about: joints pulled apart, which direction figures do not see.
 TARGET_STRETCH_WARNING = 0.05
+#: A rest whose left and right limb segments differ by more than this (degrees) is a pose, not a
+#: standing rest (docs/pipeline.md#a-rest-that-is-a-pose); the shared rigs read 1.1 at most.
+REST_ASYMMETRY_WARNING = 15.0
 
 
 @dataclass
@@ -180,6 +183,16 @@ def judge_action(
             f"the clip moves joints off their rest offsets (segments stretch by up to {100 * report['source_stretch']:.0f} %); "
             "directions follow the bones' rotations there"
         )
+    for side in ("source", "target"):
+        asymmetry = report["rest_asymmetry"][side]
+        if asymmetry > REST_ASYMMETRY_WARNING:
+            part = str(report["rest_asymmetry"][f"{side}_part"]).replace("_", " ")
+            report.setdefault("warnings", []).append(
+                f"the {side}'s rest is not a standing rest: its left and right {part}s differ by {asymmetry:.0f} deg "
+                "(an FBX without a skinned mesh has no bind pose, and its pose at export is read as its rest); "
+                "bone turns are measured from that rest, so the result is off by that pose: "
+                "export the file with its skinned mesh, whose bind pose is the rest"
+            )
     if report["target_stretch"] > TARGET_STRETCH_WARNING + report["source_stretch"]:
         report.setdefault("warnings", []).append(
             f"what plays pulls the target's joints off their bones (segments {100 * report['target_stretch']:.0f} % "

@@ -20,6 +20,7 @@ from ..mapping.humanoid import SIDES, sided
 from ..retarget.canonical_pose import RigAnatomy
 from ..retarget.geometric import Binding, SegmentTable, orientations
 from ..retarget.pelvis import ground_points, heights_along, hips_path, hips_points
+from ..retarget.rest_symmetry import rest_asymmetry
 from ..rig.rotations import FloatArray, euler_from_matrix, matrix_between_vectors
 
 
@@ -319,6 +320,16 @@ def segment_stretch(binding: Binding, placements: FloatArray, side: str = "sourc
     return float(np.abs(length[:, some] / ref[some] - 1.0).max())
 
 
+def rest_asymmetries(binding: Binding) -> dict[str, object]:
+    """How far each rig's rest is from a left-right symmetric standing rest
+    (:func:`~..retarget.rest_symmetry.rest_asymmetry`): degrees and the limb part, per side."""
+    out: dict[str, object] = {}
+    for side, anatomy, canonical in (("source", binding.source, binding.source_canonical), ("target", binding.target, binding.target_canonical)):
+        angle, part = rest_asymmetry(anatomy, canonical.body)
+        out[side], out[f"{side}_part"] = angle, part
+    return out
+
+
 def palm_normal_errors(binding: Binding, source: FloatArray, target: FloatArray) -> dict[str, FloatArray]:
     """Angle per frame between the source's (aligned) and the target's palm normals, from the
     hand and the index and little (or ring) finger bases: how well the hand's twist carries over,
@@ -531,6 +542,7 @@ def measure(binding: Binding, source: FloatArray, target: FloatArray, native: bo
         "rotation_since_first_frame_deg": rotation_since_first_frame_by_group(binding, source, target),
         "source_stretch": segment_stretch(binding, source),
         "target_stretch": segment_stretch(binding, target, "target"),
+        "rest_asymmetry": rest_asymmetries(binding),
         "foot_skating": foot_skating(binding, source, target),
         "silhouette_iou": sil,
         "key_frames": key_frame_sketches(binding, source, target),
