@@ -68,6 +68,7 @@ from numpy.typing import ArrayLike
 from ..errors import RigError
 from ..rig.rotations import FloatArray
 from .chains import JointPath
+from .colliders import Collider, Placed, between, collide, deepest, near
 
 MAX_FRAME_TIME = 0.05
 SUBSTEP = 1.0 / 240.0
@@ -103,6 +104,10 @@ class SpringChain:
     damping: tuple[float, ...]
     #: World-space acceleration, units/s^2.
     gravity: Vec
+    #: Each segment end point's radius against the colliders (units).
+    radius: tuple[float, ...] = ()
+    #: The colliders the chain does not pass through (docs/controls.md#colliders).
+    colliders: tuple[Collider, ...] = ()
 
     @classmethod
     def build(
@@ -112,6 +117,8 @@ class SpringChain:
         stiffness: float | Sequence[float] = 60.0,
         damping: float | Sequence[float] = 4.0,
         gravity: ArrayLike = (0.0, 0.0, -9.81),
+        radius: float | Sequence[float] = 0.0,
+        colliders: Sequence[Collider] = (),
     ) -> SpringChain:
         n = len(path)
         desc = f"of {n} segments"
@@ -124,7 +131,10 @@ class SpringChain:
         g = np.asarray(gravity, dtype=np.float64).reshape(-1)
         if g.shape != (3,) or not np.all(np.isfinite(g)):
             raise RigError(f"gravity must be a finite vector of shape (3,), got {g.shape}")
-        return cls(path, k, c, (float(g[0]), float(g[1]), float(g[2])))
+        r = _per_segment(radius, n, "radius", desc)
+        if not all(isinstance(x, Collider) for x in colliders):
+            raise RigError("the colliders of a spring must be Collider definitions")
+        return cls(path, k, c, (float(g[0]), float(g[1]), float(g[2])), r, tuple(colliders))
 
 
 @dataclass(frozen=True)
@@ -140,6 +150,8 @@ class SpringSnapshot:
     root: Vec
     segments: tuple[Vec, ...]
     anchor: tuple[Vec, ...]
+    #: The frame's colliders as placed (world), for the next frame to interpolate from.
+    colliders: tuple[Placed, ...] = ()
 
 
 @dataclass
@@ -190,12 +202,16 @@ def _key(time: float) -> int:
 class SpringStep:
     """What one frame produced: the chain's points (world, ``(n + 1, 3)``), the reset reason
     (empty when none), whether the frame restarted from a cached state, and how many fixed
-    steps were committed."""
+    steps were committed; the deepest penetration into a collider after each committed step
+    (then after the uncommitted step to the frame's time, when there is one) and in the points
+    shown, units (0 without colliders)."""
 
     points: FloatArray
     reset: str
     recomputed: bool
     substeps: int
+    penetration: tuple[float, ...] = ()
+    deepest: float = 0.0
 
 
 def _animated(root: Vec, segs: Sequence[Vec]) -> list[Vec]:
@@ -214,9 +230,12 @@ class _Frame:
     once here rather than in every fixed step; ``a + s * move`` is the very arithmetic
     ``a + s * (b - a)`` would do, so the steps are unchanged to the bit."""
 
-    __slots__ = ("pts0", "pts1", "len0", "len1", "stray", "moves", "grow")
+    __slots__ = ("pts0", "pts1", "len0", "len1", "stray", "moves", "grow", "col0", "col1")
 
-    def __init__(self, root0: Vec, segs0: Sequence[Vec], root1: Vec, segs1: Sequence[Vec]) -> None:
+    def __init__(
+        self, root0: Vec, segs0: Sequence[Vec], root1: Vec, segs1: Sequence[Vec],
+        colliders0: Sequence[Placed] = (), colliders1: Sequence[Placed] = (), reach: float = 0.0,
+    ) -> None:
         self.pts0, self.pts1 = _animated(root0, segs0), _animated(root1, segs1)
         self.len0 = [math.sqrt(a[0] ** 2 + a[1] ** 2 + a[2] ** 2) for a in segs0]
         self.len1 = [math.sqrt(a[0] ** 2 + a[1] ** 2 + a[2] ** 2) for a in segs1]
@@ -228,6 +247,18 @@ class _Frame:
         for length in self.len1:
             total += length
             self.stray.append((STRAY_LENGTHS * total) ** 2)
+        # The colliders the chain may reach over the window (the others cost nothing per step).
+        if len(colliders0) != len(colliders1):
+            colliders0 = colliders1
+        reach += max(total, sum(self.len0))
+        r0, r1 = self.pts0[0], self.pts1[0]
+        kept = [i for i, (a, b) in enumerate(zip(colliders0, colliders1, strict=True)) if near(a, b, r0, r1, reach)]
+        self.col0 = [colliders0[i] for i in kept]
+        self.col1 = [colliders1[i] for i in kept]
+
+    def colliders(self, s: float) -> list[Placed]:
+        """The colliders the chain may reach, placed at fraction ``s`` of the window."""
+        return [between(a, b, s) for a, b in zip(self.col0, self.col1, strict=True)]
 
     def ends(self, s: float) -> list[Vec]:
         """The animated end points at fraction ``s`` of the window (they move linearly)."""
@@ -311,12 +342,18 @@ def _step(
     before: Sequence[Vec],
     commit: bool,
     decay: Sequence[float] | None = None,
-) -> tuple[str, list[Vec]]:
+) -> tuple[str, list[Vec], float]:
     """One fixed step of length ``h`` toward the targets at fraction ``s`` of the frame window,
     in place on ``x`` and ``v``; ``before`` are the animated end points at the step's start (the
     damping acts relative to their velocity over the step). ``decay``: :func:`_decays` for
     ``h``, when the caller takes many steps of the same length. Returns the reset reason raised
-    during it ('' for none) and the targets (the next step's ``before``).
+    during it ('' for none), the targets (the next step's ``before``) and the deepest
+    penetration into a collider left after it.
+
+    Collisions are resolved in the exact pass from the root, right after each segment's length
+    is restored: the end point is moved where the colliders allow it at that length, so the
+    next segment hangs from where it ends and the velocity the move implies loses what the
+    collider stopped (contacts are inelastic).
 
     Pinning always runs from a segment to the chain's end, so it is kept as the index of the
     first pinned segment (``n``: none)."""
@@ -372,6 +409,9 @@ def _step(
     root = (px, py, pz)
     for _ in range(CONSTRAINT_STEPS):
         _project(root, pred, lengths, free)
+    placed = frame.colliders(s) if frame.col0 else None
+    radii = chain.radius
+    worst = 0.0
     for k in range(n):
         y0, y1, y2 = y = targets[k]
         if k < pinned:
@@ -384,6 +424,9 @@ def _step(
                 lq = math.sqrt(qx * qx + qy * qy + qz * qz)
             f = lengths[k] / lq if lq > _EPS else 0.0
             nx, ny, nz = px + qx * f, py + qy * f, pz + qz * f
+            if placed:
+                (nx, ny, nz), left = collide((px, py, pz), (nx, ny, nz), lengths[k], radii[k], placed)
+                worst = max(worst, left)
             if commit:
                 xk = x[k]
                 vk = ((nx - xk[0]) / h, (ny - xk[1]) / h, (nz - xk[2]) / h)
@@ -401,59 +444,81 @@ def _step(
         x[k] = y
         v[k] = ((y0 - b[0]) / h, (y1 - b[1]) / h, (y2 - b[2]) / h)
         px, py, pz = y0, y1, y2
-    return reason, targets
+    return reason, targets, worst
 
 
 def _reset(
-    state: SpringState, time: float | None, root: Vec, segs: tuple[Vec, ...], reason: str
+    chain: SpringChain, state: SpringState, time: float | None, root: Vec, segs: tuple[Vec, ...], reason: str,
+    placed: tuple[Placed, ...] = (),
 ) -> SpringStep:
-    pts = _animated(root, segs)
+    """Back to the animated pose at rest; an animated pose inside a collider is pushed out from
+    the root down (the lengths kept), so a chain never starts inside one."""
+    anim = _animated(root, segs)
+    pts = anim
+    worst = 0.0
+    if placed:
+        pts = [root]
+        for k, seg in enumerate(segs):
+            length = math.sqrt(seg[0] ** 2 + seg[1] ** 2 + seg[2] ** 2)
+            p = pts[-1]
+            x, left = collide(p, (p[0] + seg[0], p[1] + seg[1], p[2] + seg[2]), length, chain.radius[k], placed)
+            pts.append(x)
+            worst = max(worst, left)
     if time is not None:
         zero = tuple((0.0, 0.0, 0.0) for _ in segs)
-        state._remember(SpringSnapshot(time, tuple(pts[1:]), zero, 0.0, root, segs, tuple(pts[1:])))
+        state._remember(SpringSnapshot(time, tuple(pts[1:]), zero, 0.0, root, segs, tuple(anim[1:]), placed))
     else:
         state.clear()
-    return SpringStep(np.array(pts), reason, False, 0)
+    return SpringStep(np.array(pts), reason, False, 0, (), worst)
 
 
-def advance(chain: SpringChain, state: SpringState, time: float | None, points: ArrayLike) -> SpringStep:
+def advance(
+    chain: SpringChain, state: SpringState, time: float | None, points: ArrayLike, colliders: Sequence[Placed] = ()
+) -> SpringStep:
     """Advance ``state`` to ``time`` (seconds; ``None`` = no clock, which resets) given the
-    chain's animated points ``(n + 1, 3)`` in world space at that time; returns the simulated
-    points. Non-finite input is the caller's to skip (it would poison the state)."""
+    chain's animated points ``(n + 1, 3)`` in world space at that time and its colliders placed
+    at that time (:func:`core.controls.colliders.place`); returns the simulated points.
+    Non-finite input is the caller's to skip (it would poison the state)."""
     pts = np.asarray(points, dtype=np.float64)
     n = len(chain.path)
     if pts.shape != (n + 1, 3):
         raise ValueError(f"points must have shape ({n + 1}, 3), got {pts.shape}")
-    return advance_rows(chain, state, time, pts.tolist())
+    if len(colliders) != len(chain.colliders):
+        raise ValueError(f"the chain has {len(chain.colliders)} colliders, {len(colliders)} were placed")
+    return advance_rows(chain, state, time, pts.tolist(), colliders)
 
 
-def advance_rows(chain: SpringChain, state: SpringState, time: float | None, rows: Sequence[Sequence[float]]) -> SpringStep:
+def advance_rows(
+    chain: SpringChain, state: SpringState, time: float | None, rows: Sequence[Sequence[float]],
+    colliders: Sequence[Placed] = (),
+) -> SpringStep:
     """:func:`advance` with the points given as ``n + 1`` rows of three floats, unchecked (the
     control stack's entry: it has them as lists already, and a live frame pays per numpy call)."""
     n = len(chain.path)
     first = rows[0]
     root: Vec = (first[0], first[1], first[2])
     segs: tuple[Vec, ...] = tuple((b[0] - a[0], b[1] - a[1], b[2] - a[2]) for a, b in zip(rows[:-1], rows[1:], strict=True))
+    placed = tuple(colliders)
     if time is None:
-        return _reset(state, None, root, segs, "no_time")
+        return _reset(chain, state, None, root, segs, "no_time", placed)
     if state.current is None:
-        return _reset(state, time, root, segs, "start")
+        return _reset(chain, state, time, root, segs, "start", placed)
     # The latest state before this time: the last frame when playing forward, a cached one
     # when the frame is evaluated again or the timeline went back or skipped ahead.
     start = state._before(time)
     if start is None:
-        return _reset(state, time, root, segs, "jump")
+        return _reset(chain, state, time, root, segs, "jump", placed)
     recomputed = start is not state.current
     gap = time - start.time
     if len(start.segments) != n:
-        return _reset(state, time, root, segs, "length")
+        return _reset(chain, state, time, root, segs, "length", placed)
     dt = min(gap, MAX_FRAME_TIME)
-    frame = _Frame(start.root, start.segments, root, segs)
+    frame = _Frame(start.root, start.segments, root, segs, start.colliders, placed, max(chain.radius, default=0.0))
     if any(abs(b - a) > LENGTH_CHANGE * max(a, _EPS) for a, b in zip(frame.len0, frame.len1, strict=True)):
-        return _reset(state, time, root, segs, "length")
+        return _reset(chain, state, time, root, segs, "length", placed)
     travel = math.dist(start.root, root)
     if travel > STRAY_LENGTHS * sum(frame.len1):
-        return _reset(state, time, root, segs, "strayed")
+        return _reset(chain, state, time, root, segs, "strayed", placed)
     total = start.leftover + dt
     # The small slack keeps 1/24 s from becoming 9 steps and a remainder of one step less a
     # rounding error; the count stays the same at every frame rate that divides 240.
@@ -464,13 +529,16 @@ def advance_rows(chain: SpringChain, state: SpringState, time: float | None, row
     reason = ""
     before: Sequence[Vec] = start.anchor
     decay = _decays(chain, SUBSTEP)
+    depths: list[float] = []
     for i in range(1, steps + 1):
         s = min((i * SUBSTEP - start.leftover) / dt, 1.0)
-        raised, before = _step(chain, frame, s, SUBSTEP, x, v, before, True, decay)
+        raised, before, left = _step(chain, frame, s, SUBSTEP, x, v, before, True, decay)
+        depths.append(left)
         reason = reason or raised
     shown = x
     if leftover > 1e-9:
         shown = list(x)
-        _step(chain, frame, 1.0, leftover, shown, list(v), before, False)
-    state._remember(SpringSnapshot(time, tuple(x), tuple(v), leftover, root, segs, tuple(before)))
-    return SpringStep(np.array([root, *shown]), reason, recomputed, steps)
+        depths.append(_step(chain, frame, 1.0, leftover, shown, list(v), before, False)[2])
+    state._remember(SpringSnapshot(time, tuple(x), tuple(v), leftover, root, segs, tuple(before), placed))
+    worst = deepest(shown, chain.radius, placed) if placed else 0.0
+    return SpringStep(np.array([root, *shown]), reason, recomputed, steps, tuple(depths), worst)
