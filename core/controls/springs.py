@@ -69,6 +69,7 @@ from ..errors import RigError
 from ..rig.rotations import FloatArray
 from .chains import JointPath
 from .colliders import Collider, Placed, between, collide, deepest, near
+from .wind import Wind
 
 MAX_FRAME_TIME = 0.05
 SUBSTEP = 1.0 / 240.0
@@ -108,6 +109,10 @@ class SpringChain:
     radius: tuple[float, ...] = ()
     #: The colliders the chain does not pass through (docs/controls.md#colliders).
     colliders: tuple[Collider, ...] = ()
+    #: Wind on the chain (docs/controls.md#wind-and-the-center-space), or none.
+    wind: Wind | None = None
+    #: The joint whose moving frame the chain is simulated in (-1: the world).
+    center: int = -1
 
     @classmethod
     def build(
@@ -119,6 +124,8 @@ class SpringChain:
         gravity: ArrayLike = (0.0, 0.0, -9.81),
         radius: float | Sequence[float] = 0.0,
         colliders: Sequence[Collider] = (),
+        wind: Wind | None = None,
+        center: int = -1,
     ) -> SpringChain:
         n = len(path)
         desc = f"of {n} segments"
@@ -134,7 +141,11 @@ class SpringChain:
         r = _per_segment(radius, n, "radius", desc)
         if not all(isinstance(x, Collider) for x in colliders):
             raise RigError("the colliders of a spring must be Collider definitions")
-        return cls(path, k, c, (float(g[0]), float(g[1]), float(g[2])), r, tuple(colliders))
+        if wind is not None and not isinstance(wind, Wind):
+            raise RigError("the wind of a spring must be a Wind definition")
+        if center >= 0 and (center in path.joints):
+            raise RigError("a spring's center bone must not be one of its own bones")
+        return cls(path, k, c, (float(g[0]), float(g[1]), float(g[2])), r, tuple(colliders), wind, int(center))
 
 
 @dataclass(frozen=True)
@@ -342,6 +353,7 @@ def _step(
     before: Sequence[Vec],
     commit: bool,
     decay: Sequence[float] | None = None,
+    accel: Vec | None = None,
 ) -> tuple[str, list[Vec], float]:
     """One fixed step of length ``h`` toward the targets at fraction ``s`` of the frame window,
     in place on ``x`` and ``v``; ``before`` are the animated end points at the step's start (the
@@ -359,7 +371,7 @@ def _step(
     first pinned segment (``n``: none)."""
     r0, dr = frame.pts0[0], frame.moves[0]
     px, py, pz = r0[0] + s * dr[0], r0[1] + s * dr[1], r0[2] + s * dr[2]
-    gx, gy, gz = chain.gravity
+    gx, gy, gz = chain.gravity if accel is None else accel
     if decay is None:
         decay = _decays(chain, h)
     stiffness = chain.stiffness
@@ -488,12 +500,36 @@ def advance(
     return advance_rows(chain, state, time, pts.tolist(), colliders)
 
 
+def _turned(turn: Sequence[Sequence[float]] | None, v: Vec) -> Vec:
+    if turn is None:
+        return v
+    return (
+        turn[0][0] * v[0] + turn[0][1] * v[1] + turn[0][2] * v[2],
+        turn[1][0] * v[0] + turn[1][1] * v[1] + turn[1][2] * v[2],
+        turn[2][0] * v[0] + turn[2][1] * v[1] + turn[2][2] * v[2],
+    )
+
+
+def _accel(chain: SpringChain, turn: Sequence[Sequence[float]] | None, time: float) -> Vec | None:
+    """Gravity and the wind at ``time``, turned into the frame simulated in (``None``: the
+    chain's gravity as it is)."""
+    g = chain.gravity
+    if chain.wind is not None:
+        w = chain.wind.at(time)
+        g = (g[0] + w[0], g[1] + w[1], g[2] + w[2])
+    elif turn is None:
+        return None
+    return _turned(turn, g)
+
+
 def advance_rows(
     chain: SpringChain, state: SpringState, time: float | None, rows: Sequence[Sequence[float]],
-    colliders: Sequence[Placed] = (),
+    colliders: Sequence[Placed] = (), turn: Sequence[Sequence[float]] | None = None,
 ) -> SpringStep:
     """:func:`advance` with the points given as ``n + 1`` rows of three floats, unchecked (the
-    control stack's entry: it has them as lists already, and a live frame pays per numpy call)."""
+    control stack's entry: it has them as lists already, and a live frame pays per numpy call).
+    ``turn``: the rotation from world into the frame the rows are given in (a center bone's),
+    applied to gravity and the wind."""
     n = len(chain.path)
     first = rows[0]
     root: Vec = (first[0], first[1], first[2])
@@ -530,15 +566,21 @@ def advance_rows(
     before: Sequence[Vec] = start.anchor
     decay = _decays(chain, SUBSTEP)
     depths: list[float] = []
+    # Wind is taken at each step's end time, counted from the committed state's (the same
+    # times at every frame rate).
+    origin = start.time - start.leftover
+    accel = _accel(chain, turn, 0.0) if chain.wind is None else None
     for i in range(1, steps + 1):
         s = min((i * SUBSTEP - start.leftover) / dt, 1.0)
-        raised, before, left = _step(chain, frame, s, SUBSTEP, x, v, before, True, decay)
+        a = accel if chain.wind is None else _accel(chain, turn, origin + i * SUBSTEP)
+        raised, before, left = _step(chain, frame, s, SUBSTEP, x, v, before, True, decay, a)
         depths.append(left)
         reason = reason or raised
     shown = x
     if leftover > 1e-9:
         shown = list(x)
-        depths.append(_step(chain, frame, 1.0, leftover, shown, list(v), before, False)[2])
+        a = accel if chain.wind is None else _accel(chain, turn, time)
+        depths.append(_step(chain, frame, 1.0, leftover, shown, list(v), before, False, None, a)[2])
     state._remember(SpringSnapshot(time, tuple(x), tuple(v), leftover, root, segs, tuple(before), placed))
     worst = deepest(shown, chain.radius, placed) if placed else 0.0
     return SpringStep(np.array([root, *shown]), reason, recomputed, steps, tuple(depths), worst)

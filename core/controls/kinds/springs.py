@@ -62,7 +62,7 @@ class SpringControl(ControlKind):
         frames = pose.frames
         kin = PathKinematics(ev.skeleton, [c.chain.path for c in springs], pose)
         animated = kin.points()
-        if frames == 1:
+        if frames == 1 and all(c.chain.center < 0 for c in springs):
             one = _springs_one(springs, states, kin, animated, times, places, ev.inverse, pose)
             if one is not None:
                 return one
@@ -83,16 +83,30 @@ class SpringControl(ControlKind):
             st = states[m]
             state = st.runtime if isinstance(st.runtime, SpringState) else SpringState()
             st.runtime = state
-            rows = world[m].tolist()
+            frame = places
+            turns: list[list[list[float]] | None] = [None] * frames
+            center: FloatArray | None = None
+            if c.chain.center >= 0:
+                # Simulated in the center bone's frame: the inputs taken into it, the result out.
+                center = places @ pose.world(c.chain.center)
+                usable[m] &= np.isfinite(center).all(axis=(1, 2)) & (np.abs(np.linalg.det(center[:, :3, :3])) > 1e-12)
+                safe_center = np.where(usable[m][:, None, None], center, np.eye(4))
+                to_center = np.linalg.inv(safe_center)
+                frame = to_center @ places
+                lin = to_center[:, :3, :3]
+                turns = list((lin / np.linalg.norm(lin, axis=1, keepdims=True)).tolist())
+                rows = (np.einsum("tij,tkj->tki", lin, world[m]) + to_center[:, None, :3, 3]).tolist()
+            else:
+                rows = world[m].tolist()
             ok = usable[m].tolist()
-            placed = placed_colliders(c.chain, pose, places)
+            placed = placed_colliders(c.chain, pose, frame)
             for t in range(frames):
                 if not ok[t] or (placed[t] and not _finite(placed[t])):
                     # A non-finite input frame is skipped and leaves the state as it was.
                     usable[m, t] = False
                     continue
-                step = advance_rows(c.chain, state, clock[t], rows[t], placed[t])
-                simulated[m, t] = step.points
+                step = advance_rows(c.chain, state, clock[t], rows[t], placed[t], turns[t])
+                simulated[m, t] = step.points if center is None else step.points @ center[t, :3, :3].T + center[t, :3, 3]
                 resets[m][t] = step.reset
                 again[m][t] = step.recomputed
                 steps[m][t] = step.substeps
