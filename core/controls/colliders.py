@@ -183,11 +183,17 @@ def between(c0: Placed, c1: Placed, s: float) -> Placed:
 def near(c0: Placed, c1: Placed, r0: Vec, r1: Vec, reach: float) -> bool:
     """Whether a chain whose points stay within ``reach`` of its root (at ``r0`` then ``r1``
     over the window) may touch the collider over the window (both moving linearly): the
-    closest approach of the root to the collider's centre against the sum of the sizes.
-    Inner colliders and planes always count."""
+    closest approach of the root to the collider's centre against the sum of the sizes; a
+    plane when the root comes within twice the reach of it. Inner colliders always count."""
     code = c0[0]
-    if code in (INSIDE_SPHERE, INSIDE_CAPSULE, PLANE):
+    if code in (INSIDE_SPHERE, INSIDE_CAPSULE):
         return True
+    if code == PLANE:
+        # Height of the root over the plane at either end of the window; the plane turning
+        # within one frame is small, so twice the reach is a safe margin.
+        h0 = (r0[0] - c0[1]) * c0[4] + (r0[1] - c0[2]) * c0[5] + (r0[2] - c0[3]) * c0[6] - c0[7]
+        h1 = (r1[0] - c1[1]) * c1[4] + (r1[1] - c1[2]) * c1[5] + (r1[2] - c1[3]) * c1[6] - c1[7]
+        return min(h0, h1) <= 2.0 * reach
     extent = c0[7]
     if code == CAPSULE:
         hx, hy, hz = c0[4] - c0[1], c0[5] - c0[2], c0[6] - c0[3]
@@ -289,18 +295,89 @@ def _fix(c: Placed, p: Sequence[float], x: Sequence[float], length: float, r: fl
     return _cone(p, x, length, (-a[0], -a[1], -a[2]), -cos_star)
 
 
-def collide(p: Sequence[float], x: Vec, length: float, r: float, placed: Sequence[Placed]) -> tuple[Vec, float]:
+#: A placed collider ready for the per-step tests: ``(cx, cy, cz, extent, detail)``, a bound (a
+#: point farther than ``extent`` plus its radius from ``c`` cannot touch an outer sphere or
+#: capsule; ``extent`` below 0: no bound) and ``detail = (code, ax, ay, az, ex, ey, ez, inv_ee,
+#: radius, placed)`` with ``e`` a capsule's axis (``b - a``; a plane's normal) and ``inv_ee`` one
+#: over its squared length (0 for a sphere).
+Detail = tuple[int, float, float, float, float, float, float, float, float, Placed]
+Prepared = tuple[float, float, float, float, Detail]
+
+
+def _prepared(c: Placed) -> Prepared:
+    code, ax, ay, az, bx, by, bz, radius = c
+    if code == PLANE:
+        return (0.0, 0.0, 0.0, -1.0, (code, ax, ay, az, bx, by, bz, 0.0, radius, c))
+    if code == CAPSULE or code == INSIDE_CAPSULE:
+        ex, ey, ez = bx - ax, by - ay, bz - az
+        ee = ex * ex + ey * ey + ez * ez
+        inv = 1.0 / ee if ee > _EPS else 0.0
+        extent = radius + 0.5 * math.sqrt(ee) if code == CAPSULE else -1.0
+        return (ax + 0.5 * ex, ay + 0.5 * ey, az + 0.5 * ez, extent, (code, ax, ay, az, ex, ey, ez, inv, radius, c))
+    return (ax, ay, az, radius if code == SPHERE else -1.0, (code, ax, ay, az, 0.0, 0.0, 0.0, 0.0, radius, c))
+
+
+def prepare(placed: Sequence[Placed]) -> list[Prepared]:
+    """The colliders of ``placed`` ready for :func:`collide`."""
+    return [_prepared(c) for c in placed]
+
+
+def prepare_between(start: Sequence[Placed], end: Sequence[Placed], s: float) -> list[Prepared]:
+    """:func:`prepare` of the colliders at fraction ``s`` between two frames' placements
+    (:func:`between` of each; spheres, the most common, in line)."""
+    out: list[Prepared] = []
+    for c0, c1 in zip(start, end, strict=True):
+        if c0[0] == SPHERE:
+            ax, ay, az = c0[1] + s * (c1[1] - c0[1]), c0[2] + s * (c1[2] - c0[2]), c0[3] + s * (c1[3] - c0[3])
+            radius = c0[7] + s * (c1[7] - c0[7])
+            placed = (SPHERE, ax, ay, az, ax, ay, az, radius)
+            out.append((ax, ay, az, radius, (SPHERE, ax, ay, az, 0.0, 0.0, 0.0, 0.0, radius, placed)))
+        else:
+            out.append(_prepared(between(c0, c1, s)))
+    return out
+
+
+def collide(p: Sequence[float], x: Vec, length: float, r: float, prepared: Sequence[Prepared]) -> tuple[Vec, float]:
     """The end point ``x`` of a segment of ``length`` from the pivot ``p``, moved where every
-    collider of ``placed`` allows it, and the deepest penetration left (0 when none)."""
-    for _ in range(SWEEPS):
+    collider of ``prepared`` (:func:`prepare`) allows it, and the deepest penetration left (0
+    when none). Runs for every end point at every fixed step: the tests are plain arithmetic,
+    and the common case (no collider near) is one bound test per outer collider."""
+    worst = 0.0
+    for sweep in range(SWEEPS + 1):
         moved = False
-        for c in placed:
-            if depth(c, x, r) > TOLERANCE:
+        worst = 0.0
+        x0, x1, x2 = x
+        for cx, cy, cz, extent, detail in prepared:
+            if extent >= 0.0:
+                dx, dy, dz = x0 - cx, x1 - cy, x2 - cz
+                reach = extent + r
+                if dx * dx + dy * dy + dz * dz >= reach * reach:
+                    continue
+            code, ax, ay, az, ex, ey, ez, inv, radius, c = detail
+            if code == PLANE:
+                d = r - ((x0 - ax) * ex + (x1 - ay) * ey + (x2 - az) * ez)
+            else:
+                dx, dy, dz = x0 - ax, x1 - ay, x2 - az
+                if inv:
+                    t = (dx * ex + dy * ey + dz * ez) * inv
+                    t = 0.0 if t < 0.0 else (1.0 if t > 1.0 else t)
+                    dx, dy, dz = dx - t * ex, dy - t * ey, dz - t * ez
+                dist = math.sqrt(dx * dx + dy * dy + dz * dz)
+                if code <= CAPSULE:
+                    d = radius + r - dist
+                else:
+                    inner = radius - r
+                    d = dist - (inner if inner > 0.0 else 0.0)
+            if d > TOLERANCE:
+                if sweep == SWEEPS:
+                    worst = max(worst, d)
+                    continue
                 x = _fix(c, p, x, length, r)
+                x0, x1, x2 = x
                 moved = True
         if not moved:
-            return x, 0.0
-    return x, max(0.0, max(depth(c, x, r) for c in placed))
+            return x, worst
+    return x, worst
 
 
 def deepest(points: Sequence[Sequence[float]], radii: Sequence[float], placed: Sequence[Placed]) -> float:

@@ -68,7 +68,7 @@ from numpy.typing import ArrayLike
 from ..errors import RigError
 from ..rig.rotations import FloatArray
 from .chains import JointPath
-from .colliders import Collider, Placed, between, collide, deepest, near
+from .colliders import Collider, Placed, Prepared, collide, deepest, near, prepare, prepare_between
 from .wind import Wind
 
 MAX_FRAME_TIME = 0.05
@@ -261,15 +261,16 @@ class _Frame:
         # The colliders the chain may reach over the window (the others cost nothing per step).
         if len(colliders0) != len(colliders1):
             colliders0 = colliders1
-        reach += max(total, sum(self.len0))
         r0, r1 = self.pts0[0], self.pts1[0]
-        kept = [i for i, (a, b) in enumerate(zip(colliders0, colliders1, strict=True)) if near(a, b, r0, r1, reach)]
+        kept = [
+            i for i, (a, b) in enumerate(zip(colliders0, colliders1, strict=True))
+            if near(a, b, r0, r1, reach + max(total, sum(self.len0)))
+        ]
         self.col0 = [colliders0[i] for i in kept]
         self.col1 = [colliders1[i] for i in kept]
-
-    def colliders(self, s: float) -> list[Placed]:
+    def colliders(self, s: float) -> list[Prepared]:
         """The colliders the chain may reach, placed at fraction ``s`` of the window."""
-        return [between(a, b, s) for a, b in zip(self.col0, self.col1, strict=True)]
+        return prepare_between(self.col0, self.col1, s)
 
     def ends(self, s: float) -> list[Vec]:
         """The animated end points at fraction ``s`` of the window (they move linearly)."""
@@ -437,8 +438,19 @@ def _step(
             f = lengths[k] / lq if lq > _EPS else 0.0
             nx, ny, nz = px + qx * f, py + qy * f, pz + qz * f
             if placed:
-                (nx, ny, nz), left = collide((px, py, pz), (nx, ny, nz), lengths[k], radii[k], placed)
-                worst = max(worst, left)
+                # The bound tests in line first: most points touch nothing.
+                rk = radii[k]
+                touch = False
+                for cx, cy, cz, extent, _d in placed:
+                    dx, dy, dz = nx - cx, ny - cy, nz - cz
+                    reach = extent + rk
+                    if extent < 0.0 or dx * dx + dy * dy + dz * dz < reach * reach:
+                        touch = True
+                        break
+                if touch:
+                    (nx, ny, nz), left = collide((px, py, pz), (nx, ny, nz), lengths[k], rk, placed)
+                    if left > worst:
+                        worst = left
             if commit:
                 xk = x[k]
                 vk = ((nx - xk[0]) / h, (ny - xk[1]) / h, (nz - xk[2]) / h)
@@ -470,10 +482,11 @@ def _reset(
     worst = 0.0
     if placed:
         pts = [root]
+        ready = prepare(placed)
         for k, seg in enumerate(segs):
             length = math.sqrt(seg[0] ** 2 + seg[1] ** 2 + seg[2] ** 2)
             p = pts[-1]
-            x, left = collide(p, (p[0] + seg[0], p[1] + seg[1], p[2] + seg[2]), length, chain.radius[k], placed)
+            x, left = collide(p, (p[0] + seg[0], p[1] + seg[1], p[2] + seg[2]), length, chain.radius[k], ready)
             pts.append(x)
             worst = max(worst, left)
     if time is not None:
@@ -582,5 +595,6 @@ def advance_rows(
         a = accel if chain.wind is None else _accel(chain, turn, time)
         depths.append(_step(chain, frame, 1.0, leftover, shown, list(v), before, False, None, a)[2])
     state._remember(SpringSnapshot(time, tuple(x), tuple(v), leftover, root, segs, tuple(before), placed))
-    worst = deepest(shown, chain.radius, placed) if placed else 0.0
+    # The points shown are those of the last step taken (committed or not).
+    worst = depths[-1] if depths else (deepest(shown, chain.radius, placed) if placed else 0.0)
     return SpringStep(np.array([root, *shown]), reason, recomputed, steps, tuple(depths), worst)
