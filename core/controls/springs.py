@@ -14,8 +14,9 @@ step::
     x_k <- x_k + v_k h, then the segment lengths L_k restored (below)
     v_k <- (x_k(new) - x_k(old)) / h
 
-that is stiffness and gravity, damping, the lengths restored, and the velocity the move
-implies. Damping acts on the velocity relative to ``u_k``, the animated end point's own velocity
+that is stiffness and gravity (plus the wind, :mod:`core.controls.wind`), damping, the lengths
+restored (each end point then moved where the chain's colliders allow it,
+:mod:`core.controls.colliders`), and the velocity the move implies. Damping acts on the velocity relative to ``u_k``, the animated end point's own velocity
 over the step: a chain carried at constant speed hangs as animated instead of trailing as if in
 a wind. As an exact decay factor it stays stable at any rate.
 
@@ -25,12 +26,16 @@ only, so it is a tridiagonal solve), then made exact by one pass from the root. 
 animation at rest and no damping the chain is then a conservative system (springs to fixed
 points, gravity, workless constraints) and the scheme loses energy slowly and never gains it.
 
+With a center joint the chain's input (points, colliders, gravity, wind) is taken into that
+joint's moving frame each frame and the chain stepped there (the caller's part, see
+:mod:`core.controls.kinds.springs`).
+
 Frame-rate independence: a frame's time is clamped to ``MAX_FRAME_TIME`` and integrated in fixed
 steps of ``SUBSTEP`` (1/240 s); the remainder is carried to the next frame, and the pose shown is
-the committed state advanced by the remainder in one step that is not committed. Targets at step
-times are interpolated linearly between the previous and the current frame's animated pose, so
-a run at any frame rate commits the very steps a 240 Hz run would on the same keyed motion;
-what remains between frame rates is the animation's own sampling.
+the committed state advanced by the remainder in one step that is not committed. Targets (and
+colliders) at step times are interpolated linearly between the previous and the current frame's
+animated pose, so a run at any frame rate commits the very steps a 240 Hz run would on the same
+keyed motion; what remains between frame rates is the animation's own sampling.
 
 Resets (to the animated pose with zero velocity, or during a step at rest relative to the
 animation; each reported with its reason):
