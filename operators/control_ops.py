@@ -165,7 +165,11 @@ class MARIONETTE_OT_collider_remove(bpy.types.Operator):
         return True
 
     def execute(self, context: Any) -> set[str]:
-        name = controls.remove_collider(context.active_object)
+        try:
+            name = controls.remove_collider(context.active_object)
+        except MarionetteError as exc:
+            self.report({"ERROR"}, str(exc))
+            return {"CANCELLED"}
         self.report({"INFO"}, f"Removed collider {name!r}")
         return {"FINISHED"}
 

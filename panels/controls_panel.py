@@ -317,6 +317,9 @@ class VIEW3D_PT_marionette_colliders(ControlsPanel, bpy.types.Panel):
     bl_parent_id = "VIEW3D_PT_marionette_controls"
     bl_options = {"DEFAULT_CLOSED"}
 
+    def draw_header(self, context: Any) -> None:
+        self.layout.prop(context.active_object.marionette_controls, "show_colliders", text="", icon="HIDE_OFF")
+
     def draw(self, context: Any) -> None:
         obj = context.active_object
         s = obj.marionette_controls

@@ -303,6 +303,7 @@ class MarionetteControls(bpy.types.PropertyGroup):
     active_index: IntProperty(override=OVERRIDABLE, name="Active Control", default=0)  # type: ignore[valid-type]
     colliders: CollectionProperty(type=MarionetteCollider, override=OVERRIDABLE_ITEMS)  # type: ignore[valid-type]
     active_collider: IntProperty(override=OVERRIDABLE, name="Active Collider", default=0)  # type: ignore[valid-type]
+    show_colliders: BoolProperty(override=OVERRIDABLE, name="Show Colliders", default=True, description="Draw the colliders in the 3D viewport on the pose shown")  # type: ignore[valid-type]
     live_preview: BoolProperty(override=OVERRIDABLE,   # type: ignore[valid-type]
         name="Live Preview", default=False,
         description="Show the animation with the controls applied as the timeline plays or is scrubbed",

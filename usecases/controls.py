@@ -20,7 +20,7 @@ from ..core.errors import MarionetteError
 from ..core.mapping.auto_map import auto_map_skeleton
 from ..properties import control_settings
 from ..properties.control_settings import KIND_LABEL
-from ..viewport import control_overrides, live_preview
+from ..viewport import collider_overlay, control_overrides, live_preview
 
 # --- suggestions for a new control -----------------------------------------------------------
 
@@ -180,10 +180,17 @@ def add_collider(obj: Any, kind: str, bone: str, group: str = "Body") -> str:
 
 
 def remove_collider(obj: Any) -> str:
-    """Remove the active collider of ``obj``. Returns its name."""
+    """Remove the active collider of ``obj``. Returns its name. On a library override only a
+    collider added there can go (Blender keeps no removal of a library's item), which is said."""
     settings = obj.marionette_controls
     name = str(settings.colliders[settings.active_collider].name)
-    settings.colliders.remove(settings.active_collider)
+    try:
+        settings.colliders.remove(settings.active_collider)
+    except TypeError as exc:
+        raise MarionetteError(
+            f"collider {name!r} comes from the library file and cannot be removed on its override; remove it there, "
+            "or take its group out of the springs' Collider Groups"
+        ) from exc
     settings.active_collider = max(0, min(settings.active_collider, len(settings.colliders) - 1))
     live_preview.definitions_changed(obj)
     return name
@@ -210,9 +217,11 @@ def register() -> None:
     control_settings.register()
     live_preview.register()
     control_overrides.register()
+    collider_overlay.register()
 
 
 def unregister() -> None:
+    collider_overlay.unregister()
     control_overrides.unregister()
     live_preview.unregister()
     control_settings.unregister()

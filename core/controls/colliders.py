@@ -388,3 +388,51 @@ def deepest(points: Sequence[Sequence[float]], radii: Sequence[float], placed: S
         for c in placed:
             worst = max(worst, depth(c, x, r))
     return worst
+
+
+def _circle(centre: FloatArray, u: FloatArray, v: FloatArray, radius: float, count: int) -> FloatArray:
+    """Segments ``(count, 2, 3)`` of a circle about ``centre`` in the plane of unit ``u``, ``v``."""
+    a = np.linspace(0.0, 2.0 * np.pi, count + 1)
+    pts = centre + radius * (np.cos(a)[:, None] * u + np.sin(a)[:, None] * v)
+    out: FloatArray = np.stack([pts[:-1], pts[1:]], axis=1)
+    return out
+
+
+def _frame_of(axis: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """Two unit vectors completing the unit ``axis`` to a right-handed frame."""
+    helper = np.array([1.0, 0.0, 0.0]) if abs(axis[0]) < 0.9 else np.array([0.0, 1.0, 0.0])
+    u = np.cross(axis, helper)
+    u /= np.linalg.norm(u)
+    return u, np.cross(axis, u)
+
+
+def outline(c: Placed, count: int = 24, plane_size: float = 1.0) -> FloatArray:
+    """Line segments ``(N, 2, 3)`` that draw a placed collider: three great circles of a sphere,
+    a capsule's two end circles, its four side lines and the half circles of its caps, a square
+    of ``plane_size`` on a plane with its normal."""
+    code = c[0]
+    a = np.array(c[1:4])
+    b = np.array(c[4:7])
+    r = c[7]
+    x, y, z = np.eye(3)
+    if code in (SPHERE, INSIDE_SPHERE):
+        return np.concatenate([_circle(a, x, y, r, count), _circle(a, y, z, r, count), _circle(a, z, x, r, count)])
+    if code == PLANE:
+        u, v = _frame_of(b)
+        h = 0.5 * plane_size
+        corners = [a + h * (su * u + sv * v) for su, sv in ((-1, -1), (1, -1), (1, 1), (-1, 1))]
+        square = np.array([[corners[i], corners[(i + 1) % 4]] for i in range(4)])
+        return np.concatenate([square, np.array([[a, a + h * b]])])
+    axis = b - a
+    length = float(np.linalg.norm(axis))
+    w = axis / length if length > _EPS else z
+    u, v = _frame_of(w)
+    sides = np.array([[a + r * d, b + r * d] for d in (u, -u, v, -v)])
+    half = count // 2
+    caps = []
+    for end, sign in ((a, -1.0), (b, 1.0)):
+        for d in (u, v):
+            t = np.linspace(0.0, np.pi, half + 1)
+            arc = end + r * (np.cos(t)[:, None] * d + sign * np.sin(t)[:, None] * w)
+            caps.append(np.stack([arc[:-1], arc[1:]], axis=1))
+    return np.concatenate([_circle(a, u, v, r, count), _circle(b, u, v, r, count), sides, *caps])

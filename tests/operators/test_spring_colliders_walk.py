@@ -145,3 +145,21 @@ def test_a_bad_collider_is_refused_on_the_spring_that_uses_it(addon):
     with pytest.raises(RuntimeError, match="pick a bone"):
         bpy.ops.marionette.collider_add(kind="SPHERE")
     assert len(s.colliders) == before
+
+
+def test_the_drawn_colliders_follow_the_pose_shown(addon):
+    """What the viewport overlay draws (its segments; drawing itself needs a window): each
+    collider's outline on its bone as posed, at its radius, the active one marked."""
+    bpy = addon
+    from marionette.viewport import collider_overlay
+
+    arm, first, _last = _man(bpy)
+    bpy.ops.marionette.collider_add(kind="SPHERE", bone="Head")
+    bpy.ops.marionette.collider_add(kind="CAPSULE", bone="Shoulder.L")
+    bpy.context.scene.frame_set(first + 5)
+    drawn = collider_overlay.segments_of(arm)
+    assert [active for active, _ in drawn] == [False, True]
+    head = np.array(arm.matrix_world) @ np.array(arm.pose.bones["Head"].matrix)
+    centre = head[:3, :3] @ np.array(arm.marionette_controls.colliders[0].offset) + head[:3, 3]
+    radii = np.linalg.norm(drawn[0][1].reshape(-1, 3) - centre, axis=1)
+    assert np.abs(radii - arm.marionette_controls.colliders[0].radius).max() < 1e-5

@@ -275,3 +275,28 @@ def test_groups_select_their_colliders_once() -> None:
     groups = [ColliderGroup("head", (head,)), ColliderGroup("body", (head, chest))]
     assert select_groups(groups, ["body", "head"]) == (head, chest)
     assert select_groups(groups, []) == ()
+
+
+def test_collider_outlines_lie_on_their_surfaces() -> None:
+    """What the viewport draws: every outline point is on the collider's surface."""
+    from marionette.core.controls.colliders import depth, outline
+
+    sk, _ = hanging_chain(4, 1.0)
+    place_at = np.eye(4)
+    place_at[:3, 3] = [0.3, -0.2, 0.5]
+    cases = [
+        Collider.build(sk, "sphere", "base", offset=(0.1, 0.2, 0.3), radius=0.25),
+        Collider.build(sk, "inside_capsule", "base", offset=(0.0, 0.0, 0.0), tail=(0.2, 0.5, -0.1), radius=0.1),
+        Collider.build(sk, "capsule", "base", offset=(0.0, 0.0, 0.0), tail=(0.0, 0.0, 0.4), radius=0.1),
+        Collider.build(sk, "plane", "base", offset=(0.0, 0.0, -1.0), normal=(0.0, 1.0, 1.0)),
+    ]
+    from marionette.core.controls.colliders import place
+
+    placed = place(cases, np.broadcast_to(place_at, (1, len(cases), 4, 4)))[0]
+    for c in placed:
+        segments = outline(c)
+        points = segments.reshape(-1, 3)
+        if c[0] == 2:  # a plane: the square lies on it, the normal line leaves it
+            points = segments[:-1].reshape(-1, 3)
+        off = max(abs(depth(c, p, 0.0)) for p in points)
+        assert off < 1e-9, (c[0], off)
