@@ -337,6 +337,79 @@ def prepare_between(start: Sequence[Placed], end: Sequence[Placed], s: float) ->
     return out
 
 
+def motion(c0: Placed, c1: Placed, carried: Sequence[float] = (0.0, 0.0, 0.0)) -> float:
+    """How far a point carried by ``carried`` can find its distance to a collider changed as
+    the collider goes from ``c0`` to ``c1`` (linearly): the farthest either end moves other than
+    by ``carried`` (a translation moving both changes nothing), plus the radius's change. A
+    turning plane changes the distance of far points without bound: infinite."""
+    if c0[0] == PLANE:
+        return math.inf
+    tx, ty, tz = carried
+    da = math.sqrt((c1[1] - c0[1] - tx) ** 2 + (c1[2] - c0[2] - ty) ** 2 + (c1[3] - c0[3] - tz) ** 2)
+    db = math.sqrt((c1[4] - c0[4] - tx) ** 2 + (c1[5] - c0[5] - ty) ** 2 + (c1[6] - c0[6] - tz) ** 2)
+    return max(da, db) + abs(c1[7] - c0[7])
+
+
+def clearance(x0: float, x1: float, x2: float, r: float, prepared: Sequence[Prepared]) -> float:
+    """How far the point ``(x0, x1, x2)`` of radius ``r`` is from where the colliders of
+    ``prepared`` stop allowing it (below ``-TOLERANCE``: it touches one). Each term is a
+    distance to a sphere, capsule or plane, so it changes by no more than the point or the
+    collider moves: the springs skip the test while that cannot have used it up."""
+    least = math.inf
+    for _cx, _cy, _cz, _extent, detail in prepared:
+        code, ax, ay, az, ex, ey, ez, inv, radius, _c = detail
+        if code == PLANE:
+            room = (x0 - ax) * ex + (x1 - ay) * ey + (x2 - az) * ez - r
+        else:
+            dx, dy, dz = x0 - ax, x1 - ay, x2 - az
+            if inv:
+                t = (dx * ex + dy * ey + dz * ez) * inv
+                t = 0.0 if t < 0.0 else (1.0 if t > 1.0 else t)
+                dx, dy, dz = dx - t * ex, dy - t * ey, dz - t * ez
+            dist = math.sqrt(dx * dx + dy * dy + dz * dz)
+            if code <= CAPSULE:
+                room = dist - radius - r
+            else:
+                inner = radius - r
+                room = (inner if inner > 0.0 else 0.0) - dist
+        if room < least:
+            least = room
+    return least
+
+
+def touching(x0: float, x1: float, x2: float, r: float, prepared: Sequence[Prepared]) -> bool:
+    """Whether the point ``(x0, x1, x2)`` of radius ``r`` is where some collider of ``prepared``
+    does not allow it (the test :func:`collide` starts with; most points touch nothing, so this
+    is the one made for every end point at every step)."""
+    for cx, cy, cz, extent, detail in prepared:
+        if extent >= 0.0:
+            dx, dy, dz = x0 - cx, x1 - cy, x2 - cz
+            reach = extent + r
+            if dx * dx + dy * dy + dz * dz >= reach * reach:
+                continue
+        code, ax, ay, az, ex, ey, ez, inv, radius, _c = detail
+        if code == PLANE:
+            if r - ((x0 - ax) * ex + (x1 - ay) * ey + (x2 - az) * ez) > TOLERANCE:
+                return True
+            continue
+        dx, dy, dz = x0 - ax, x1 - ay, x2 - az
+        if inv:
+            t = (dx * ex + dy * ey + dz * ez) * inv
+            t = 0.0 if t < 0.0 else (1.0 if t > 1.0 else t)
+            dx, dy, dz = dx - t * ex, dy - t * ey, dz - t * ez
+        dd = dx * dx + dy * dy + dz * dz
+        if code <= CAPSULE:
+            big = radius + r - TOLERANCE
+            if big > 0.0 and dd < big * big:
+                return True
+        else:
+            inner = radius - r
+            small = (inner if inner > 0.0 else 0.0) + TOLERANCE
+            if dd > small * small:
+                return True
+    return False
+
+
 def collide(p: Sequence[float], x: Vec, length: float, r: float, prepared: Sequence[Prepared]) -> tuple[Vec, float]:
     """The end point ``x`` of a segment of ``length`` from the pivot ``p``, moved where every
     collider of ``prepared`` (:func:`prepare`) allows it, and the deepest penetration left (0

@@ -73,7 +73,19 @@ from numpy.typing import ArrayLike
 from ..errors import RigError
 from ..rig.rotations import FloatArray
 from .chains import JointPath
-from .colliders import Collider, Placed, Prepared, collide, deepest, near, prepare, prepare_between
+from .colliders import (
+    TOLERANCE,
+    Collider,
+    Placed,
+    Prepared,
+    clearance,
+    collide,
+    deepest,
+    motion,
+    near,
+    prepare,
+    prepare_between,
+)
 from .wind import Wind
 
 MAX_FRAME_TIME = 0.05
@@ -246,7 +258,7 @@ class _Frame:
     once here rather than in every fixed step; ``a + s * move`` is the very arithmetic
     ``a + s * (b - a)`` would do, so the steps are unchanged to the bit."""
 
-    __slots__ = ("pts0", "pts1", "len0", "len1", "stray", "moves", "grow", "col0", "col1")
+    __slots__ = ("pts0", "pts1", "len0", "len1", "stray", "moves", "grow", "col0", "col1", "move", "clear", "last_s")
 
     def __init__(
         self, root0: Vec, segs0: Sequence[Vec], root1: Vec, segs1: Sequence[Vec],
@@ -273,6 +285,15 @@ class _Frame:
         ]
         self.col0 = [colliders0[i] for i in kept]
         self.col1 = [colliders1[i] for i in kept]
+        # Conservative advancement: each end point's clearance from the colliders at its last
+        # test, used up by its moves and the colliders' (over the whole window at most ``move``),
+        # both counted apart from the root's travel (which carries the whole chain and, on a
+        # character, its colliders alike); the exact test is skipped while some is left.
+        # ``last_s``: the window fraction of the state the next step starts from (the caller's).
+        carried = self.moves[0]
+        self.move = max((motion(a, b, carried) for a, b in zip(self.col0, self.col1, strict=True)), default=0.0)
+        self.clear = [-1.0] * len(self.len1)
+        self.last_s = 0.0
     def colliders(self, s: float) -> list[Prepared]:
         """The colliders the chain may reach, placed at fraction ``s`` of the window."""
         return prepare_between(self.col0, self.col1, s)
@@ -427,7 +448,9 @@ def _step(
     root = (px, py, pz)
     for _ in range(CONSTRAINT_STEPS):
         _project(root, pred, lengths, free)
-    placed = frame.colliders(s) if frame.col0 else None
+    # The colliders are placed at this step only when a point's clearance runs out.
+    placed: list[Prepared] | None = None
+    colliding = bool(frame.col0)
     radii = chain.radius
     worst = 0.0
     for k in range(n):
@@ -442,20 +465,21 @@ def _step(
                 lq = math.sqrt(qx * qx + qy * qy + qz * qz)
             f = lengths[k] / lq if lq > _EPS else 0.0
             nx, ny, nz = px + qx * f, py + qy * f, pz + qz * f
-            if placed:
-                # The bound tests in line first: most points touch nothing.
-                rk = radii[k]
-                touch = False
-                for cx, cy, cz, extent, _d in placed:
-                    dx, dy, dz = nx - cx, ny - cy, nz - cz
-                    reach = extent + rk
-                    if extent < 0.0 or dx * dx + dy * dy + dz * dz < reach * reach:
-                        touch = True
-                        break
-                if touch:
-                    (nx, ny, nz), left = collide((px, py, pz), (nx, ny, nz), lengths[k], rk, placed)
-                    if left > worst:
-                        worst = left
+            if colliding:
+                xk = x[k]
+                ds = s - frame.last_s
+                mx, my, mz = nx - xk[0] - ds * dr[0], ny - xk[1] - ds * dr[1], nz - xk[2] - ds * dr[2]
+                room = frame.clear[k] - ds * frame.move - math.sqrt(mx * mx + my * my + mz * mz)
+                if not room > 0.0:
+                    if placed is None:
+                        placed = frame.colliders(s)
+                    room = clearance(nx, ny, nz, radii[k], placed)
+                    if room < -TOLERANCE:
+                        (nx, ny, nz), left = collide((px, py, pz), (nx, ny, nz), lengths[k], radii[k], placed)
+                        room = 0.0
+                        if left > worst:
+                            worst = left
+                frame.clear[k] = room
             if commit:
                 xk = x[k]
                 vk = ((nx - xk[0]) / h, (ny - xk[1]) / h, (nz - xk[2]) / h)
@@ -473,6 +497,7 @@ def _step(
         x[k] = y
         v[k] = ((y0 - b[0]) / h, (y1 - b[1]) / h, (y2 - b[2]) / h)
         px, py, pz = y0, y1, y2
+    frame.last_s = s
     return reason, targets, worst
 
 
