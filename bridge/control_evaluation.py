@@ -69,6 +69,11 @@ def report_summary(report: ControlReport, kind: str) -> dict[str, Any]:
     if reset is not None:
         reasons = [str(r) for r in np.asarray(reset) if str(r)]
         out["resets"] = {r: reasons.count(r) for r in sorted(set(reasons))}
+    steps = report.details.get("step_penetration") if report.details else None
+    if steps is not None:
+        # Springs: the deepest an end point was inside a collider after any fixed step.
+        depth = np.asarray(steps, dtype=np.float64)
+        out["max_penetration"] = float(depth[ran].max()) if ran.any() else 0.0
     stop = report.details.get("stop") if report.details else None
     if stop is not None:
         stops = [str(s) for s in np.asarray(stop)]

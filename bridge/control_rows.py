@@ -17,6 +17,7 @@ import bpy
 import numpy as np
 
 from ..core.controls.chains import JointPath
+from ..core.controls.colliders import Collider, ColliderGroup
 from ..core.controls.joint_limits import ConeLimit, HingeLimit, JointLimit, link_limit
 from ..core.controls.look_at import LookAtChain
 from ..core.controls.stack import Control, ControlStack, IKControl, LookAtControl
@@ -200,8 +201,58 @@ def rig_forward(skeleton: Skeleton, tails: FloatArray) -> FloatArray:
     return np.array([0.0, -1.0, 0.0])
 
 
+#: Collider kinds of the properties, as the core names them.
+COLLIDER_KINDS = {
+    "SPHERE": "sphere", "CAPSULE": "capsule", "PLANE": "plane", "INSIDE_SPHERE": "inside_sphere", "INSIDE_CAPSULE": "inside_capsule",
+}
+
+
+@dataclass(frozen=True)
+class ColliderSet:
+    """The object's colliders as core groups, and why the groups that hold a collider that
+    cannot be built are refused (group name -> reason)."""
+
+    groups: tuple[ColliderGroup, ...]
+    errors: dict[str, str]
+
+
+def read_colliders(obj: bpy.types.Object, skeleton: Skeleton) -> ColliderSet:
+    """``obj.marionette_controls.colliders`` as core collider groups (a collider on a missing
+    bone, or of no size, refuses its group with the reason)."""
+    by_group: dict[str, list[Collider]] = {}
+    errors: dict[str, str] = {}
+    for c in obj.marionette_controls.colliders:
+        group = c.group.strip()
+        by_group.setdefault(group, [])
+        kind = COLLIDER_KINDS[c.kind]
+        try:
+            if not c.bone:
+                raise _RowError(f"collider {c.name!r}: pick its bone")
+            extra = {"normal": tuple(c.tail)} if kind == "plane" else {"tail": tuple(c.tail)}
+            by_group[group].append(
+                Collider.build(skeleton, kind, c.bone, offset=tuple(c.offset), radius=float(c.radius), name=c.name, **extra)
+            )
+        except MarionetteError as exc:
+            errors.setdefault(group, str(exc))
+    return ColliderSet(tuple(ColliderGroup(g, tuple(cs)) for g, cs in by_group.items()), errors)
+
+
+def _spring_colliders(row: Any, colliders: ColliderSet) -> tuple[Collider, ...]:
+    from ..core.controls.colliders import select_groups
+
+    names = [n.strip() for n in row.collider_groups.split(",") if n.strip()]
+    for n in names:
+        if n in colliders.errors:
+            raise _RowError(colliders.errors[n])
+    try:
+        return select_groups(colliders.groups, names)
+    except RigError as exc:
+        raise _RowError(str(exc)) from exc
+
+
 def _build_row(
-    obj: bpy.types.Object, skeleton: Skeleton, lengths: FloatArray, row: Any, name: str, index: int, forward: Callable[[], FloatArray]
+    obj: bpy.types.Object, skeleton: Skeleton, lengths: FloatArray, row: Any, name: str, index: int, forward: Callable[[], FloatArray],
+    colliders: Callable[[], ColliderSet] | None = None,
 ) -> tuple[Control, ControlSpec]:
     kind = row.kind
     spec = ControlSpec(name=name, row=index, kind=kind)
@@ -265,12 +316,12 @@ def _build_row(
         control = LookAtControl(chain=chain, smooth_time=float(row.smooth_time), **common)
         spec.target = _ref(row.target_object, row.target_bone)
         return control, spec
-    return _build_secondary(obj, skeleton, lengths, row, spec, common, forward)
+    return _build_secondary(obj, skeleton, lengths, row, spec, common, forward, colliders or (lambda: read_colliders(obj, skeleton)))
 
 
 def _build_secondary(
     obj: bpy.types.Object, skeleton: Skeleton, lengths: FloatArray, row: Any, spec: ControlSpec, common: dict[str, Any],
-    forward: Callable[[], FloatArray],
+    forward: Callable[[], FloatArray], colliders: Callable[[], ColliderSet],
 ) -> tuple[Control, ControlSpec]:
     """Ground feet, springs, inheritance, fixed axes and closures (docs/controls.md#kinds)."""
     from ..core.controls import stack as cc
@@ -302,9 +353,22 @@ def _build_secondary(
         return cc.GroundControl(rig=rig, smooth_time=float(row.smooth_time), pelvis_smooth_time=float(row.pelvis_smooth_time), **common), spec
     if kind == "SPRING":
         from ..core.controls.springs import SpringChain
+        from ..core.controls.wind import Wind
 
         joints = _chain(skeleton, row.bone_start, row.bone_end)
-        chain = SpringChain.build(_tail_path(skeleton, lengths, joints), stiffness=float(row.stiffness), damping=float(row.damping), gravity=tuple(row.gravity))
+        center = _bone(skeleton, row.center_bone, "center bone") if row.center_bone else -1
+        if center in joints:
+            raise _RowError(f"the center bone {row.center_bone!r} is one of the chain's own bones; pick one above it (the hips, the root)")
+        wind = None
+        if row.wind_strength > 0.0:
+            wind = Wind.build(
+                tuple(row.wind_direction), float(row.wind_strength), gust=float(row.wind_gust),
+                frequency=float(row.wind_frequency), seed=int(row.wind_seed),
+            )
+        chain = SpringChain.build(
+            _tail_path(skeleton, lengths, joints), stiffness=float(row.stiffness), damping=float(row.damping), gravity=tuple(row.gravity),
+            radius=float(row.point_radius), colliders=_spring_colliders(row, colliders()), wind=wind, center=center,
+        )
         return cc.SpringControl(chain=chain, **common), spec
     if kind == "INHERIT":
         from ..core.controls.inheritance import Grant, Inheritance
@@ -355,18 +419,24 @@ def build_controls(obj: bpy.types.Object, skeleton: Skeleton | None = None) -> B
     rows = list(obj.marionette_controls.controls)
     names = _unique_names(rows)
     forward_cache: list[FloatArray] = []
+    collider_cache: list[ColliderSet] = []
 
     def forward() -> FloatArray:
         if not forward_cache:
             forward_cache.append(rig_forward(skeleton, tails))
         return forward_cache[0]
 
+    def colliders() -> ColliderSet:
+        if not collider_cache:
+            collider_cache.append(read_colliders(obj, skeleton))
+        return collider_cache[0]
+
     controls: list[Control] = []
     specs: list[ControlSpec] = []
     errors: dict[int, str] = {}
     for i, row in enumerate(rows):
         try:
-            control, spec = _build_row(obj, skeleton, lengths, row, names[i], i, forward)
+            control, spec = _build_row(obj, skeleton, lengths, row, names[i], i, forward, colliders)
         except (MarionetteError, ValueError, TypeError, AttributeError, ImportError) as exc:
             errors[i] = str(exc)
             continue

@@ -12,7 +12,7 @@ import bpy
 from bpy.props import BoolProperty, EnumProperty, IntProperty, StringProperty
 
 from ..core.errors import MarionetteError
-from ..properties.control_settings import KIND_ITEMS, KIND_LABEL
+from ..properties.control_settings import COLLIDER_KIND_ITEMS, KIND_ITEMS, KIND_LABEL
 from ..usecases import controls
 from ..usecases.bake_controls import bake_controls, frames_of
 
@@ -113,6 +113,64 @@ class MARIONETTE_OT_control_move(bpy.types.Operator):
         if not controls.move_control(context.active_object, up=self.direction == "UP"):
             self.report({"INFO"}, "The control is already at that end of the list")
             return {"CANCELLED"}
+        return {"FINISHED"}
+
+
+class MARIONETTE_OT_collider_add(bpy.types.Operator):
+    """Add a spring collider on the active bone, sized from the bone's length"""
+
+    bl_idname = "marionette.collider_add"
+    bl_label = "Add Collider"
+    bl_options = {"REGISTER", "UNDO"}
+    bl_property = "kind"
+
+    kind: EnumProperty(name="Shape", items=COLLIDER_KIND_ITEMS, default="SPHERE")  # type: ignore[valid-type]
+    bone: StringProperty(name="Bone", description="Bone to put it on (empty: the active bone)")  # type: ignore[valid-type]
+    group: StringProperty(name="Group", default="Body", description="Collider group (spring chains choose groups)")  # type: ignore[valid-type]
+
+    @classmethod
+    def poll(cls, context: Any) -> bool:
+        if not _list_editable(cls, context):
+            return False
+        return True
+
+    def execute(self, context: Any) -> set[str]:
+        obj = context.active_object
+        active = obj.data.bones.active
+        bone = self.bone or (active.name if active is not None else "")
+        try:
+            name = controls.add_collider(obj, self.kind, bone, self.group)
+        except MarionetteError as exc:
+            self.report({"ERROR"}, str(exc))
+            return {"CANCELLED"}
+        self.report({"INFO"}, f"Added collider {name!r} on {bone!r} (group {self.group!r})")
+        return {"FINISHED"}
+
+
+class MARIONETTE_OT_collider_remove(bpy.types.Operator):
+    """Remove the selected spring collider"""
+
+    bl_idname = "marionette.collider_remove"
+    bl_label = "Remove Collider"
+    bl_options = {"REGISTER", "UNDO"}
+
+    @classmethod
+    def poll(cls, context: Any) -> bool:
+        if not _list_editable(cls, context):
+            return False
+        s = context.active_object.marionette_controls
+        if not 0 <= s.active_collider < len(s.colliders):
+            cls.poll_message_set("Select a collider in the list")
+            return False
+        return True
+
+    def execute(self, context: Any) -> set[str]:
+        try:
+            name = controls.remove_collider(context.active_object)
+        except MarionetteError as exc:
+            self.report({"ERROR"}, str(exc))
+            return {"CANCELLED"}
+        self.report({"INFO"}, f"Removed collider {name!r}")
         return {"FINISHED"}
 
 
@@ -220,6 +278,8 @@ classes = (
     MARIONETTE_OT_control_add,
     MARIONETTE_OT_control_remove,
     MARIONETTE_OT_control_move,
+    MARIONETTE_OT_collider_add,
+    MARIONETTE_OT_collider_remove,
     MARIONETTE_OT_controls_reset,
     MARIONETTE_OT_bake_controls,
     MARIONETTE_OT_prepare_render,

@@ -13,7 +13,7 @@ from typing import Any
 
 import bpy
 
-from ..properties.control_settings import IK_KINDS, KIND_ICON, LOOK_AT_BONES
+from ..properties.control_settings import COLLIDER_ICON, IK_KINDS, KIND_ICON, LOOK_AT_BONES
 from ..viewport import live_preview
 from .retarget_panel import MarionettePanel
 
@@ -162,6 +162,17 @@ class VIEW3D_PT_marionette_control_settings(ControlsPanel, bpy.types.Panel):
             col.prop(c, "stiffness")
             col.prop(c, "damping")
             col.prop(c, "gravity")
+            sub = col.column(heading="Colliders")
+            sub.prop(c, "collider_groups", text="Groups")
+            sub.prop(c, "point_radius")
+            sub = col.column(align=True)
+            sub.prop(c, "wind_strength")
+            if c.wind_strength > 0.0:
+                sub.prop(c, "wind_direction", text="Direction")
+                sub.prop(c, "wind_gust")
+                sub.prop(c, "wind_frequency")
+                sub.prop(c, "wind_seed")
+            col.prop_search(c, "center_bone", bones, "bones")
         elif kind == "INHERIT":
             col.prop_search(c, "source_bone", bones, "bones")
             col.prop(c, "rotation_fraction")
@@ -282,9 +293,56 @@ class VIEW3D_PT_marionette_control_status(ControlsPanel, bpy.types.Panel):
                 line += f", reset ({f['reset']})"
             if f["stop"] and f["stop"] != "satisfied":
                 line += f", stopped ({f['stop']})"
+            if f.get("penetration") is not None and rows[f["row"]].collider_groups.strip():
+                line += f", deepest {1000 * f['penetration']:.2f} mm in a collider"
             row = col.row()
             row.alert = f["skipped"] or (f["ran"] and not f["converged"] and kind in (*IK_KINDS, "CLOSURE"))
             row.label(text=line, icon=KIND_ICON.get(kind, "DOT"))
+
+
+class MARIONETTE_UL_colliders(bpy.types.UIList):
+    """One row per collider: name, shape, group and bone."""
+
+    def draw_item(self, context: Any, layout: Any, data: Any, item: Any, icon: Any, active_data: Any, active_prop: Any, index: int = 0) -> None:
+        row = layout.row(align=True)
+        row.prop(item, "name", text="", emboss=False, icon=COLLIDER_ICON[item.kind])
+        row.label(text=f"{item.group} · {item.bone or '?'}")
+
+
+class VIEW3D_PT_marionette_colliders(ControlsPanel, bpy.types.Panel):
+    """The armature's spring colliders (docs/controls.md#colliders): spring chains collide
+    with the groups they name."""
+
+    bl_label = "Colliders"
+    bl_parent_id = "VIEW3D_PT_marionette_controls"
+    bl_options = {"DEFAULT_CLOSED"}
+
+    def draw_header(self, context: Any) -> None:
+        self.layout.prop(context.active_object.marionette_controls, "show_colliders", text="", icon="HIDE_OFF")
+
+    def draw(self, context: Any) -> None:
+        obj = context.active_object
+        s = obj.marionette_controls
+        col = self.layout.column()
+        row = col.row()
+        row.template_list("MARIONETTE_UL_colliders", "", s, "colliders", s, "active_collider", rows=3)
+        side = row.column(align=True)
+        side.operator_menu_enum("marionette.collider_add", "kind", text="", icon="ADD")
+        side.operator("marionette.collider_remove", text="", icon="REMOVE")
+        if not 0 <= s.active_collider < len(s.colliders):
+            return
+        c = s.colliders[s.active_collider]
+        col.use_property_split = True
+        col.use_property_decorate = False
+        col.prop(c, "kind")
+        col.prop(c, "group")
+        col.prop_search(c, "bone", obj.data, "bones")
+        col.prop(c, "offset")
+        if c.kind in ("CAPSULE", "INSIDE_CAPSULE"):
+            col.prop(c, "tail")
+        elif c.kind == "PLANE":
+            col.prop(c, "tail", text="Normal")
+        col.prop(c, "radius", text="Thickness" if c.kind == "PLANE" else "Radius")
 
 
 class VIEW3D_PT_marionette_control_bake(ControlsPanel, bpy.types.Panel):
@@ -304,6 +362,8 @@ classes = (
     VIEW3D_PT_marionette_controls,
     VIEW3D_PT_marionette_control_settings,
     VIEW3D_PT_marionette_control_status,
+    MARIONETTE_UL_colliders,
+    VIEW3D_PT_marionette_colliders,
     VIEW3D_PT_marionette_control_bake,
 )
 register, unregister = bpy.utils.register_classes_factory(classes)

@@ -61,6 +61,14 @@ AXIS_ITEMS = [
     ("NEG_Z", "-Z", "The bone's local -Z axis"),
 ]
 TWIST_AXIS_ITEMS = [item for item in AXIS_ITEMS if item[0] != "AUTO"]
+COLLIDER_KIND_ITEMS = [
+    ("SPHERE", "Sphere", "Springs stay outside a ball about the offset (a head)", "MESH_UVSPHERE", 0),
+    ("CAPSULE", "Capsule", "Springs stay outside a rounded cylinder from the offset to the tail (a neck, an arm, a leg)", "MESH_CAPSULE", 1),
+    ("PLANE", "Plane", "Springs stay in front of a plane through the offset, facing the normal (a floor, a back)", "MESH_PLANE", 2),
+    ("INSIDE_SPHERE", "Inside Sphere", "Springs stay inside a ball (a skirt kept within a body volume)", "SPHERE", 3),
+    ("INSIDE_CAPSULE", "Inside Capsule", "Springs stay inside a rounded cylinder", "META_CAPSULE", 4),
+]
+COLLIDER_ICON = {k: icon for k, _l, _d, icon, _n in COLLIDER_KIND_ITEMS}
 CLOSURE_SOLVER_ITEMS = [
     ("FABRIK", "FABRIK", "Branches of any length (FABRIK passes)"),
     ("CCD", "CCD", "Branches of any length (cyclic coordinate descent, in each bone's own axes)"),
@@ -76,6 +84,10 @@ def _definition_changed(self: Any, _context: Any) -> None:
 def _state_changed(self: Any, _context: Any) -> None:
     control_overrides.row_changed(self.id_data)
     live_preview.state_changed(self.id_data)
+
+
+def _collider_changed(self: Any, _context: Any) -> None:
+    live_preview.definitions_changed(self.id_data)
 
 
 def _live_toggled(self: Any, _context: Any) -> None:
@@ -233,6 +245,26 @@ class MarionetteControl(bpy.types.PropertyGroup):
     stiffness: FloatProperty(override=OVERRIDABLE, name="Stiffness", default=60.0, min=0.0, max=57600.0, soft_max=1000.0, description="Pull toward the animated pose, per second squared", update=_definition_changed)  # type: ignore[valid-type]
     damping: FloatProperty(override=OVERRIDABLE, name="Damping", default=4.0, min=0.0, soft_max=50.0, description="Velocity decay rate, per second", update=_definition_changed)  # type: ignore[valid-type]
     gravity: FloatVectorProperty(override=OVERRIDABLE, name="Gravity", default=(0.0, 0.0, -9.81), size=3, subtype="ACCELERATION", unit="ACCELERATION", description="World acceleration on the chain", update=_definition_changed)  # type: ignore[valid-type]
+    # Spring colliders, wind and center space (docs/controls.md#colliders).
+    collider_groups: StringProperty(override=OVERRIDABLE,   # type: ignore[valid-type]
+        name="Collider Groups",
+        description="Groups of the armature's colliders this chain does not pass through, separated by commas (empty: none)",
+        update=_definition_changed,
+    )
+    point_radius: FloatProperty(override=OVERRIDABLE,   # type: ignore[valid-type]
+        name="Hit Radius", default=0.0, min=0.0, soft_max=0.2, unit="LENGTH",
+        description="How far each segment's end point keeps from the colliders (the hair's thickness)", update=_definition_changed,
+    )
+    wind_direction: FloatVectorProperty(override=OVERRIDABLE, name="Wind Direction", default=(1.0, 0.0, 0.0), size=3, subtype="DIRECTION", description="World direction the wind blows toward", update=_definition_changed)  # type: ignore[valid-type]
+    wind_strength: FloatProperty(override=OVERRIDABLE, name="Wind", default=0.0, min=0.0, soft_max=20.0, unit="ACCELERATION", description="Acceleration of the steady wind (0: no wind)", update=_definition_changed)  # type: ignore[valid-type]
+    wind_gust: FloatProperty(override=OVERRIDABLE, name="Gusts", default=0.0, min=0.0, soft_max=2.0, description="Size of the gusts relative to the steady wind (0: steady)", update=_definition_changed)  # type: ignore[valid-type]
+    wind_frequency: FloatProperty(override=OVERRIDABLE, name="Gust Frequency", default=0.5, min=0.0, soft_max=5.0, description="About how many gusts per second", update=_definition_changed)  # type: ignore[valid-type]
+    wind_seed: IntProperty(override=OVERRIDABLE, name="Gust Seed", default=0, min=0, description="Another seed, other gusts (the same seed gives the same gusts every time)", update=_definition_changed)  # type: ignore[valid-type]
+    center_bone: StringProperty(override=OVERRIDABLE,   # type: ignore[valid-type]
+        name="Center",
+        description="Simulate the chain in this bone's moving frame (e.g. the hips or the root), so the character's travel does not whip it; empty: the world",
+        update=_definition_changed,
+    )
 
     # Inheritance and fixed axes (docs/controls.md#inheritance-and-fixed-axes): the chain's bones are the targets.
     source_bone: StringProperty(override=OVERRIDABLE, name="Source Bone", description="Bone whose current rotation and movement are added", update=_definition_changed)  # type: ignore[valid-type]
@@ -251,11 +283,27 @@ class MarionetteControl(bpy.types.PropertyGroup):
     library_row: StringProperty(override=OVERRIDABLE, options={"HIDDEN"})  # type: ignore[valid-type]
 
 
+class MarionetteCollider(bpy.types.PropertyGroup):
+    """A collider attached to a bone, which the spring chains choosing its group do not pass
+    through (docs/controls.md#colliders). Offsets are in the bone's own axes (Y from head to tail)."""
+
+    name: StringProperty(override=OVERRIDABLE, name="Name", default="Collider", update=_collider_changed)  # type: ignore[valid-type]
+    group: StringProperty(override=OVERRIDABLE, name="Group", default="Body", description="Spring chains choose colliders by group", update=_collider_changed)  # type: ignore[valid-type]
+    kind: EnumProperty(override=OVERRIDABLE, name="Shape", items=COLLIDER_KIND_ITEMS, default="SPHERE", update=_collider_changed)  # type: ignore[valid-type]
+    bone: StringProperty(override=OVERRIDABLE, name="Bone", description="The bone the collider follows", update=_collider_changed)  # type: ignore[valid-type]
+    offset: FloatVectorProperty(override=OVERRIDABLE, name="Offset", size=3, subtype="TRANSLATION", unit="LENGTH", description="Centre (capsule: first end; plane: a point on it) in the bone's axes, from its head", update=_collider_changed)  # type: ignore[valid-type]
+    tail: FloatVectorProperty(override=OVERRIDABLE, name="Tail", size=3, default=(0.0, 1.0, 0.0), subtype="XYZ", description="Capsule: its second end, in the bone's axes; plane: its normal", update=_collider_changed)  # type: ignore[valid-type]
+    radius: FloatProperty(override=OVERRIDABLE, name="Radius", default=0.1, min=0.0, soft_max=1.0, unit="LENGTH", description="Radius of the sphere or capsule (a plane's is its thickness)", update=_collider_changed)  # type: ignore[valid-type]
+
+
 class MarionetteControls(bpy.types.PropertyGroup):
-    """The controls of one armature object, and its live preview switch."""
+    """The controls of one armature object, its colliders and its live preview switch."""
 
     controls: CollectionProperty(type=MarionetteControl, override=OVERRIDABLE_ITEMS)  # type: ignore[valid-type]
     active_index: IntProperty(override=OVERRIDABLE, name="Active Control", default=0)  # type: ignore[valid-type]
+    colliders: CollectionProperty(type=MarionetteCollider, override=OVERRIDABLE_ITEMS)  # type: ignore[valid-type]
+    active_collider: IntProperty(override=OVERRIDABLE, name="Active Collider", default=0)  # type: ignore[valid-type]
+    show_colliders: BoolProperty(override=OVERRIDABLE, name="Show Colliders", default=True, description="Draw the colliders in the 3D viewport on the pose shown")  # type: ignore[valid-type]
     live_preview: BoolProperty(override=OVERRIDABLE,   # type: ignore[valid-type]
         name="Live Preview", default=False,
         description="Show the animation with the controls applied as the timeline plays or is scrubbed",
@@ -266,7 +314,7 @@ class MarionetteControls(bpy.types.PropertyGroup):
     override_rows: StringProperty(override=OVERRIDABLE, options={"HIDDEN"})  # type: ignore[valid-type]
 
 
-classes = (MarionetteControl, MarionetteControls)
+classes = (MarionetteControl, MarionetteCollider, MarionetteControls)
 _register, _unregister = bpy.utils.register_classes_factory(classes)
 
 

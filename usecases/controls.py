@@ -20,7 +20,7 @@ from ..core.errors import MarionetteError
 from ..core.mapping.auto_map import auto_map_skeleton
 from ..properties import control_settings
 from ..properties.control_settings import KIND_LABEL
-from ..viewport import control_overrides, live_preview
+from ..viewport import collider_overlay, control_overrides, live_preview
 
 # --- suggestions for a new control -----------------------------------------------------------
 
@@ -147,6 +147,55 @@ def move_control(obj: Any, up: bool) -> bool:
     return True
 
 
+# --- spring colliders (docs/controls.md#colliders) -------------------------------------------
+
+#: A new collider on a bone of length L: (offset, tail or normal, radius), each in L.
+_COLLIDER_SIZES = {
+    "SPHERE": ((0.0, 0.5, 0.0), (0.0, 1.0, 0.0), 0.5),
+    "CAPSULE": ((0.0, 0.0, 0.0), (0.0, 1.0, 0.0), 0.25),
+    "PLANE": ((0.0, 0.0, 0.0), None, 0.0),
+    "INSIDE_SPHERE": ((0.0, 0.5, 0.0), (0.0, 1.0, 0.0), 1.0),
+    "INSIDE_CAPSULE": ((0.0, 0.0, 0.0), (0.0, 1.0, 0.0), 0.5),
+}
+
+
+def add_collider(obj: Any, kind: str, bone: str, group: str = "Body") -> str:
+    """Add a collider of ``kind`` on ``bone``, sized from the bone's length (a sphere about its
+    middle half as wide as it is long, a capsule from head to tail a quarter as wide, a plane
+    through its head facing along it); it becomes the active collider. Returns its name."""
+    if not bone or bone not in obj.data.bones:
+        raise MarionetteError(f"pick a bone of {obj.name!r} to put the collider on" if not bone else f"{bone!r} is not a bone of {obj.name!r}")
+    length = float(obj.data.bones[bone].length)
+    offset, tail, radius = _COLLIDER_SIZES[kind]
+    settings = obj.marionette_controls
+    c = settings.colliders.add()
+    c.name = _unique(settings.colliders, f"{bone} {kind.replace('_', ' ').title()}")
+    c.kind, c.group, c.bone = kind, group, bone
+    c.offset = [v * length for v in offset]
+    c.tail = (0.0, 1.0, 0.0) if tail is None else [v * length for v in tail]
+    c.radius = radius * length
+    settings.active_collider = len(settings.colliders) - 1
+    live_preview.definitions_changed(obj)
+    return str(c.name)
+
+
+def remove_collider(obj: Any) -> str:
+    """Remove the active collider of ``obj``. Returns its name. On a library override only a
+    collider added there can go (Blender keeps no removal of a library's item), which is said."""
+    settings = obj.marionette_controls
+    name = str(settings.colliders[settings.active_collider].name)
+    try:
+        settings.colliders.remove(settings.active_collider)
+    except TypeError as exc:
+        raise MarionetteError(
+            f"collider {name!r} comes from the library file and cannot be removed on its override; remove it there, "
+            "or take its group out of the springs' Collider Groups"
+        ) from exc
+    settings.active_collider = max(0, min(settings.active_collider, len(settings.colliders) - 1))
+    live_preview.definitions_changed(obj)
+    return name
+
+
 def reset_controls(obj: Any) -> None:
     """Forget the controls' smoothing and spring state; the current frame is shown afresh."""
     live_preview.reset(obj)
@@ -168,9 +217,11 @@ def register() -> None:
     control_settings.register()
     live_preview.register()
     control_overrides.register()
+    collider_overlay.register()
 
 
 def unregister() -> None:
+    collider_overlay.unregister()
     control_overrides.unregister()
     live_preview.unregister()
     control_settings.unregister()

@@ -590,7 +590,10 @@ def _rows_key(obj: bpy.types.Object) -> Any:
             v = getattr(r, n)
             values.append(v.name if isinstance(v, bpy.types.ID) else (tuple(v) if hasattr(v, "__len__") and not isinstance(v, str) else v))
         rows.append(tuple(values))
-    return (tuple(rows), rest_signature(obj))
+    colliders = tuple(
+        (c.name, c.group, c.kind, c.bone, tuple(c.offset), tuple(c.tail), c.radius) for c in obj.marionette_controls.colliders
+    )
+    return (tuple(rows), colliders, rest_signature(obj))
 
 
 def validation(obj: bpy.types.Object) -> dict[int, str]:
@@ -628,6 +631,7 @@ def summary(obj: bpy.types.Object) -> dict[str, Any]:
         if "reset" in details:
             reset_reason = str(np.asarray(details["reset"])[-1])
         stop_reason = str(np.asarray(details["stop"])[-1]) if "stop" in details else ""
+        penetration = float(np.asarray(details["penetration"])[-1]) if "penetration" in details else None
         out[s.name] = {
             "row": s.row,
             "ran": bool(np.asarray(r.ran)[-1]),
@@ -638,6 +642,8 @@ def summary(obj: bpy.types.Object) -> dict[str, Any]:
             "iterations": int(np.asarray(r.iterations)[-1]),
             "reset": reset_reason,
             "stop": stop_reason,
+            # Springs: the deepest a segment end point is inside a collider at this frame.
+            "penetration": penetration,
         }
     return out
 

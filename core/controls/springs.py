@@ -14,8 +14,9 @@ step::
     x_k <- x_k + v_k h, then the segment lengths L_k restored (below)
     v_k <- (x_k(new) - x_k(old)) / h
 
-that is stiffness and gravity, damping, the lengths restored, and the velocity the move
-implies. Damping acts on the velocity relative to ``u_k``, the animated end point's own velocity
+that is stiffness and gravity (plus the wind, :mod:`core.controls.wind`), damping, the lengths
+restored (each end point then moved where the chain's colliders allow it,
+:mod:`core.controls.colliders`), and the velocity the move implies. Damping acts on the velocity relative to ``u_k``, the animated end point's own velocity
 over the step: a chain carried at constant speed hangs as animated instead of trailing as if in
 a wind. As an exact decay factor it stays stable at any rate.
 
@@ -25,12 +26,16 @@ only, so it is a tridiagonal solve), then made exact by one pass from the root. 
 animation at rest and no damping the chain is then a conservative system (springs to fixed
 points, gravity, workless constraints) and the scheme loses energy slowly and never gains it.
 
+With a center joint the chain's input (points, colliders, gravity, wind) is taken into that
+joint's moving frame each frame and the chain stepped there (the caller's part, see
+:mod:`core.controls.kinds.springs`).
+
 Frame-rate independence: a frame's time is clamped to ``MAX_FRAME_TIME`` and integrated in fixed
 steps of ``SUBSTEP`` (1/240 s); the remainder is carried to the next frame, and the pose shown is
-the committed state advanced by the remainder in one step that is not committed. Targets at step
-times are interpolated linearly between the previous and the current frame's animated pose, so
-a run at any frame rate commits the very steps a 240 Hz run would on the same keyed motion;
-what remains between frame rates is the animation's own sampling.
+the committed state advanced by the remainder in one step that is not committed. Targets (and
+colliders) at step times are interpolated linearly between the previous and the current frame's
+animated pose, so a run at any frame rate commits the very steps a 240 Hz run would on the same
+keyed motion; what remains between frame rates is the animation's own sampling.
 
 Resets (to the animated pose with zero velocity, or during a step at rest relative to the
 animation; each reported with its reason):
@@ -68,6 +73,20 @@ from numpy.typing import ArrayLike
 from ..errors import RigError
 from ..rig.rotations import FloatArray
 from .chains import JointPath
+from .colliders import (
+    TOLERANCE,
+    Collider,
+    Placed,
+    Prepared,
+    clearance,
+    collide,
+    deepest,
+    motion,
+    near,
+    prepare,
+    prepare_between,
+)
+from .wind import Wind
 
 MAX_FRAME_TIME = 0.05
 SUBSTEP = 1.0 / 240.0
@@ -103,6 +122,14 @@ class SpringChain:
     damping: tuple[float, ...]
     #: World-space acceleration, units/s^2.
     gravity: Vec
+    #: Each segment end point's radius against the colliders (units).
+    radius: tuple[float, ...] = ()
+    #: The colliders the chain does not pass through (docs/controls.md#colliders).
+    colliders: tuple[Collider, ...] = ()
+    #: Wind on the chain (docs/controls.md#wind-and-the-center-space), or none.
+    wind: Wind | None = None
+    #: The joint whose moving frame the chain is simulated in (-1: the world).
+    center: int = -1
 
     @classmethod
     def build(
@@ -112,6 +139,10 @@ class SpringChain:
         stiffness: float | Sequence[float] = 60.0,
         damping: float | Sequence[float] = 4.0,
         gravity: ArrayLike = (0.0, 0.0, -9.81),
+        radius: float | Sequence[float] = 0.0,
+        colliders: Sequence[Collider] = (),
+        wind: Wind | None = None,
+        center: int = -1,
     ) -> SpringChain:
         n = len(path)
         desc = f"of {n} segments"
@@ -124,7 +155,14 @@ class SpringChain:
         g = np.asarray(gravity, dtype=np.float64).reshape(-1)
         if g.shape != (3,) or not np.all(np.isfinite(g)):
             raise RigError(f"gravity must be a finite vector of shape (3,), got {g.shape}")
-        return cls(path, k, c, (float(g[0]), float(g[1]), float(g[2])))
+        r = _per_segment(radius, n, "radius", desc)
+        if not all(isinstance(x, Collider) for x in colliders):
+            raise RigError("the colliders of a spring must be Collider definitions")
+        if wind is not None and not isinstance(wind, Wind):
+            raise RigError("the wind of a spring must be a Wind definition")
+        if center >= 0 and (center in path.joints):
+            raise RigError("a spring's center bone must not be one of its own bones")
+        return cls(path, k, c, (float(g[0]), float(g[1]), float(g[2])), r, tuple(colliders), wind, int(center))
 
 
 @dataclass(frozen=True)
@@ -140,6 +178,8 @@ class SpringSnapshot:
     root: Vec
     segments: tuple[Vec, ...]
     anchor: tuple[Vec, ...]
+    #: The frame's colliders as placed (world), for the next frame to interpolate from.
+    colliders: tuple[Placed, ...] = ()
 
 
 @dataclass
@@ -190,12 +230,16 @@ def _key(time: float) -> int:
 class SpringStep:
     """What one frame produced: the chain's points (world, ``(n + 1, 3)``), the reset reason
     (empty when none), whether the frame restarted from a cached state, and how many fixed
-    steps were committed."""
+    steps were committed; the deepest penetration into a collider after each committed step
+    (then after the uncommitted step to the frame's time, when there is one) and in the points
+    shown, units (0 without colliders)."""
 
     points: FloatArray
     reset: str
     recomputed: bool
     substeps: int
+    penetration: tuple[float, ...] = ()
+    deepest: float = 0.0
 
 
 def _animated(root: Vec, segs: Sequence[Vec]) -> list[Vec]:
@@ -214,9 +258,12 @@ class _Frame:
     once here rather than in every fixed step; ``a + s * move`` is the very arithmetic
     ``a + s * (b - a)`` would do, so the steps are unchanged to the bit."""
 
-    __slots__ = ("pts0", "pts1", "len0", "len1", "stray", "moves", "grow")
+    __slots__ = ("pts0", "pts1", "len0", "len1", "stray", "moves", "grow", "col0", "col1", "move", "clear", "last_s")
 
-    def __init__(self, root0: Vec, segs0: Sequence[Vec], root1: Vec, segs1: Sequence[Vec]) -> None:
+    def __init__(
+        self, root0: Vec, segs0: Sequence[Vec], root1: Vec, segs1: Sequence[Vec],
+        colliders0: Sequence[Placed] = (), colliders1: Sequence[Placed] = (), reach: float = 0.0,
+    ) -> None:
         self.pts0, self.pts1 = _animated(root0, segs0), _animated(root1, segs1)
         self.len0 = [math.sqrt(a[0] ** 2 + a[1] ** 2 + a[2] ** 2) for a in segs0]
         self.len1 = [math.sqrt(a[0] ** 2 + a[1] ** 2 + a[2] ** 2) for a in segs1]
@@ -228,6 +275,28 @@ class _Frame:
         for length in self.len1:
             total += length
             self.stray.append((STRAY_LENGTHS * total) ** 2)
+        # The colliders the chain may reach over the window (the others cost nothing per step).
+        if len(colliders0) != len(colliders1):
+            colliders0 = colliders1
+        r0, r1 = self.pts0[0], self.pts1[0]
+        kept = [
+            i for i, (a, b) in enumerate(zip(colliders0, colliders1, strict=True))
+            if near(a, b, r0, r1, reach + max(total, sum(self.len0)))
+        ]
+        self.col0 = [colliders0[i] for i in kept]
+        self.col1 = [colliders1[i] for i in kept]
+        # Conservative advancement: each end point's clearance from the colliders at its last
+        # test, used up by its moves and the colliders' (over the whole window at most ``move``),
+        # both counted apart from the root's travel (which carries the whole chain and, on a
+        # character, its colliders alike); the exact test is skipped while some is left.
+        # ``last_s``: the window fraction of the state the next step starts from (the caller's).
+        carried = self.moves[0]
+        self.move = max((motion(a, b, carried) for a, b in zip(self.col0, self.col1, strict=True)), default=0.0)
+        self.clear = [-1.0] * len(self.len1)
+        self.last_s = 0.0
+    def colliders(self, s: float) -> list[Prepared]:
+        """The colliders the chain may reach, placed at fraction ``s`` of the window."""
+        return prepare_between(self.col0, self.col1, s)
 
     def ends(self, s: float) -> list[Vec]:
         """The animated end points at fraction ``s`` of the window (they move linearly)."""
@@ -311,18 +380,25 @@ def _step(
     before: Sequence[Vec],
     commit: bool,
     decay: Sequence[float] | None = None,
-) -> tuple[str, list[Vec]]:
+    accel: Vec | None = None,
+) -> tuple[str, list[Vec], float]:
     """One fixed step of length ``h`` toward the targets at fraction ``s`` of the frame window,
     in place on ``x`` and ``v``; ``before`` are the animated end points at the step's start (the
     damping acts relative to their velocity over the step). ``decay``: :func:`_decays` for
     ``h``, when the caller takes many steps of the same length. Returns the reset reason raised
-    during it ('' for none) and the targets (the next step's ``before``).
+    during it ('' for none), the targets (the next step's ``before``) and the deepest
+    penetration into a collider left after it.
+
+    Collisions are resolved in the exact pass from the root, right after each segment's length
+    is restored: the end point is moved where the colliders allow it at that length, so the
+    next segment hangs from where it ends and the velocity the move implies loses what the
+    collider stopped (contacts are inelastic).
 
     Pinning always runs from a segment to the chain's end, so it is kept as the index of the
     first pinned segment (``n``: none)."""
     r0, dr = frame.pts0[0], frame.moves[0]
     px, py, pz = r0[0] + s * dr[0], r0[1] + s * dr[1], r0[2] + s * dr[2]
-    gx, gy, gz = chain.gravity
+    gx, gy, gz = chain.gravity if accel is None else accel
     if decay is None:
         decay = _decays(chain, h)
     stiffness = chain.stiffness
@@ -372,6 +448,11 @@ def _step(
     root = (px, py, pz)
     for _ in range(CONSTRAINT_STEPS):
         _project(root, pred, lengths, free)
+    # The colliders are placed at this step only when a point's clearance runs out.
+    placed: list[Prepared] | None = None
+    colliding = bool(frame.col0)
+    radii = chain.radius
+    worst = 0.0
     for k in range(n):
         y0, y1, y2 = y = targets[k]
         if k < pinned:
@@ -384,6 +465,21 @@ def _step(
                 lq = math.sqrt(qx * qx + qy * qy + qz * qz)
             f = lengths[k] / lq if lq > _EPS else 0.0
             nx, ny, nz = px + qx * f, py + qy * f, pz + qz * f
+            if colliding:
+                xk = x[k]
+                ds = s - frame.last_s
+                mx, my, mz = nx - xk[0] - ds * dr[0], ny - xk[1] - ds * dr[1], nz - xk[2] - ds * dr[2]
+                room = frame.clear[k] - ds * frame.move - math.sqrt(mx * mx + my * my + mz * mz)
+                if not room > 0.0:
+                    if placed is None:
+                        placed = frame.colliders(s)
+                    room = clearance(nx, ny, nz, radii[k], placed)
+                    if room < -TOLERANCE:
+                        (nx, ny, nz), left = collide((px, py, pz), (nx, ny, nz), lengths[k], radii[k], placed)
+                        room = 0.0
+                        if left > worst:
+                            worst = left
+                frame.clear[k] = room
             if commit:
                 xk = x[k]
                 vk = ((nx - xk[0]) / h, (ny - xk[1]) / h, (nz - xk[2]) / h)
@@ -401,59 +497,107 @@ def _step(
         x[k] = y
         v[k] = ((y0 - b[0]) / h, (y1 - b[1]) / h, (y2 - b[2]) / h)
         px, py, pz = y0, y1, y2
-    return reason, targets
+    frame.last_s = s
+    return reason, targets, worst
 
 
 def _reset(
-    state: SpringState, time: float | None, root: Vec, segs: tuple[Vec, ...], reason: str
+    chain: SpringChain, state: SpringState, time: float | None, root: Vec, segs: tuple[Vec, ...], reason: str,
+    placed: tuple[Placed, ...] = (),
 ) -> SpringStep:
-    pts = _animated(root, segs)
+    """Back to the animated pose at rest; an animated pose inside a collider is pushed out from
+    the root down (the lengths kept), so a chain never starts inside one."""
+    anim = _animated(root, segs)
+    pts = anim
+    worst = 0.0
+    if placed:
+        pts = [root]
+        ready = prepare(placed)
+        for k, seg in enumerate(segs):
+            length = math.sqrt(seg[0] ** 2 + seg[1] ** 2 + seg[2] ** 2)
+            p = pts[-1]
+            x, left = collide(p, (p[0] + seg[0], p[1] + seg[1], p[2] + seg[2]), length, chain.radius[k], ready)
+            pts.append(x)
+            worst = max(worst, left)
     if time is not None:
         zero = tuple((0.0, 0.0, 0.0) for _ in segs)
-        state._remember(SpringSnapshot(time, tuple(pts[1:]), zero, 0.0, root, segs, tuple(pts[1:])))
+        state._remember(SpringSnapshot(time, tuple(pts[1:]), zero, 0.0, root, segs, tuple(anim[1:]), placed))
     else:
         state.clear()
-    return SpringStep(np.array(pts), reason, False, 0)
+    return SpringStep(np.array(pts), reason, False, 0, (), worst)
 
 
-def advance(chain: SpringChain, state: SpringState, time: float | None, points: ArrayLike) -> SpringStep:
+def advance(
+    chain: SpringChain, state: SpringState, time: float | None, points: ArrayLike, colliders: Sequence[Placed] = ()
+) -> SpringStep:
     """Advance ``state`` to ``time`` (seconds; ``None`` = no clock, which resets) given the
-    chain's animated points ``(n + 1, 3)`` in world space at that time; returns the simulated
-    points. Non-finite input is the caller's to skip (it would poison the state)."""
+    chain's animated points ``(n + 1, 3)`` in world space at that time and its colliders placed
+    at that time (:func:`core.controls.colliders.place`); returns the simulated points.
+    Non-finite input is the caller's to skip (it would poison the state)."""
     pts = np.asarray(points, dtype=np.float64)
     n = len(chain.path)
     if pts.shape != (n + 1, 3):
         raise ValueError(f"points must have shape ({n + 1}, 3), got {pts.shape}")
-    return advance_rows(chain, state, time, pts.tolist())
+    if len(colliders) != len(chain.colliders):
+        raise ValueError(f"the chain has {len(chain.colliders)} colliders, {len(colliders)} were placed")
+    return advance_rows(chain, state, time, pts.tolist(), colliders)
 
 
-def advance_rows(chain: SpringChain, state: SpringState, time: float | None, rows: Sequence[Sequence[float]]) -> SpringStep:
+def _turned(turn: Sequence[Sequence[float]] | None, v: Vec) -> Vec:
+    if turn is None:
+        return v
+    return (
+        turn[0][0] * v[0] + turn[0][1] * v[1] + turn[0][2] * v[2],
+        turn[1][0] * v[0] + turn[1][1] * v[1] + turn[1][2] * v[2],
+        turn[2][0] * v[0] + turn[2][1] * v[1] + turn[2][2] * v[2],
+    )
+
+
+def _accel(chain: SpringChain, turn: Sequence[Sequence[float]] | None, time: float) -> Vec | None:
+    """Gravity and the wind at ``time``, turned into the frame simulated in (``None``: the
+    chain's gravity as it is)."""
+    g = chain.gravity
+    if chain.wind is not None:
+        w = chain.wind.at(time)
+        g = (g[0] + w[0], g[1] + w[1], g[2] + w[2])
+    elif turn is None:
+        return None
+    return _turned(turn, g)
+
+
+def advance_rows(
+    chain: SpringChain, state: SpringState, time: float | None, rows: Sequence[Sequence[float]],
+    colliders: Sequence[Placed] = (), turn: Sequence[Sequence[float]] | None = None,
+) -> SpringStep:
     """:func:`advance` with the points given as ``n + 1`` rows of three floats, unchecked (the
-    control stack's entry: it has them as lists already, and a live frame pays per numpy call)."""
+    control stack's entry: it has them as lists already, and a live frame pays per numpy call).
+    ``turn``: the rotation from world into the frame the rows are given in (a center bone's),
+    applied to gravity and the wind."""
     n = len(chain.path)
     first = rows[0]
     root: Vec = (first[0], first[1], first[2])
     segs: tuple[Vec, ...] = tuple((b[0] - a[0], b[1] - a[1], b[2] - a[2]) for a, b in zip(rows[:-1], rows[1:], strict=True))
+    placed = tuple(colliders)
     if time is None:
-        return _reset(state, None, root, segs, "no_time")
+        return _reset(chain, state, None, root, segs, "no_time", placed)
     if state.current is None:
-        return _reset(state, time, root, segs, "start")
+        return _reset(chain, state, time, root, segs, "start", placed)
     # The latest state before this time: the last frame when playing forward, a cached one
     # when the frame is evaluated again or the timeline went back or skipped ahead.
     start = state._before(time)
     if start is None:
-        return _reset(state, time, root, segs, "jump")
+        return _reset(chain, state, time, root, segs, "jump", placed)
     recomputed = start is not state.current
     gap = time - start.time
     if len(start.segments) != n:
-        return _reset(state, time, root, segs, "length")
+        return _reset(chain, state, time, root, segs, "length", placed)
     dt = min(gap, MAX_FRAME_TIME)
-    frame = _Frame(start.root, start.segments, root, segs)
+    frame = _Frame(start.root, start.segments, root, segs, start.colliders, placed, max(chain.radius, default=0.0))
     if any(abs(b - a) > LENGTH_CHANGE * max(a, _EPS) for a, b in zip(frame.len0, frame.len1, strict=True)):
-        return _reset(state, time, root, segs, "length")
+        return _reset(chain, state, time, root, segs, "length", placed)
     travel = math.dist(start.root, root)
     if travel > STRAY_LENGTHS * sum(frame.len1):
-        return _reset(state, time, root, segs, "strayed")
+        return _reset(chain, state, time, root, segs, "strayed", placed)
     total = start.leftover + dt
     # The small slack keeps 1/24 s from becoming 9 steps and a remainder of one step less a
     # rounding error; the count stays the same at every frame rate that divides 240.
@@ -464,13 +608,23 @@ def advance_rows(chain: SpringChain, state: SpringState, time: float | None, row
     reason = ""
     before: Sequence[Vec] = start.anchor
     decay = _decays(chain, SUBSTEP)
+    depths: list[float] = []
+    # Wind is taken at each step's end time, counted from the committed state's (the same
+    # times at every frame rate).
+    origin = start.time - start.leftover
+    accel = _accel(chain, turn, 0.0) if chain.wind is None else None
     for i in range(1, steps + 1):
         s = min((i * SUBSTEP - start.leftover) / dt, 1.0)
-        raised, before = _step(chain, frame, s, SUBSTEP, x, v, before, True, decay)
+        a = accel if chain.wind is None else _accel(chain, turn, origin + i * SUBSTEP)
+        raised, before, left = _step(chain, frame, s, SUBSTEP, x, v, before, True, decay, a)
+        depths.append(left)
         reason = reason or raised
     shown = x
     if leftover > 1e-9:
         shown = list(x)
-        _step(chain, frame, 1.0, leftover, shown, list(v), before, False)
-    state._remember(SpringSnapshot(time, tuple(x), tuple(v), leftover, root, segs, tuple(before)))
-    return SpringStep(np.array([root, *shown]), reason, recomputed, steps)
+        a = accel if chain.wind is None else _accel(chain, turn, time)
+        depths.append(_step(chain, frame, 1.0, leftover, shown, list(v), before, False, None, a)[2])
+    state._remember(SpringSnapshot(time, tuple(x), tuple(v), leftover, root, segs, tuple(before), placed))
+    # The points shown are those of the last step taken (committed or not).
+    worst = depths[-1] if depths else (deepest(shown, chain.radius, placed) if placed else 0.0)
+    return SpringStep(np.array([root, *shown]), reason, recomputed, steps, tuple(depths), worst)

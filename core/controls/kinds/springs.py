@@ -13,7 +13,8 @@ from typing import ClassVar
 import numpy as np
 
 from ...rig.rotations import FloatArray
-from ..chains import PathKinematics
+from ..chains import PathKinematics, PoseBuffers
+from ..colliders import Placed, place
 from ..springs import SpringChain, SpringSnapshot, SpringState, SpringStep, advance_rows
 from .base import Candidate, ControlKind, ControlReport, ControlState, Evaluation, check_common, independent
 
@@ -61,8 +62,8 @@ class SpringControl(ControlKind):
         frames = pose.frames
         kin = PathKinematics(ev.skeleton, [c.chain.path for c in springs], pose)
         animated = kin.points()
-        if frames == 1:
-            one = _springs_one(springs, states, kin, animated, times, places, ev.inverse)
+        if frames == 1 and all(c.chain.center < 0 for c in springs):
+            one = _springs_one(springs, states, kin, animated, times, places, ev.inverse, pose)
             if one is not None:
                 return one
         points_n = animated.shape[1]
@@ -75,25 +76,47 @@ class SpringControl(ControlKind):
         resets = [[""] * frames for _ in range(count)]
         again = [[False] * frames for _ in range(count)]
         steps = [[0] * frames for _ in range(count)]
+        deep = [[0.0] * frames for _ in range(count)]
+        deep_steps = [[0.0] * frames for _ in range(count)]
         clock = [None if t is None or not math.isfinite(t) else t for t in ([None] * frames if times is None else times.tolist())]
         for m, c in enumerate(springs):
             st = states[m]
             state = st.runtime if isinstance(st.runtime, SpringState) else SpringState()
             st.runtime = state
-            rows = world[m].tolist()
+            frame = places
+            turns: list[list[list[float]] | None] = [None] * frames
+            center: FloatArray | None = None
+            if c.chain.center >= 0:
+                # Simulated in the center bone's frame: the inputs taken into it, the result out.
+                center = places @ pose.world(c.chain.center)
+                usable[m] &= np.isfinite(center).all(axis=(1, 2)) & (np.abs(np.linalg.det(center[:, :3, :3])) > 1e-12)
+                safe_center = np.where(usable[m][:, None, None], center, np.eye(4))
+                to_center = np.linalg.inv(safe_center)
+                frame = to_center @ places
+                lin = to_center[:, :3, :3]
+                turns = list((lin / np.linalg.norm(lin, axis=1, keepdims=True)).tolist())
+                rows = (np.einsum("tij,tkj->tki", lin, world[m]) + to_center[:, None, :3, 3]).tolist()
+            else:
+                rows = world[m].tolist()
             ok = usable[m].tolist()
+            placed = placed_colliders(c.chain, pose, frame)
             for t in range(frames):
-                if not ok[t]:
+                if not ok[t] or (placed[t] and not _finite(placed[t])):
                     # A non-finite input frame is skipped and leaves the state as it was.
+                    usable[m, t] = False
                     continue
-                step = advance_rows(c.chain, state, clock[t], rows[t])
-                simulated[m, t] = step.points
+                step = advance_rows(c.chain, state, clock[t], rows[t], placed[t], turns[t])
+                simulated[m, t] = step.points if center is None else step.points @ center[t, :3, :3].T + center[t, :3, 3]
                 resets[m][t] = step.reset
                 again[m][t] = step.recomputed
                 steps[m][t] = step.substeps
+                deep[m][t] = step.deepest
+                deep_steps[m][t] = max(step.penetration, default=step.deepest)
         reset = np.array(resets, dtype="<U10")
         recomputed = np.array(again, dtype=bool)
         substeps = np.array(steps, dtype=np.int64)
+        penetration = np.array(deep)
+        step_penetration = np.array(deep_steps)
         # Every frame usable is the live case: spare it the masking (numpy's per-call overhead).
         all_usable = bool(usable.all())
         safe = places if all_usable else np.where(np.isfinite(places).all(axis=(1, 2))[:, None, None], places, np.eye(4))
@@ -126,11 +149,27 @@ class SpringControl(ControlKind):
                 converged=usable[m],
                 limited=np.zeros(frames, dtype=bool),
                 details=MappingProxyType(
-                    {"reset": reset[m], "recomputed": recomputed[m], "length_error": length_error[m], "points": points[m]}
+                    {
+                        "reset": reset[m], "recomputed": recomputed[m], "length_error": length_error[m], "points": points[m],
+                        "penetration": penetration[m], "step_penetration": step_penetration[m],
+                    }
                 ),
             )
             out.append(Candidate(rot[m], None, report))
         return out
+
+
+def placed_colliders(chain: SpringChain, pose: PoseBuffers, places: FloatArray) -> list[list[Placed]]:
+    """The chain's colliders placed in world space at each frame of ``pose`` (their joints'
+    placements on the pose the chain reads, the object's placements ``places`` applied)."""
+    if not chain.colliders:
+        return [[] for _ in range(pose.frames)]
+    mats = np.stack([pose.world(c.joint) for c in chain.colliders], axis=1)
+    return place(chain.colliders, places[:, None] @ mats)
+
+
+def _finite(placed: list[Placed]) -> bool:
+    return all(math.isfinite(sum(c[1:])) for c in placed)
 
 
 def _springs_one(
@@ -141,6 +180,7 @@ def _springs_one(
     times: FloatArray | None,
     places: FloatArray,
     inverse: Callable[[FloatArray], FloatArray],
+    kin_pose: PoseBuffers,
 ) -> list[Candidate] | None:
     """:meth:`SpringControl.run` of one frame, its arithmetic in plain floats: the same steps, on
     arrays so small that each numpy call costs more than its arithmetic. ``None`` (before any
@@ -162,13 +202,16 @@ def _springs_one(
     t = None if times is None else float(times[0])
     clock = None if t is None or not math.isfinite(t) else t
     inv = inverse(places)[0].tolist()
+    placed = [placed_colliders(c.chain, kin_pose, places)[0] for c in springs]
+    if not all(_finite(p) for p in placed):
+        return None
     local: list[list[list[float]]] = []
     steps: list[SpringStep] = []
     for m, c in enumerate(springs):
         st = states[m]
         state = st.runtime if isinstance(st.runtime, SpringState) else SpringState()
         st.runtime = state
-        step = advance_rows(c.chain, state, clock, world[m])
+        step = advance_rows(c.chain, state, clock, world[m], placed[m])
         steps.append(step)
         local.append([[r[0] * x + r[1] * y + r[2] * z + r[3] for r in inv[:3]] for x, y, z in step.points.tolist()])
     points = np.array(local)
@@ -197,6 +240,8 @@ def _springs_one(
                     "recomputed": np.array([step.recomputed]),
                     "length_error": np.array([length_error]),
                     "points": points[m : m + 1],
+                    "penetration": np.array([step.deepest]),
+                    "step_penetration": np.array([max(step.penetration, default=step.deepest)]),
                 }
             ),
         )
