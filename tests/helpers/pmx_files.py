@@ -365,3 +365,35 @@ def leg_rig_bones(knee_limit: bool = True) -> list[Bone]:
         Bone(TWIST_1, (4.5, 14.4, 0.0), 7, "arm twist1_L", flags=t | APPEND_ROTATION, append=(8, 0.5)),
         Bone(GROOVE, (0.0, 8.2, 0.0), 0, "groove", flags=rt | APPEND_TRANSLATION, append=(0, -0.5)),
     ]
+
+
+def humanoid_bones() -> list[Bone]:
+    """A small MMD humanoid (standard Japanese names), both legs on MMD's usual leg IK (knees
+    bending one way about X), arms 35 degrees below horizontal, no fingers. Model space: +Y up,
+    facing -Z, its left at +X, MMD units (about 20 tall)."""
+    t, rt = ROTATABLE | VISIBLE | ENABLED, ROTATABLE | TRANSLATABLE | VISIBLE | ENABLED
+    bones = [
+        Bone("センター", (0.0, 8.0, 0.0), -1, "center", flags=rt, tail_offset=(0.0, -1.0, 0.0)),
+        Bone("上半身", (0.0, 11.0, 0.2), 0, "upper body", flags=t, tail_bone=2),
+        Bone("首", (0.0, 15.5, 0.3), 1, "neck", flags=t, tail_bone=3),
+        Bone("頭", (0.0, 16.5, 0.2), 2, "head", flags=t, tail_offset=(0.0, 2.5, 0.0)),
+        Bone("下半身", (0.0, 11.0, 0.2), 0, "lower body", flags=t, tail_offset=(0.0, -1.5, 0.0)),
+    ]
+    for sx, s, e in ((1.0, "左", "_L"), (-1.0, "右", "_R")):
+        k = len(bones)
+        reach = (3.3 * math.cos(math.radians(35.0)), 3.3 * math.sin(math.radians(35.0)))
+        bones += [
+            Bone(s + "肩", (sx * 0.4, 15.0, 0.3), 1, "shoulder" + e, flags=t, tail_bone=k + 1),
+            Bone(s + "腕", (sx * 1.6, 15.0, 0.3), k, "arm" + e, flags=t, tail_bone=k + 2),
+            Bone(s + "ひじ", (sx * (1.6 + reach[0]), 15.0 - reach[1], 0.3), k + 1, "elbow" + e, flags=t, tail_bone=k + 3),
+            Bone(s + "手首", (sx * (1.6 + 2 * reach[0]), 15.0 - 2 * reach[1], 0.3), k + 2, "wrist" + e, flags=t, tail_offset=(sx * 1.0, -0.7, 0.0)),
+            Bone(s + "足", (sx * 1.0, 10.0, 0.2), 4, "leg" + e, flags=t, tail_bone=k + 5),
+            Bone(s + "ひざ", (sx * 1.0, 5.5, 0.0), k + 4, "knee" + e, flags=t, tail_bone=k + 6),
+            Bone(s + "足首", (sx * 1.0, 1.0, 0.3), k + 5, "ankle" + e, flags=t, tail_bone=k + 7),
+            Bone(s + "つま先", (sx * 1.0, 0.0, -1.5), k + 6, "toe" + e, flags=t, tail_offset=(0.0, 0.0, -0.5)),
+            Bone(
+                s + "足ＩＫ", (sx * 1.0, 1.0, 0.3), -1, "leg IK" + e, flags=rt, layer=1, tail_offset=(0.0, 0.0, 1.0),
+                ik_target=k + 6, ik_loops=40, links=[Link(k + 5, (KNEE_MIN, KNEE_MAX)), Link(k + 4)],
+            ),
+        ]
+    return bones
