@@ -27,10 +27,9 @@ def measure_files(source_path: str, retargeted_path: str, *, clip: str | None = 
     (a PMX file) or the built-in standard MMD skeleton, as the retarget played it."""
     import bpy
 
-    from ..bridge.vmd_source import is_vmd, load_vmd
-
     from ..bridge.clip_read import action_fps
     from ..bridge.file_import import load_file
+    from ..bridge.vmd_source import is_vmd, load_vmd
 
     fresh_session()
     result_file = load_file(retargeted_path)
