@@ -37,6 +37,7 @@ import math
 
 import numpy as np
 
+from ..rig.rotations import FloatArray
 from .pmx import BoneFlag, PmxBone, PmxIK, PmxIKLink, PmxModel
 
 #: Metres per MMD unit used to convert the measured positions (the importer's default).
@@ -94,7 +95,7 @@ _ROTATE = BoneFlag.ROTATABLE | BoneFlag.VISIBLE | BoneFlag.ENABLED
 _MOVE = _ROTATE | BoneFlag.TRANSLATABLE
 
 
-def _mmd(p: tuple[float, float, float]) -> np.ndarray:
+def _mmd(p: tuple[float, float, float]) -> FloatArray:
     """A measured Blender point in MMD units and axes."""
     x, y, z = p
     return np.array([x, z, y]) / MEASURED_SCALE
@@ -111,8 +112,8 @@ def standard_model() -> PmxModel:
     index: dict[str, int] = {}
 
     def add(
-        name: str, english: str, head: np.ndarray, parent: str | None, flags: BoneFlag = _ROTATE, *,
-        tail: np.ndarray | None = None, layer: int = 0, fixed_axis: np.ndarray | None = None, ik: PmxIK | None = None,
+        name: str, english: str, head: FloatArray, parent: str | None, flags: BoneFlag = _ROTATE, *,
+        tail: FloatArray | None = None, layer: int = 0, fixed_axis: FloatArray | None = None, ik: PmxIK | None = None,
     ) -> None:
         index[name] = len(bones)
         bones.append(
@@ -135,7 +136,7 @@ def standard_model() -> PmxModel:
     for left in (True, False):
         s, e = ("左", "_L") if left else ("右", "_R")
 
-        def at(name: str, left: bool = left) -> np.ndarray:
+        def at(name: str, left: bool = left) -> FloatArray:
             return _mmd(_side(name, left))
 
         arm, elbow, wrist = at("腕"), at("ひじ"), at("手首")

@@ -156,7 +156,7 @@ def play(rig: PmxRig, motion: VmdMotion, frames: ArrayLike | None = None, name: 
     label = name or (motion.model_name.strip() or "VMD")
     times = (f - f[0]) / FPS
     kw = {"names": rig.skeleton.names, "times": times, "fps": FPS, "first_frame": float(f[0] + 1)}
-    clip = Clip(rotations=out_rot, translations=out_tr, name=label, **kw)  # type: ignore[arg-type]
-    keyed = Clip(rotations=rot, translations=tr, name=label, **kw)  # type: ignore[arg-type]
+    clip = Clip(rotations=out_rot, translations=out_tr, name=label, **kw)
+    keyed = Clip(rotations=rot, translations=tr, name=label, **kw)
     notes = (f"{len(unmatched)} of the motion's bones are not in the model and are not played: {', '.join(unmatched[:8])}{', ...' if len(unmatched) > 8 else ''}",) if unmatched else ()
     return VmdPlay(clip, keyed, f, switches, unmatched, notes)
