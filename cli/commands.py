@@ -481,6 +481,10 @@ def _import_pmx_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-o", "--output", required=True, help="result .blend: the armature with its IK, inheritance and fixed-axis controls")
     p.add_argument("--scale", type=float, default=0.08, help="metres per MMD unit (default: %(default)s; a 20-unit model stands 1.6 m)")
     p.add_argument("--names", choices=["japanese", "english"], default="japanese", help="bone names (default: %(default)s; both are kept on each bone)")
+    p.add_argument(
+        "--vmd", metavar="MOTION.vmd",
+        help="also key this MikuMikuDance motion onto the rig (a new Action at 30 fps; its IK switches keyed on the IK controls' Enabled)",
+    )
     p.add_argument("--report", help="also write the JSON report here")
 
 
@@ -490,13 +494,18 @@ def _import_pmx_arguments(p: argparse.ArgumentParser) -> None:
     _import_pmx_arguments,
 )
 def import_pmx(args: argparse.Namespace) -> int:
-    check_outputs([Output("-o", args.output, BLEND), *_report_outputs(args)], [("PMX model", args.pmx)])
-    check_inputs([("PMX model", args.pmx)])
+    inputs = [("PMX model", args.pmx)] + ([("VMD motion", args.vmd)] if args.vmd else [])
+    check_outputs([Output("-o", args.output, BLEND), *_report_outputs(args)], inputs)
+    check_inputs(inputs)
     from ..usecases.controls import registered
     from ..usecases.import_pmx import import_pmx_file
+    from ..usecases.vmd_apply import import_with_motion
 
     with job_output(args.verbose), registered():
-        report = import_pmx_file(args.pmx, args.output, scale=args.scale, names=args.names)
+        if args.vmd:
+            report = import_with_motion(args.pmx, args.vmd, args.output, scale=args.scale, names=args.names)
+        else:
+            report = import_pmx_file(args.pmx, args.output, scale=args.scale, names=args.names)
     print(json.dumps(report, indent=1))
     _write_report(report, args.report)
     return 0

@@ -31,6 +31,7 @@ from ..controls.stack import IKControl
 from ..errors import ClipError
 from ..rig.clip import Clip
 from ..rig.rotations import FloatArray, quat_conjugate, quat_from_matrix, quat_multiply, quat_normalize
+from ..rig.skeleton import Skeleton
 from .pmx_rig import PmxRig, blender_points, blender_quaternions, ik_target_positions
 from .vmd import FPS, VmdMotion
 
@@ -51,73 +52,86 @@ class VmdPlay:
     notes: tuple[str, ...] = field(default=())
 
 
-def rest_frames(rig: PmxRig) -> FloatArray:
+def rest_frames(skeleton: Skeleton) -> FloatArray:
     """``(B, 4)`` each joint's rest orientation in skeleton space as a w-first quaternion."""
-    return quat_from_matrix(rig.skeleton.rest_placements()[:, :3, :3])
+    return quat_from_matrix(skeleton.rest_placements()[:, :3, :3])
 
 
-def local_rotations(rig: PmxRig, joints: Sequence[int], xyzw: ArrayLike) -> FloatArray:
+def local_rotations(skeleton: Skeleton, joints: Sequence[int], xyzw: ArrayLike) -> FloatArray:
     """VMD rotations ``(..., J, 4)`` ``(x, y, z, w)`` of ``joints`` as the joints' local rotations
     ``(..., J, 4)`` (w-first): ``R = B^T Q B`` with ``Q`` converted to Blender space."""
     q = np.asarray(xyzw, dtype=np.float64)
     q_mmd = np.concatenate([q[..., 3:4], q[..., :3]], axis=-1)
     world = blender_quaternions(quat_normalize(q_mmd))
-    b = rest_frames(rig)[list(joints)]
+    b = rest_frames(skeleton)[list(joints)]
     return quat_normalize(quat_multiply(quat_conjugate(b), quat_multiply(world, b)))
 
 
-def local_translations(rig: PmxRig, joints: Sequence[int], offsets: ArrayLike) -> FloatArray:
+def local_translations(skeleton: Skeleton, joints: Sequence[int], offsets: ArrayLike, scale: float) -> FloatArray:
     """VMD offsets ``(..., J, 3)`` (MMD units and axes) as the joints' local translations."""
-    p = blender_points(offsets, rig.scale)
-    b = rig.skeleton.rest_placements()[list(joints), :3, :3]
+    p = blender_points(offsets, scale)
+    b = skeleton.rest_placements()[list(joints), :3, :3]
     return np.einsum("jba,...jb->...ja", b, p)
 
 
-def _joint_of_names(rig: PmxRig) -> dict[str, int]:
-    """Motion bone names -> joints: the Japanese name as the file has it, and the bone's name."""
+def joints_by_name(skeleton: Skeleton, mmd_names: Sequence[str] | None = None) -> dict[str, int]:
+    """Motion bone names -> joints: each joint's MMD name (``mmd_names``, as the model file has
+    them), else its own name."""
     out: dict[str, int] = {}
-    for j, name in enumerate(rig.skeleton.names):
-        out.setdefault(name, j)
-    for j, name in enumerate(rig.japanese):
-        out[name.strip()] = j
+    for j, name in enumerate(skeleton.names):
+        out.setdefault(name.strip(), j)
+    for j, name in enumerate(mmd_names or ()):
+        if name.strip():
+            out[name.strip()] = j
     return out
 
 
-def keyed_pose(rig: PmxRig, motion: VmdMotion, frames: ArrayLike) -> tuple[FloatArray, FloatArray, tuple[str, ...]]:
+def keyed_pose_on(
+    skeleton: Skeleton, joints: Mapping[str, int], scale: float, motion: VmdMotion, frames: ArrayLike
+) -> tuple[FloatArray, FloatArray, NDArray[np.bool_], tuple[str, ...]]:
     """The local rotations ``(F, B, 4)`` and translations ``(F, B, 3)`` the motion keys at VMD
-    ``frames`` (fractions allowed; Bézier-eased between keys), bones without a track at rest; and
-    the tracks naming no bone of the rig."""
+    ``frames`` (fractions allowed; Bézier-eased between keys) on a skeleton whose rests are an MMD
+    model's (``scale`` metres per MMD unit, ``joints`` from :func:`joints_by_name`), bones without a
+    track at rest; which joints have a track; and the tracks naming no joint."""
     f = np.asarray(frames, dtype=np.float64).reshape(-1)
-    n = len(rig.skeleton)
+    n = len(skeleton)
     rot = np.zeros((f.size, n, 4))
     rot[..., 0] = 1.0
     tr = np.zeros((f.size, n, 3))
-    joint = _joint_of_names(rig)
+    keyed = np.zeros(n, dtype=bool)
     unmatched: list[str] = []
     for name, track in motion.tracks.items():
-        j = joint.get(name.strip())
+        j = joints.get(name.strip())
         if j is None:
             unmatched.append(name)
             continue
         pos, q = track.sample(f)
-        rot[:, j] = local_rotations(rig, [j], q[:, None])[:, 0]
-        tr[:, j] = local_translations(rig, [j], pos[:, None])[:, 0]
-    return rot, tr, tuple(unmatched)
+        rot[:, j] = local_rotations(skeleton, [j], q[:, None])[:, 0]
+        tr[:, j] = local_translations(skeleton, [j], pos[:, None], scale)[:, 0]
+        keyed[j] = True
+    return rot, tr, keyed, tuple(unmatched)
+
+
+def keyed_pose(rig: PmxRig, motion: VmdMotion, frames: ArrayLike) -> tuple[FloatArray, FloatArray, tuple[str, ...]]:
+    """:func:`keyed_pose_on` the rig's skeleton: rotations, translations and unmatched tracks."""
+    rot, tr, _, unmatched = keyed_pose_on(rig.skeleton, joints_by_name(rig.skeleton, rig.japanese), rig.scale, motion, frames)
+    return rot, tr, unmatched
 
 
 def ik_switches(rig: PmxRig, motion: VmdMotion, frames: ArrayLike) -> dict[str, NDArray[np.bool_]]:
     """Per IK control of the rig, ``(F,)`` whether the motion's property keys leave it on at each
     frame (named in the file by the IK bone's name; on where no key names it, as in MMD)."""
+    return {name: switch_track(motion, rig.japanese[j], frames) for name, j in rig.ik_targets.items()}
+
+
+def switch_track(motion: VmdMotion, ik_bone: str, frames: ArrayLike) -> NDArray[np.bool_]:
+    """``(F,)`` whether the IK of ``ik_bone`` is on at each VMD frame (on where no key names it)."""
     f = np.asarray(frames, dtype=np.float64).reshape(-1)
-    out: dict[str, NDArray[np.bool_]] = {}
-    for name, j in rig.ik_targets.items():
-        ik_name = rig.japanese[j].strip()
-        on = np.ones(f.size, dtype=bool)
-        for prop in motion.properties:
-            if ik_name in prop.ik:
-                on[f >= prop.frame] = prop.ik[ik_name]
-        out[name] = on
-    return out
+    on = np.ones(f.size, dtype=bool)
+    for prop in motion.properties:
+        if ik_bone.strip() in prop.ik:
+            on[f >= prop.frame] = prop.ik[ik_bone.strip()]
+    return on
 
 
 def play(rig: PmxRig, motion: VmdMotion, frames: ArrayLike | None = None, name: str | None = None) -> VmdPlay:
@@ -134,7 +148,7 @@ def play(rig: PmxRig, motion: VmdMotion, frames: ArrayLike | None = None, name: 
         if f.size == 0 or (f.size > 1 and not np.all(np.diff(f) > 0)):
             raise ClipError("frames to play must be increasing")
     rot, tr, unmatched = keyed_pose(rig, motion, f)
-    joint = _joint_of_names(rig)
+    joint = joints_by_name(rig.skeleton, rig.japanese)
     if not any(name.strip() in joint for name in motion.tracks):
         raise ClipError(f"{motion.path}: none of the motion's {len(motion.tracks)} bones is a bone of the model (the motion names {', '.join(list(motion.tracks)[:5])}, ...)")
     switches = ik_switches(rig, motion, f)
