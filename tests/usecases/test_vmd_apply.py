@@ -120,3 +120,27 @@ def test_import_pmx_with_a_motion_on_the_command_line(files, tmp_path):
     r = json.loads(report.read_text())
     assert r["motion"]["switched_ik"] == ["IK 左足ＩＫ"] and r["motion"]["frames"] == [1.0, 31.0] and r["motion"]["fps"] == 30.0
     assert out.is_file()
+
+
+def test_the_live_preview_follows_the_keyed_switch(addon, files):
+    """Frame by frame in the viewport (no bake): the foot on its IK bone while the switch is on,
+    the keyed FK once it is off, and on again when the timeline goes back."""
+    bpy = addon
+    pmx, vmd = files
+    bpy.context.scene.render.fps = 30
+    from marionette.usecases.import_pmx import import_pmx_rig
+    from marionette.usecases.vmd_apply import apply_vmd
+
+    obj = import_pmx_rig(pmx).obj
+    apply_vmd(obj, vmd)
+    # Starting on a frame where the switch is off: the row is built while its Enabled reads off.
+    bpy.context.scene.frame_set(21)
+    assert not obj.marionette_controls.controls["IK 左足ＩＫ"].enabled
+    obj.marionette_controls.live_preview = True
+    rest = np.array(obj.data.bones["左足首"].head_local)
+    target = _blender((1.0, 4.0, -0.7))
+    for frame, on in ((21, False), (6, True), (31, False), (11, True), (1, True)):
+        (posed,) = _played(bpy, obj, [frame])
+        ankle = posed["左足首"][:3, 3]
+        want = target if on else rest
+        assert np.abs(ankle - want).max() < 3e-3, (frame, on, ankle)
