@@ -139,7 +139,7 @@ def play(rig: PmxRig, motion: VmdMotion, frames: ArrayLike | None = None, name: 
     the last): keys converted, IK targets from the IK bones' keyed positions, the rig's controls
     run in MMD's order with each IK switched as the motion says."""
     if not motion.tracks:
-        raise ClipError(f"{motion.path}: the motion has no bone keys")
+        raise ClipError("the motion has no bone keys")
     if frames is None:
         first, last = motion.frame_range
         f = np.arange(first, last + 1, dtype=np.int64)
@@ -150,7 +150,7 @@ def play(rig: PmxRig, motion: VmdMotion, frames: ArrayLike | None = None, name: 
     rot, tr, unmatched = keyed_pose(rig, motion, f)
     joint = joints_by_name(rig.skeleton, rig.japanese)
     if not any(name.strip() in joint for name in motion.tracks):
-        raise ClipError(f"{motion.path}: none of the motion's {len(motion.tracks)} bones is a bone of the model (the motion names {', '.join(list(motion.tracks)[:5])}, ...)")
+        raise ClipError(f"none of the motion's {len(motion.tracks)} bones is a bone of the model (the motion names {', '.join(list(motion.tracks)[:5])}, ...)")
     switches = ik_switches(rig, motion, f)
     out_rot, out_tr = rot.copy(), tr.copy()
     stack = rig.stack

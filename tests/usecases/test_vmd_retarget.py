@@ -170,3 +170,15 @@ def test_bake_pack_takes_vmd_files(walk, tmp_path):
     assert r["files_by_status"] == {"baked": 2}
     frames = {f["label"]: f["clips"][0]["frames"] for f in r["files"]}
     assert frames == {"walk": round(80 / 30 * 24) + 1, "yyb": round(100 / 30 * 24) + 1}
+
+
+@pytest.mark.slow
+def test_a_bad_motion_is_refused_with_one_line_and_nothing_written(tmp_path):
+    cut = tmp_path / "cut.vmd"
+    cut.write_bytes(shared_file("vmd/babylon_mmd_physics_toggle_test_yyb10th.vmd").read_bytes()[:100])
+    stranger = shared_file("vmd/babylon_mmd_physics_toggle_test_v2_yyb10th.vmd")  # keys one bone, D4
+    for src, said in ((cut, "VMD bone keys section"), (stranger, "none of the motion's 1 bones is a bone of the model")):
+        out = tmp_path / "out.blend"
+        done = _run("retarget", src, shared_file("fbx/quaternius_male_casual.fbx"), "-o", out)
+        assert done.returncode == 1 and said in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+        assert not out.exists()
