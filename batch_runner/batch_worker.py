@@ -40,7 +40,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
-from ..core.batch.baking import PackCache, bake_clip, bvh_file_events
+from ..core.batch.baking import PackCache, bake_clip, bvh_file_events, vmd_file_events
 from ..core.batch.messages import Message
 from ..core.batch.output_files import write_part
 from ..core.batch.settings import BakeSettings
@@ -135,6 +135,8 @@ def file_events(
     already read."""
     if path.lower().endswith(".bvh"):
         return bvh_file_events(path, cache, skip, data=data)
+    if path.lower().endswith(".vmd"):
+        return vmd_file_events(path, cache, skip)
     return _blender_file_events(path, cache, skip, only, choose)
 
 
@@ -305,7 +307,7 @@ def serve(argv: list[str]) -> int:
                 ahead.stop()
             working = True
             fid = task["file"]
-            streaming = not str(task["path"]).lower().endswith(".bvh")
+            streaming = not str(task["path"]).lower().endswith((".bvh", ".vmd"))
 
             def choose(ids: list[str], fid: Any = fid) -> list[str]:
                 # The main process answers this file's clips message with the clips to bake here.

@@ -293,7 +293,7 @@ class WorkDispatch:
         ids = task.clips
         if ids is None:
             # A BVH holds one clip named after the file, known before the file is read.
-            known = f.clip_ids if f.clip_ids is not None else ([bvh_clip_id(pf.path)] if pf.is_bvh else None)
+            known = f.clip_ids if f.clip_ids is not None else ([bvh_clip_id(pf.path)] if pf.one_clip else None)
             ids = None if known is None else [c for c in known if c not in set(task.skip)]
         return None if ids is None else [c for c in ids if c not in task.arrived]
 

@@ -95,7 +95,7 @@ def start_pack(inputs: Sequence[str], output: str, *, jobs: int | None = None, r
     plan = plan_pack(inputs, exclude=own)
     if not plan.files:
         said = "; ".join(f"{p}: {why}" for p, why in plan.refused[:3])
-        raise MarionetteError((said + " (no clip files to bake)") if said else "no clip files (.bvh, .fbx, .glb/.gltf, .blend) in " + ", ".join(map(str, inputs)))
+        raise MarionetteError((said + " (no clip files to bake)") if said else "no clip files (.bvh, .fbx, .glb/.gltf, .blend, .vmd) in " + ", ".join(map(str, inputs)))
     if not resume and os.path.isdir(parts):
         shutil.rmtree(parts)  # leftovers of an earlier run that nobody resumed
     made = not os.path.isdir(parts)

@@ -289,7 +289,7 @@ class BatchBake(WorkDispatch, OutputWriting):
             if f.finished:  # refused before anything started
                 continue
             pf = self.plan.files[i]
-            ids = [bvh_clip_id(pf.path)] if pf.is_bvh else known.get(pf.path)
+            ids = [bvh_clip_id(pf.path)] if pf.one_clip else known.get(pf.path)
             done = baked.get(pf.path, {})
             for clip_id in sorted(done):
                 if f.clip(clip_id) is None:
@@ -303,7 +303,7 @@ class BatchBake(WorkDispatch, OutputWriting):
             if prefer is not None:
                 self._prefer_left[prefer] = self._prefer_left.get(prefer, 0) + 1
             skip = [c.clip for c in f.clips if c.status in (CLIP_ALREADY, CLIP_RECOVERED)]
-            self._pending.append(Task(i, skip, prefer=prefer, ask=self.jobs > 1 and not pf.is_bvh))
+            self._pending.append(Task(i, skip, prefer=prefer, ask=self.jobs > 1 and not pf.one_clip))
             self._open_tasks[i] = 1
         self._flush()
         self.report.add_time("start", time.perf_counter() - t0)

@@ -1,12 +1,18 @@
 """One evaluation of an armature's controls: the animated pose and the targets read in bulk, the
 core stack run once (the current frame for the live preview, a frame range for a bake), and the
-figures of each control's report."""
+figures of each control's report.
+
+A control row whose **Enabled** is keyed in the object's action (a motion's IK switches, see
+:mod:`..usecases.vmd_apply`) is switched per frame: it stays enabled in the stack and its target is
+withheld (not a number) on the frames its key turns it off, so the stack skips it there as a whole
+and the chain plays its keyed pose; its report counts those frames as skipped."""
 
 # The bpy stubs type Object.data as a union of every data type, context members as optional and
 # many RNA functions as returning None; those reports say nothing about this module's code.
 # mypy: disable-error-code="union-attr,func-returns-value"
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import bpy
@@ -14,6 +20,7 @@ import numpy as np
 
 from ..core.controls.stack import ControlInstance, ControlReport, StackResult
 from ..core.rig.rotations import FloatArray
+from . import compat
 from .animated_pose import AnimatedPose
 from .control_rows import BuiltControls, TargetRef
 from .control_targets import TargetReader, evaluated_tracks, object_world_track, set_targets
@@ -43,10 +50,36 @@ def evaluate(
     own_world = built.stack.skeleton.forward_kinematics(rot, tr, sc) if reader.own else None
     tracks = reader.tracks(obj, frames, own_world, places)
     reader.seen = (places, tracks)
-    set_targets(instance, built, tracks, places, make_ray_cast(scene, depsgraph, built, frames))
+    set_targets(instance, built, tracks, places, make_ray_cast(scene, depsgraph, built, frames), switched=switch_masks(obj, built, f))
     fps = scene_fps(scene)
     result = instance.evaluate(rot, tr, sc, time=f / fps, placement=places)
     return result, current, f
+
+
+ENABLED_PATH = re.compile(r"^marionette_controls\.controls\[(\d+)\]\.enabled$")
+
+
+def switched_rows(obj: bpy.types.Object) -> dict[int, Any]:
+    """Rows whose Enabled the object's action keys: row index -> its F-curve (muted curves left out)."""
+    action, action_slot = compat.current_action(obj)
+    if action is None:
+        return {}
+    if compat.SLOTTED_ACTIONS and action_slot is None:
+        action_slot = compat.action_slot_for(action, obj)
+    out = {}
+    for fc in compat.action_fcurves(action, action_slot):
+        m = ENABLED_PATH.match(fc.data_path)
+        if m is not None and not fc.mute and len(fc.keyframe_points):
+            out[int(m.group(1))] = fc
+    return out
+
+
+def switch_masks(obj: bpy.types.Object, built: BuiltControls, frames: np.ndarray) -> dict[str, np.ndarray]:
+    """Per control whose row's Enabled is keyed, ``(T,)`` whether it is on at each frame."""
+    rows = switched_rows(obj)
+    return {
+        s.name: np.array([rows[s.row].evaluate(float(f)) >= 0.5 for f in frames], dtype=bool) for s in built.specs if s.row in rows
+    }
 
 
 # --- reports ---------------------------------------------------------------------------------

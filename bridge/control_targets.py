@@ -235,9 +235,12 @@ def inputs_match(obj: bpy.types.Object, seen: tuple[FloatArray, dict[TargetRef, 
 
 
 def set_targets(
-    instance: ControlInstance, built: BuiltControls, tracks: dict[TargetRef, FloatArray], placement: FloatArray, ray_cast: Any
+    instance: ControlInstance, built: BuiltControls, tracks: dict[TargetRef, FloatArray], placement: FloatArray, ray_cast: Any,
+    switched: dict[str, np.ndarray] | None = None,
 ) -> None:
-    """Give every control of ``instance`` its targets (skeleton space) and ground query."""
+    """Give every control of ``instance`` its targets (skeleton space) and ground query.
+    ``switched``: per control, ``(T,)`` frames it is on; off, its target is withheld (not a
+    number), so the stack skips the control on those frames."""
     local: dict[TargetRef, FloatArray] = {}
     refs = list(tracks)
     if refs and any(s.target is not None for s in built.specs):
@@ -253,6 +256,8 @@ def set_targets(
         if s.target is None:
             continue
         target = local[s.target]
+        if switched and s.name in switched:
+            target = np.where(switched[s.name][:, None], target, np.nan)
         if s.kind == "CLOSURE":
             assert s.second is not None
             instance.set_closure_targets(s.name, target, local[s.second])

@@ -137,8 +137,12 @@ def _plant_feet_argument(p: argparse.ArgumentParser) -> None:
 
 
 def _retarget_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("source", help="clip file: .bvh, .fbx, .glb/.gltf or .blend")
+    p.add_argument("source", help="clip file: .bvh, .fbx, .glb/.gltf, .blend or .vmd (MikuMikuDance motion)")
     p.add_argument("target", help="character file: .bvh, .fbx, .glb/.gltf or .blend")
+    p.add_argument(
+        "--vmd-model", metavar="MODEL.pmx",
+        help="a .vmd source: the PMX model it was made for, on which it is played before the retarget (default: the built-in standard MMD skeleton)",
+    )
     p.add_argument(
         "-o", "--output", required=True,
         help="result file (target armature, its meshes, the new Action): .blend, or for an engine .fbx, .glb or .gltf "
@@ -190,6 +194,10 @@ def retarget(args: argparse.Namespace) -> int:
     methods = parse_method_table(args.method)  # a bad table is refused before any file is read
     args.mapping = _mapping_file(args.mapping)
     inputs = [("source", args.source), ("target", args.target), ("mapping", args.mapping or "")]
+    if args.vmd_model:
+        if not args.source.lower().endswith(".vmd"):
+            raise OutputRefused(f"--vmd-model: only for a .vmd source, not {args.source}", USAGE)
+        inputs.append(("--vmd-model", args.vmd_model))
     check_outputs([Output("-o", args.output, BLEND + EXPORTED), *_report_outputs(args)], inputs)
     fmt = export_format(args.output)
     if fmt is None and args.engine:
@@ -199,7 +207,7 @@ def retarget(args: argparse.Namespace) -> int:
     except MarionetteError as exc:  # an engine that does not read the format: a wrong command line
         raise OutputRefused(str(exc), USAGE) from None
     args.root_motion = args.root_motion or (preset.root_motion if preset else "HIPS")
-    check_inputs(inputs[:2])  # the mapping's reader names it (as bake-pack's does)
+    check_inputs(inputs[:2] + inputs[3:])  # the mapping's reader names it (as bake-pack's does)
     _check_mapping(args.mapping)
     from ..usecases.retarget import retarget_files  # loads Blender
     from ..usecases.summary import format_summary
@@ -219,6 +227,7 @@ def retarget(args: argparse.Namespace) -> int:
             control_rig=args.control_rig,
             push_to_nla=args.push_to_nla,
             engine=args.engine,
+            vmd_model=args.vmd_model,
         )
     exported = outcome.report.get("export")
     for_engine = f" for {exported['engine']}" if isinstance(exported, dict) else ""
@@ -238,18 +247,21 @@ def _measure_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--clip", help="source clip name when the source file holds several")
     p.add_argument("--action", help="retargeted action name (default: the armature's active action)")
     p.add_argument("--target-armature", help="armature to measure when the .blend holds several")
+    p.add_argument("--vmd-model", metavar="MODEL.pmx", help="a .vmd source: the PMX model it was played on (default: the built-in standard MMD skeleton)")
     p.add_argument("--report-png", metavar="R.png", help="also draw the report as a picture here (a .png); needs matplotlib (pip install matplotlib)")
 
 
 @command("measure", "measure a retarget saved in a .blend against its source clip; prints a JSON report", _measure_arguments)
 def measure(args: argparse.Namespace) -> int:
-    inputs = [("source", args.source), ("retargeted file", args.retargeted)]
+    inputs = [("source", args.source), ("retargeted file", args.retargeted)] + ([("--vmd-model", args.vmd_model)] if args.vmd_model else [])
     check_outputs(_report_outputs(args), inputs)
     check_inputs(inputs)
     from ..usecases.measure import measure_files
 
     with job_output(args.verbose):
-        report = measure_files(args.source, args.retargeted, clip=args.clip, action=args.action, target_armature=args.target_armature)
+        report = measure_files(
+            args.source, args.retargeted, clip=args.clip, action=args.action, target_armature=args.target_armature, vmd_model=args.vmd_model
+        )
     print(json.dumps(report, indent=1))
     if args.report_png:
         from .report_figure import write_report_png
@@ -259,7 +271,7 @@ def measure(args: argparse.Namespace) -> int:
 
 
 def _bake_pack_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("pack", nargs="+", metavar="PACK_DIR_OR_FILES", help="clip files (.bvh, .fbx, .glb/.gltf, .blend) and folders searched for them")
+    p.add_argument("pack", nargs="+", metavar="PACK_DIR_OR_FILES", help="clip files (.bvh, .fbx, .glb/.gltf, .blend, .vmd: MikuMikuDance motions, played on the standard MMD skeleton) and folders searched for them")
     p.add_argument("target", help="character file holding the armature to bake onto")
     p.add_argument("-o", "--output", required=True, help="result .blend: the character with one new Action per clip")
     p.add_argument(
@@ -469,6 +481,10 @@ def _import_pmx_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-o", "--output", required=True, help="result .blend: the armature with its IK, inheritance and fixed-axis controls")
     p.add_argument("--scale", type=float, default=0.08, help="metres per MMD unit (default: %(default)s; a 20-unit model stands 1.6 m)")
     p.add_argument("--names", choices=["japanese", "english"], default="japanese", help="bone names (default: %(default)s; both are kept on each bone)")
+    p.add_argument(
+        "--vmd", metavar="MOTION.vmd",
+        help="also key this MikuMikuDance motion onto the rig (a new Action at 30 fps; its IK switches keyed on the IK controls' Enabled)",
+    )
     p.add_argument("--report", help="also write the JSON report here")
 
 
@@ -478,13 +494,18 @@ def _import_pmx_arguments(p: argparse.ArgumentParser) -> None:
     _import_pmx_arguments,
 )
 def import_pmx(args: argparse.Namespace) -> int:
-    check_outputs([Output("-o", args.output, BLEND), *_report_outputs(args)], [("PMX model", args.pmx)])
-    check_inputs([("PMX model", args.pmx)])
+    inputs = [("PMX model", args.pmx)] + ([("VMD motion", args.vmd)] if args.vmd else [])
+    check_outputs([Output("-o", args.output, BLEND), *_report_outputs(args)], inputs)
+    check_inputs(inputs)
     from ..usecases.controls import registered
     from ..usecases.import_pmx import import_pmx_file
+    from ..usecases.vmd_apply import import_with_motion
 
     with job_output(args.verbose), registered():
-        report = import_pmx_file(args.pmx, args.output, scale=args.scale, names=args.names)
+        if args.vmd:
+            report = import_with_motion(args.pmx, args.vmd, args.output, scale=args.scale, names=args.names)
+        else:
+            report = import_pmx_file(args.pmx, args.output, scale=args.scale, names=args.names)
     print(json.dumps(report, indent=1))
     _write_report(report, args.report)
     return 0

@@ -33,7 +33,7 @@ class MARIONETTE_OT_batch_bake(ModalRun, bpy.types.Operator, ImportHelper):
     bl_label = "Batch Bake"
     bl_options = {"REGISTER", "UNDO"}
 
-    filter_glob: StringProperty(default="*.bvh;*.fbx;*.glb;*.gltf;*.blend", options={"HIDDEN"})  # type: ignore[valid-type]
+    filter_glob: StringProperty(default="*.bvh;*.fbx;*.glb;*.gltf;*.blend;*.vmd", options={"HIDDEN"})  # type: ignore[valid-type]
     directory: StringProperty(subtype="DIR_PATH")  # type: ignore[valid-type]
     files: CollectionProperty(type=bpy.types.OperatorFileListElement)  # type: ignore[valid-type]
     jobs: IntProperty(name="Jobs", default=0, min=0, max=64, description="Worker processes (0: one per core)")  # type: ignore[valid-type]

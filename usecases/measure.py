@@ -19,15 +19,17 @@ from .rigs import pick_action, pick_armature, rig_input
 
 
 def measure_files(source_path: str, retargeted_path: str, *, clip: str | None = None, action: str | None = None,
-                  target_armature: str | None = None) -> dict[str, Any]:
+                  target_armature: str | None = None, vmd_model: str | None = None) -> dict[str, Any]:
     """Measure a retarget already saved in a .blend against its source clip (docs/pipeline.md#measurement).
 
     The source clip is played at the retargeted action's frame rate; both rigs are auto-mapped,
-    so the figures judge the result whoever produced it."""
+    so the figures judge the result whoever produced it. A VMD source is played on ``vmd_model``
+    (a PMX file) or the built-in standard MMD skeleton, as the retarget played it."""
     import bpy
 
     from ..bridge.clip_read import action_fps
     from ..bridge.file_import import load_file
+    from ..bridge.vmd_source import is_vmd, load_vmd
 
     fresh_session()
     result_file = load_file(retargeted_path)
@@ -41,7 +43,7 @@ def measure_files(source_path: str, retargeted_path: str, *, clip: str | None = 
         result_action = ad.action if ad is not None and ad.action is not None else None
         if result_action is None:
             raise MappingError(f"{Path(retargeted_path).name}: armature {target.name!r} plays no action to measure")
-    source_file = load_file(source_path)
+    source_file = load_vmd(source_path, vmd_model) if is_vmd(source_path) else load_file(source_path)
     source = pick_armature(source_file.armatures, None, Path(source_file.path).name)
     source_action = pick_action(source_file, source, clip)
     src_in, _ = rig_input(source)

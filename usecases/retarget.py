@@ -217,6 +217,7 @@ def retarget_files(
     control_rig: str = "fk",
     push_to_nla: bool = False,
     engine: str | None = None,
+    vmd_model: str | None = None,
 ) -> RetargetOutcome:
     """The command line's retarget: both files into a fresh scene, one clip retargeted, the target
     (with its meshes and the new Action) saved to ``output``: a .blend, or a file for an engine
@@ -225,8 +226,11 @@ def retarget_files(
     A long BVH take is read without Blender (:mod:`..bridge.clip_source`), ``chunk_frames`` file frames at a time.
     ``control_rig`` (``"fk"``, ``"ik"``, ``"off"``) says what a control rig target is keyed on, as
     for :func:`retarget_action`. ``push_to_nla`` keeps the new Action on a muted NLA track
-    (:mod:`..bridge.nla_stack`) and the target on the Action it played."""
+    (:mod:`..bridge.nla_stack`) and the target on the Action it played. A VMD source is played
+    on ``vmd_model`` (a PMX file) or on the built-in standard MMD skeleton (:mod:`..bridge.vmd_source`)."""
     import bpy
+
+    from ..bridge.vmd_source import is_vmd, load_vmd
 
     fresh_session()
     target_file = load_file(target_path)
@@ -241,7 +245,7 @@ def retarget_files(
         source_file, source = None, read_bvh_clip(source_path, clip, chunk_frames)
         action, name = None, source.name
     else:
-        source_file = load_file(source_path)
+        source_file = load_vmd(source_path, vmd_model) if is_vmd(source_path) else load_file(source_path)
         source = pick_armature(source_file.armatures, None, Path(source_file.path).name)
         action = pick_action(source_file, source, clip)
         name = action.name.split("|")[-1]

@@ -49,7 +49,7 @@ from bpy.app.handlers import persistent
 
 from ..bridge import compat
 from ..bridge.animated_pose import AnimatedPose, forget_live_property, pose_problems
-from ..bridge.control_evaluation import evaluate
+from ..bridge.control_evaluation import evaluate, switched_rows
 from ..bridge.control_rows import BuiltControls, build_controls
 from ..bridge.control_targets import TargetReader, inputs_match
 from ..core.controls.stack import ControlInstance, ControlReport
@@ -194,10 +194,11 @@ def _apply_states(obj: bpy.types.Object, rt: ObjectRuntime) -> None:
     if rt.built is None or rt.instance is None:
         return
     rows = obj.marionette_controls.controls
+    keyed = switched_rows(obj)  # switched frame by frame by their keys (see control_evaluation)
     for s in rt.built.specs:
         if s.row < len(rows):
             row = rows[s.row]
-            rt.instance.set_enabled(s.name, bool(row.enabled))
+            rt.instance.set_enabled(s.name, bool(row.enabled) or s.row in keyed)
             rt.instance.set_weight(s.name, float(row.weight))
 
 

@@ -14,6 +14,10 @@ import numpy as np
 
 from ..errors import MarionetteError
 from ..formats.bvh import BvhData, read_bvh
+from ..formats.mmd_standard import standard_model
+from ..formats.pmx_rig import PmxRig, build_rig
+from ..formats.vmd import read_vmd
+from ..formats.vmd_pose import play
 from ..mapping.auto_map import auto_map_skeleton
 from ..mapping.bone_mapping import BoneMapping
 from ..retarget.binding_cache import BindingCache, native_binding
@@ -202,3 +206,38 @@ def bvh_file_events(path: str, cache: PackCache, skip: Iterable[str] = (), data:
     msg["timings"].update(map=t2 - t1, read=t3 - t2)
     yield msg
 
+
+
+_STANDARD: list[PmxRig] = []
+
+
+def standard_rig() -> PmxRig:
+    """The built-in standard MMD skeleton's rig (built once per process)."""
+    if not _STANDARD:
+        _STANDARD.append(build_rig(standard_model()))
+    return _STANDARD[0]
+
+
+def vmd_file_events(path: str, cache: PackCache, skip: Iterable[str] = ()) -> Iterator[Message]:
+    """A VMD motion played on the standard MMD skeleton (:mod:`..formats.vmd_pose`) and retargeted,
+    without Blender, as the messages a worker sends (as :func:`bvh_file_events`)."""
+    t0 = time.perf_counter()
+    motion = read_vmd(path)
+    clip_id = bvh_clip_id(path)
+    yield {"op": "clips", "clips": [clip_id], "timings": {"read": time.perf_counter() - t0}}
+    if clip_id in set(skip):
+        return
+    t1 = time.perf_counter()
+    rig = standard_rig()
+    source, layout = cache.source(rig.skeleton, rig.tails)
+    t2 = time.perf_counter()
+    try:
+        clip = play(rig, motion, name=clip_id).clip
+        t3 = time.perf_counter()
+        msg = bake_clip(cache, source, layout, clip)
+    except MarionetteError as exc:
+        yield {"op": "clip_failed", "clip": clip_id, "reason": str(exc)}
+        return
+    msg["clip"] = clip_id
+    msg["timings"].update(map=t2 - t1, read=t3 - t2)
+    yield msg

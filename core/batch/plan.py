@@ -13,10 +13,12 @@ import numpy as np
 
 from .pack_limits import not_regular
 
-CLIP_EXTENSIONS = (".bvh", ".fbx", ".glb", ".gltf", ".blend")
+CLIP_EXTENSIONS = (".bvh", ".fbx", ".glb", ".gltf", ".blend", ".vmd")
 #: Ends the reason of a pack entry refused from a stat alone.
 SKIPPED_UNOPENED = "; skipped without opening it"
 BVH_EXTENSION = ".bvh"
+#: MikuMikuDance motions: read without Blender and played on the standard MMD skeleton.
+VMD_EXTENSION = ".vmd"
 KEY_SEPARATOR = "::"
 
 
@@ -30,7 +32,8 @@ def clip_key(path: str, clip: str) -> str:
 @dataclass(frozen=True)
 class PackFile:
     """One file of the pack: absolute path, label (names its Actions) and whether Blender's
-    importers are needed to read it (everything but BVH)."""
+    importers are needed to read it (everything but BVH and VMD, which hold one clip each, named
+    after the file, and are read with numpy)."""
 
     path: str
     label: str
@@ -40,8 +43,17 @@ class PackFile:
         return self.path.lower().endswith(BVH_EXTENSION)
 
     @property
+    def is_vmd(self) -> bool:
+        return self.path.lower().endswith(VMD_EXTENSION)
+
+    @property
+    def one_clip(self) -> bool:
+        """A file read without Blender, holding one clip named after the file (BVH, VMD)."""
+        return self.is_bvh or self.is_vmd
+
+    @property
     def needs_blender(self) -> bool:
-        return not self.is_bvh
+        return not self.one_clip
 
 
 @dataclass(frozen=True)
@@ -117,7 +129,7 @@ def plan_pack(inputs: Sequence[str | os.PathLike[str]], exclude: Iterable[str | 
 
 
 def bvh_clip_id(path: str) -> str:
-    """A BVH file holds one clip, named after the file (known before the file is read)."""
+    """A BVH (or VMD) file holds one clip, named after the file (known before the file is read)."""
     return os.path.splitext(os.path.basename(path))[0]
 
 
@@ -127,8 +139,8 @@ def clip_display_name(clip_id: str) -> str:
 
 
 def action_base_name(file: PackFile, clip_id: str) -> str:
-    """``label`` for a BVH (its one clip is the file), ``label|clip`` otherwise."""
-    return file.label if file.is_bvh else f"{file.label}|{clip_display_name(clip_id)}"
+    """``label`` for a BVH or VMD (its one clip is the file), ``label|clip`` otherwise."""
+    return file.label if file.one_clip else f"{file.label}|{clip_display_name(clip_id)}"
 
 
 def _fit(name: str, limit: int) -> str:

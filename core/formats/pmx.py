@@ -11,9 +11,12 @@ What is kept, and in which convention:
   (:class:`BoneFlag`), tail (an offset from the head, or another bone), the append ("grant")
   source and ratio, fixed axis, local axes, external-parent key, and the IK block (target bone,
   loop count, per-iteration angle limit, links with optional Euler-angle limits).
-* Vertices, faces, textures, materials, morphs, display frames, rigid bodies, joints and (2.1)
-  soft bodies are not kept, but every record is walked with its real size, so a file whose
-  sections do not add up is refused; their counts are kept in :attr:`PmxModel.counts`.
+* Rigid bodies (:class:`PmxRigidBody`: bone, collision group and mask, shape and size, place,
+  mass, damping, restitution, friction, mode) and joints (:class:`PmxJoint`: the two bodies, place,
+  translation and rotation limits, springs) are kept as the file says them, for physics.
+* Vertices, faces, textures, materials, morphs, display frames and (2.1) soft bodies are not
+  kept, but every record is walked with its real size, so a file whose sections do not add up is
+  refused; their counts are kept in :attr:`PmxModel.counts`.
 
 The binary layout: little-endian; a header with the text encoding (UTF-16LE or UTF-8) and the
 byte size (1, 2 or 4) of each kind of index. Vertex indices of size 1 and 2 are unsigned, all
@@ -143,6 +146,65 @@ class PmxBone:
         return self.appends_rotation or self.appends_translation
 
 
+class BodyShape(enum.IntEnum):
+    SPHERE = 0
+    BOX = 1
+    CAPSULE = 2
+
+
+class BodyMode(enum.IntEnum):
+    """How a rigid body moves: with its bone (kinematic), by physics, or by physics with its
+    bone's position kept (the body's rotation is simulated, its place follows the bone)."""
+
+    FOLLOW_BONE = 0
+    DYNAMIC = 1
+    DYNAMIC_BONE_POSITION = 2
+
+
+@dataclass(frozen=True)
+class PmxRigidBody:
+    """One rigid body (model space, MMD units, radians; ``size`` per shape: sphere radius,
+    box half extents, capsule radius and height)."""
+
+    name: str
+    name_english: str
+    bone: int
+    group: int
+    #: Bit ``g`` set: the body collides with group ``g``, as the file stores it (MMD's editors show
+    #: its complement, the groups it does not collide with, as checkboxes).
+    collides_with: int
+    shape: BodyShape
+    size: FloatArray
+    position: FloatArray
+    rotation: FloatArray
+    mass: float
+    linear_damping: float
+    angular_damping: float
+    restitution: float
+    friction: float
+    mode: BodyMode
+
+
+@dataclass(frozen=True)
+class PmxJoint:
+    """One joint between two rigid bodies: a 6-DOF spring with translation and rotation limits
+    (model space; the lower and upper bounds per axis, springs' stiffness per axis)."""
+
+    name: str
+    name_english: str
+    kind: int
+    body_a: int
+    body_b: int
+    position: FloatArray
+    rotation: FloatArray
+    translation_min: FloatArray
+    translation_max: FloatArray
+    rotation_min: FloatArray
+    rotation_max: FloatArray
+    spring_translation: FloatArray
+    spring_rotation: FloatArray
+
+
 @dataclass(frozen=True, eq=False)
 class PmxModel:
     """The content of one PMX file that matters to a rig (see the module docstring)."""
@@ -162,6 +224,8 @@ class PmxModel:
     counts: dict[str, int] = field(default_factory=dict)
     #: Bytes after the last section (tolerated: some tools pad files).
     trailing_bytes: int = 0
+    rigid_bodies: tuple[PmxRigidBody, ...] = ()
+    joints: tuple[PmxJoint, ...] = ()
 
     def __repr__(self) -> str:
         return f"PmxModel({os.path.basename(self.path)!r}: PMX {self.version:.1f}, {len(self.bones)} bones)"
@@ -295,8 +359,10 @@ class _Parser:
         counts["bones"] = len(bones)
         counts["morphs"] = self.morphs()
         counts["display frames"] = self.display_frames()
-        counts["rigid bodies"] = self.rigid_bodies()
-        counts["joints"] = self.joints()
+        bodies = self.rigid_bodies(len(bones))
+        counts["rigid bodies"] = len(bodies)
+        joints = self.joints(len(bodies))
+        counts["joints"] = len(joints)
         if version >= 2.1:
             counts["soft bodies"] = self.soft_bodies()
         self.check_references(bones)
@@ -313,6 +379,8 @@ class _Parser:
             bones=tuple(bones),
             counts=counts,
             trailing_bytes=len(self.data) - self.pos,
+            rigid_bodies=tuple(bodies),
+            joints=tuple(joints),
         )
 
     def header(self) -> tuple[float, int]:
@@ -542,27 +610,62 @@ class _Parser:
                 self.skip(sizes[kind], f"item {k} of display frame {i} {name!r}")
         return n
 
-    def rigid_bodies(self) -> int:
+    def rigid_bodies(self, bones: int) -> list[PmxRigidBody]:
         self.section = "rigid bodies"
         # Bone index, then group, mask, shape, size, position, rotation, five floats, mode.
         fixed = self.sizes["bone"] + 61
         n = self.count("rigid bodies", 8 + fixed)
+        out = []
         for i in range(n):
-            self.text(f"the name of rigid body {i}")
-            self.text(f"the English name of rigid body {i}")
-            self.skip(fixed, f"rigid body {i}")
-        return n
+            name = self.text(f"the name of rigid body {i}")
+            name_en = self.text(f"the English name of rigid body {i}")
+            at = self.pos
+            bone = self.index("bone", f"the bone of rigid body {i}")
+            if not -1 <= bone < bones:
+                raise self.fail(f"rigid body {i} {name!r} follows bone {bone}; the model has {bones}", at)
+            group = self.byte(f"the group of rigid body {i}")
+            mask = int(self.take(_U16, f"the collision mask of rigid body {i}")[0])
+            at = self.pos
+            shape = self.byte(f"the shape of rigid body {i}")
+            if shape > 2:
+                raise self.fail(f"rigid body {i} {name!r} has shape {shape}; PMX knows 0 (sphere), 1 (box) and 2 (capsule)", at)
+            at = self.pos
+            size, position, rotation = (self.vec(_VEC3, f"the {w} of rigid body {i}") for w in ("size", "position", "rotation"))
+            physics = self.vec(struct.Struct("<5f"), f"the physics values of rigid body {i}")
+            self.finite(np.concatenate([size, position, rotation, physics]), f"a value of rigid body {i} {name!r}", at)
+            at = self.pos
+            mode = self.byte(f"the mode of rigid body {i}")
+            if mode > 2:
+                raise self.fail(f"rigid body {i} {name!r} has mode {mode}; PMX knows 0 (follows its bone), 1 (dynamic) and 2 (dynamic, bone position)", at)
+            mass, lin, ang, restitution, friction = (float(v) for v in physics)
+            out.append(
+                PmxRigidBody(
+                    name, name_en, bone, group, mask, BodyShape(shape), size, position, rotation,
+                    mass, lin, ang, restitution, friction, BodyMode(mode),
+                )
+            )
+        return out
 
-    def joints(self) -> int:
+    def joints(self, bodies: int) -> list[PmxJoint]:
         self.section = "joints"
         # Type, two rigid body indices, eight vectors (position, rotation, limits, springs).
         fixed = 1 + 2 * self.sizes["rigid body"] + 96
         n = self.count("joints", 8 + fixed)
+        out = []
         for i in range(n):
-            self.text(f"the name of joint {i}")
-            self.text(f"the English name of joint {i}")
-            self.skip(fixed, f"joint {i}")
-        return n
+            name = self.text(f"the name of joint {i}")
+            name_en = self.text(f"the English name of joint {i}")
+            kind = self.byte(f"the type of joint {i}")
+            at = self.pos
+            a = self.index("rigid body", f"the first body of joint {i}")
+            b = self.index("rigid body", f"the second body of joint {i}")
+            if not (-1 <= a < bodies and -1 <= b < bodies):
+                raise self.fail(f"joint {i} {name!r} links rigid bodies {a} and {b}; the model has {bodies}", at)
+            at = self.pos
+            v = [self.vec(_VEC3, f"vector {k} of joint {i}") for k in range(8)]
+            self.finite(np.concatenate(v), f"a value of joint {i} {name!r}", at)
+            out.append(PmxJoint(name, name_en, kind, a, b, *v))
+        return out
 
     def soft_bodies(self) -> int:
         self.section = "soft bodies"

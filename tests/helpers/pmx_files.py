@@ -72,6 +72,40 @@ class Bone:
         return f
 
 
+@dataclass
+class Body:
+    """A rigid body record: shape 0 sphere, 1 box, 2 capsule; mode 0 follows its bone, 1 dynamic,
+    2 dynamic with the bone's position; ``mask`` the 16-bit collision field as the file holds it."""
+
+    name: str
+    bone: int
+    shape: int
+    size: tuple[float, float, float]
+    position: tuple[float, float, float]
+    rotation: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    group: int = 0
+    mask: int = 0xFFFF
+    mass: float = 1.0
+    damping: tuple[float, float] = (0.5, 0.5)
+    restitution: float = 0.0
+    friction: float = 0.5
+    mode: int = 1
+
+
+@dataclass
+class JointRecord:
+    """A joint record (type 0: a 6-DOF spring) between bodies ``a`` and ``b``."""
+
+    name: str
+    a: int
+    b: int
+    position: tuple[float, float, float]
+    rotation: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    move: tuple[tuple[float, float, float], tuple[float, float, float]] = ((0.0, 0.0, 0.0), (0.0, 0.0, 0.0))
+    turn: tuple[tuple[float, float, float], tuple[float, float, float]] = ((-0.5, -0.5, -0.5), (0.5, 0.5, 0.5))
+    springs: tuple[tuple[float, float, float], tuple[float, float, float]] = ((0.0, 0.0, 0.0), (10.0, 10.0, 10.0))
+
+
 class _Out:
     def __init__(self, encoding: str, sizes: dict[str, int]) -> None:
         self.b = bytearray()
@@ -111,6 +145,8 @@ def write_pmx(
     sizes: dict[str, int] | None = None,
     additional_uvs: int = 0,
     extras: bool = True,
+    bodies: list[Body] | None = None,
+    joints: list[JointRecord] | None = None,
 ) -> tuple[bytes, dict[str, int]]:
     """The bytes of a PMX file with ``bones`` and, when ``extras``, a few records of every other
     section; and the offset where each section starts (``header`` is 0)."""
@@ -266,26 +302,30 @@ def write_pmx(
         o.index("morph", 0)
 
     starts["rigid bodies"] = len(o.b)
-    o.i32(2 if extras else 0)
-    for k in range(2 if extras else 0):
-        o.text(f"剛体{k}")
+    if bodies is None:
+        bodies = [Body(f"剛体{k}", 0, 1, (1, 1, 1), (0, k, 0), group=k, mode=k) for k in range(2 if extras else 0)]
+    o.i32(len(bodies))
+    for k, body in enumerate(bodies):
+        o.text(body.name)
         o.text(f"body{k}")
-        o.index("bone", 0)
-        o.u8(k)
-        o.raw(struct.pack("<H", 0xFFFF))
-        o.u8(1)
-        o.floats(1, 1, 1, 0, k, 0, 0, 0, 0, 1, 0.5, 0.5, 0, 0.5)
-        o.u8(k)
+        o.index("bone", body.bone)
+        o.u8(body.group)
+        o.raw(struct.pack("<H", body.mask))
+        o.u8(body.shape)
+        o.floats(*body.size, *body.position, *body.rotation, body.mass, *body.damping, body.restitution, body.friction)
+        o.u8(body.mode)
 
     starts["joints"] = len(o.b)
-    o.i32(1 if extras else 0)
-    if extras:
-        o.text("ジョイント")
+    if joints is None:
+        joints = [JointRecord("ジョイント", 0, 1, (0, 0, 0), move=((0, 0, 0), (0, 0, 0)), turn=((0, 0, 0), (0, 0, 0)), springs=((0, 0, 0), (0, 0, 0)))] if extras else []
+    o.i32(len(joints))
+    for joint in joints:
+        o.text(joint.name)
         o.text("joint")
         o.u8(0)
-        o.index("rigid body", 0)
-        o.index("rigid body", 1)
-        o.floats(*([0.0] * 24))
+        o.index("rigid body", joint.a)
+        o.index("rigid body", joint.b)
+        o.floats(*joint.position, *joint.rotation, *joint.move[0], *joint.move[1], *joint.turn[0], *joint.turn[1], *joint.springs[0], *joint.springs[1])
 
     if version >= 2.1:
         starts["soft bodies"] = len(o.b)
@@ -365,3 +405,35 @@ def leg_rig_bones(knee_limit: bool = True) -> list[Bone]:
         Bone(TWIST_1, (4.5, 14.4, 0.0), 7, "arm twist1_L", flags=t | APPEND_ROTATION, append=(8, 0.5)),
         Bone(GROOVE, (0.0, 8.2, 0.0), 0, "groove", flags=rt | APPEND_TRANSLATION, append=(0, -0.5)),
     ]
+
+
+def humanoid_bones() -> list[Bone]:
+    """A small MMD humanoid (standard Japanese names), both legs on MMD's usual leg IK (knees
+    bending one way about X), arms 35 degrees below horizontal, no fingers. Model space: +Y up,
+    facing -Z, its left at +X, MMD units (about 20 tall)."""
+    t, rt = ROTATABLE | VISIBLE | ENABLED, ROTATABLE | TRANSLATABLE | VISIBLE | ENABLED
+    bones = [
+        Bone("センター", (0.0, 8.0, 0.0), -1, "center", flags=rt, tail_offset=(0.0, -1.0, 0.0)),
+        Bone("上半身", (0.0, 11.0, 0.2), 0, "upper body", flags=t, tail_bone=2),
+        Bone("首", (0.0, 15.5, 0.3), 1, "neck", flags=t, tail_bone=3),
+        Bone("頭", (0.0, 16.5, 0.2), 2, "head", flags=t, tail_offset=(0.0, 2.5, 0.0)),
+        Bone("下半身", (0.0, 11.0, 0.2), 0, "lower body", flags=t, tail_offset=(0.0, -1.5, 0.0)),
+    ]
+    for sx, s, e in ((1.0, "左", "_L"), (-1.0, "右", "_R")):
+        k = len(bones)
+        reach = (3.3 * math.cos(math.radians(35.0)), 3.3 * math.sin(math.radians(35.0)))
+        bones += [
+            Bone(s + "肩", (sx * 0.4, 15.0, 0.3), 1, "shoulder" + e, flags=t, tail_bone=k + 1),
+            Bone(s + "腕", (sx * 1.6, 15.0, 0.3), k, "arm" + e, flags=t, tail_bone=k + 2),
+            Bone(s + "ひじ", (sx * (1.6 + reach[0]), 15.0 - reach[1], 0.3), k + 1, "elbow" + e, flags=t, tail_bone=k + 3),
+            Bone(s + "手首", (sx * (1.6 + 2 * reach[0]), 15.0 - 2 * reach[1], 0.3), k + 2, "wrist" + e, flags=t, tail_offset=(sx * 1.0, -0.7, 0.0)),
+            Bone(s + "足", (sx * 1.0, 10.0, 0.2), 4, "leg" + e, flags=t, tail_bone=k + 5),
+            Bone(s + "ひざ", (sx * 1.0, 5.5, 0.0), k + 4, "knee" + e, flags=t, tail_bone=k + 6),
+            Bone(s + "足首", (sx * 1.0, 1.0, 0.3), k + 5, "ankle" + e, flags=t, tail_bone=k + 7),
+            Bone(s + "つま先", (sx * 1.0, 0.0, -1.5), k + 6, "toe" + e, flags=t, tail_offset=(0.0, 0.0, -0.5)),
+            Bone(
+                s + "足ＩＫ", (sx * 1.0, 1.0, 0.3), -1, "leg IK" + e, flags=rt, layer=1, tail_offset=(0.0, 0.0, 1.0),
+                ik_target=k + 6, ik_loops=40, links=[Link(k + 5, (KNEE_MIN, KNEE_MAX)), Link(k + 4)],
+            ),
+        ]
+    return bones

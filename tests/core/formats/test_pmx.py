@@ -679,3 +679,54 @@ def test_rig_without_limits_leaves_the_knee_free() -> None:
     rest = sk.rest_placements()
     to_ankle = rest[sk.index(ANKLE), :3, 3] - rest[sk.index(KNEE), :3, 3]
     assert rest[sk.index(KNEE), :3, 1] @ (to_ankle / np.linalg.norm(to_ankle)) == pytest.approx(1.0)
+
+
+# --- rigid bodies and joints -----------------------------------------------------------------
+
+
+def _physics_file(**body_changes):
+    from tests.helpers.pmx_files import Body, JointRecord
+
+    head = Body("頭", 3, 0, (1.5, 0.0, 0.0), (0.0, 17.0, 0.2), group=2, mask=0xFFFB, mode=0, mass=3.0)
+    hair = Body("髪1", 4, 2, (0.3, 2.0, 0.0), (1.0, 16.0, 0.8), (0.1, 0.2, 0.3), group=3, mask=0xFFF7, damping=(0.9, 0.99), restitution=0.1, friction=0.2, mode=1)
+    tip = Body("髪2", 4, 1, (0.2, 0.3, 0.4), (1.0, 14.0, 0.8), group=3, mode=2)
+    for k, v in body_changes.items():
+        setattr(hair, k, v)
+    joint = JointRecord("髪J", 1, 2, (1.0, 15.0, 0.8), (0.0, 0.5, 0.0), move=((-0.1, 0.0, 0.0), (0.1, 0.0, 0.0)), turn=((-0.3, -0.2, -0.1), (0.3, 0.2, 0.1)), springs=((1.0, 2.0, 3.0), (40.0, 50.0, 60.0)))
+    return write_pmx(leg_rig_bones(), bodies=[head, hair, tip], joints=[joint])[0]
+
+
+def test_rigid_bodies_and_joints_read_back_as_written() -> None:
+    from marionette.core.formats.pmx import BodyMode, BodyShape
+
+    model = parse_pmx(_physics_file(), "physics.pmx")
+    f32 = np.float32
+    assert [b.name for b in model.rigid_bodies] == ["頭", "髪1", "髪2"] and model.counts["rigid bodies"] == 3
+    head, hair, tip = model.rigid_bodies
+    assert (head.bone, head.group, head.collides_with, head.shape, head.mode, head.mass) == (3, 2, 0xFFFB, BodyShape.SPHERE, BodyMode.FOLLOW_BONE, 3.0)
+    assert (hair.shape, hair.mode, tip.shape, tip.mode) == (BodyShape.CAPSULE, BodyMode.DYNAMIC, BodyShape.BOX, BodyMode.DYNAMIC_BONE_POSITION)
+    np.testing.assert_array_equal(hair.size, np.array([0.3, 2.0, 0.0], dtype=f32))
+    np.testing.assert_array_equal(hair.rotation, np.array([0.1, 0.2, 0.3], dtype=f32))
+    assert (hair.linear_damping, hair.angular_damping, hair.restitution, hair.friction) == tuple(float(f32(v)) for v in (0.9, 0.99, 0.1, 0.2))
+    (joint,) = model.joints
+    assert (joint.name, joint.kind, joint.body_a, joint.body_b) == ("髪J", 0, 1, 2)
+    np.testing.assert_array_equal(joint.rotation_min, np.array([-0.3, -0.2, -0.1], dtype=f32))
+    np.testing.assert_array_equal(joint.spring_rotation, np.array([40.0, 50.0, 60.0], dtype=f32))
+    np.testing.assert_array_equal(joint.translation_max, np.array([0.1, 0.0, 0.0], dtype=f32))
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [({"shape": 3}, "has shape 3"), ({"mode": 4}, "has mode 4"), ({"bone": 40}, "follows bone 40"), ({"mass": float("nan")}, "not finite")],
+)
+def test_broken_rigid_bodies_are_refused_naming_the_section(change, message) -> None:
+    with pytest.raises(FileFormatError, match=f"rigid bodies section.*{message}"):
+        parse_pmx(_physics_file(**change), "broken.pmx")
+
+
+def test_a_joint_to_a_body_the_model_has_not_is_refused() -> None:
+    from tests.helpers.pmx_files import Body, JointRecord
+
+    data = write_pmx(leg_rig_bones(), bodies=[Body("a", 0, 0, (1, 1, 1), (0, 0, 0))], joints=[JointRecord("j", 0, 5, (0, 0, 0))])[0]
+    with pytest.raises(FileFormatError, match="joints section.*links rigid bodies 0 and 5; the model has 1"):
+        parse_pmx(data, "joint.pmx")
