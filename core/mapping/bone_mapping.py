@@ -24,6 +24,7 @@ from ..batch.pack_limits import not_regular
 from ..errors import MappingError
 from .humanoid import MINIMUM_SLOTS, SLOT_PARENT, SLOTS
 from .method_names import GEOMETRIC, check_method_table
+from .quadruped_profile import is_quadruped_slot, slot_order
 
 FORMAT = "marionette.bone_mapping"
 #: How a user fills slots the auto-mapper left empty (the end of every refusal for missing slots).
@@ -74,7 +75,8 @@ class BoneMapping:
         methods: Mapping[str, str] | None = None,
     ) -> None:
         given = dict(slots or {})
-        unknown = [s for s in given if s not in SLOT_PARENT]
+        # A quadruped's chains (docs/mapping.md#quadrupeds) or the humanoid profile's slots.
+        unknown = [s for s in given if s not in SLOT_PARENT and not is_quadruped_slot(s)]
         if unknown:
             raise MappingError(f"unknown humanoid slot(s): {', '.join(sorted(unknown))}")
         owner: dict[str, str] = {}
@@ -86,6 +88,7 @@ class BoneMapping:
             owner[mb.bone] = slot
         # Profile order (parents first) so listings and JSON read the same way every time.
         self.slots: dict[str, MappedBone] = {s: given[s] for s in SLOTS if s in given}
+        self.slots.update({s: given[s] for s in sorted((s for s in given if s not in SLOT_PARENT), key=slot_order)})
         self.conflicts: list[str] = [str(c) for c in conflicts]
         self.convention = convention
         self.refusal = refusal
@@ -95,7 +98,7 @@ class BoneMapping:
     # --- queries ---------------------------------------------------------------------------
 
     def bone_for(self, slot: str) -> str | None:
-        if slot not in SLOT_PARENT:
+        if slot not in SLOT_PARENT and not is_quadruped_slot(slot):
             raise MappingError(f"unknown humanoid slot {slot!r}")
         mb = self.slots.get(slot)
         return None if mb is None else mb.bone
@@ -167,7 +170,7 @@ class BoneMapping:
     def with_bone(self, slot: str, bone: str | None, reason: str = "set by hand") -> BoneMapping:
         """A copy with ``slot`` set to ``bone`` (confidence 1) or cleared (``bone=None``). A bone
         already used by another slot moves to this one."""
-        if slot not in SLOT_PARENT:
+        if slot not in SLOT_PARENT and not is_quadruped_slot(slot):
             raise MappingError(f"unknown humanoid slot {slot!r}")
         slots = {s: mb for s, mb in self.slots.items() if s != slot and (bone is None or mb.bone != bone)}
         if bone is not None:
