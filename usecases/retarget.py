@@ -25,7 +25,7 @@ from ..bridge.control_target import predicted_placements, write_controls
 from ..bridge.file_import import load_file, scene_fps
 from ..bridge.played_pose import SPOT_FRAMES, driven_bones, played_placements, switch_to_pose_position, what_overrides
 from ..bridge.session import fresh_session, save_blend
-from ..core.errors import RigError
+from ..core.errors import MappingError, MarionetteError, RigError
 from ..core.export.presets import export_format
 from ..core.formats.bvh import CHUNK_FRAMES
 from ..core.formats.reframe import onto_own_frames
@@ -37,7 +37,8 @@ from ..core.retarget.methods import retarget_with_methods
 from ..properties.retarget_settings import clip_of, fill_rows, mappings_from_rows, methods_from_rows, options_of
 from ..viewport import deferred_summary
 from .export import export_clip
-from .rigs import pick_action, pick_armature, rig_input, target_input
+from .retarget_quadruped import retarget_quadruped_action
+from .rigs import is_quadruped, pick_action, pick_armature, rig_input, target_input
 
 #: Bindings of the rig pairs retargeted in this session: the clips of a pack bind their pair once;
 #: an edited mapping or rest gets a new binding (the key holds both).
@@ -87,6 +88,15 @@ def retarget_action(
     problem = linked_problem(target)
     if problem is not None:
         raise RigError(problem)
+    animals = None if isinstance(source, FileClip) else _quadruped_pair(source, target, source_mapping, target_mapping)
+    if animals is not None:  # two quadrupeds: their chains (docs/pipeline.md#quadrupeds)
+        if methods or match_rest:
+            raise MappingError("retarget methods and Match Rest Poses are for humanoids; a quadruped pair takes its chains")
+        new_action, qbinding, qreport = retarget_quadruped_action(
+            source, action, target, *animals, scene_fps=scene_fps, keep_frames=keep_frames, options=options, name=name,
+            replace_existing=replace_existing, measure_frames=measure_frames,
+        )
+        return RetargetOutcome(new_action, qbinding, qreport, animals[0][1], animals[1][1])  # type: ignore[arg-type]
     tgt_in, tgt_map, control = target_input(target, target_mapping, control_rig)
     if isinstance(source, FileClip):  # read without Blender (a BVH take): converted at the rate a piece at a time
         src_in, src_map = source.rig, source.mapping
@@ -147,6 +157,23 @@ def retarget_action(
         report["planted_feet"] = result.planted
         report["planted_hip_drop"] = {"max": result.hip_drop, "frames": result.lowered_frames}
     return RetargetOutcome(new_action, binding, report, src_map, tgt_map, None if judge else judged)
+
+
+def _quadruped_pair(source: Any, target: Any, source_mapping: BoneMapping | None, target_mapping: BoneMapping | None) -> Any:
+    """Both rigs' inputs and mappings when both map as quadrupeds, ``None`` when neither does (or
+    one cannot be mapped at all: the humanoid path names why); a quadruped and a humanoid are refused."""
+    try:
+        src = rig_input(source, source_mapping)
+        tgt = rig_input(target, target_mapping)
+    except MarionetteError:
+        return None
+    kinds = (is_quadruped(src[0]), is_quadruped(tgt[0]))
+    if kinds == (False, False):
+        return None
+    if kinds != (True, True):
+        animal, person = (source, target) if kinds[0] else (target, source)
+        raise MappingError(f"{animal.name!r} is a quadruped and {person.name!r} a humanoid: a retarget runs between two rigs of one body plan")
+    return src, tgt
 
 
 def judge_action(

@@ -1,0 +1,87 @@
+"""Retarget between two quadrupeds (docs/pipeline.md#quadrupeds): the clip onto the target as a
+new Action, measured on the pose Blender plays, with per-chain figures. The sidebar's Retarget
+Clip and the ``retarget`` command come here when both rigs map as quadrupeds
+(:func:`..usecases.retarget.retarget_action`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..bridge.action_write import write_action
+from ..bridge.clip_read import clip_from_action
+from ..bridge.played_pose import played_placements, switch_to_pose_position, what_overrides
+from ..core.errors import MappingError
+from ..core.mapping.bone_mapping import BoneMapping
+from ..core.measure.chains import measure_chains
+from ..core.retarget.geometric import RetargetOptions, RigInput
+from ..core.retarget.quadruped import QuadrupedBinding, bind_quadrupeds, pose_of, retarget_quadruped
+
+#: Said in the report of a quadruped retarget asked to plant its feet.
+NO_PLANTING = "Plant Feet is for two legs: a quadruped's chains carry their directions exactly and the paws may slide"
+
+
+def quadruped_binding(src_in: RigInput, tgt_in: RigInput, options: RetargetOptions | None) -> QuadrupedBinding:
+    """The binding of two quadruped rigs; options a quadruped cannot honour are refused by name
+    (Plant Feet, on by default, is left out and the report says so)."""
+    opts = options or RetargetOptions()
+    if opts.scale is not None or opts.horizontal_scale is not None or opts.vertical_scale is not None:
+        raise MappingError("an explicit travel scale is not available for quadrupeds: the travel is scaled by pelvis height")
+    return bind_quadrupeds(
+        src_in.skeleton, src_in.slots, tgt_in.skeleton, tgt_in.slots,
+        None if src_in.ends is None else np.asarray(src_in.ends), None if tgt_in.ends is None else np.asarray(tgt_in.ends),
+        root_motion=opts.root_motion,
+    )
+
+
+def retarget_quadruped_action(
+    source: Any,
+    action: Any,
+    target: Any,
+    src: tuple[RigInput, BoneMapping],
+    tgt: tuple[RigInput, BoneMapping],
+    *,
+    scene_fps: float,
+    keep_frames: bool = False,
+    options: RetargetOptions | None = None,
+    name: str | None = None,
+    replace_existing: bool = False,
+    measure_frames: int = 120,
+) -> tuple[Any, QuadrupedBinding, dict[str, Any]]:
+    """``action`` (played by ``source``) onto ``target``, both mapped as quadrupeds (``src``,
+    ``tgt``: rig input and mapping); returns the new Action, the binding and the report.
+    Everything that can fail is checked before the Action is created."""
+    (src_in, src_map), (tgt_in, tgt_map) = src, tgt
+    binding = quadruped_binding(src_in, tgt_in, options)
+    clip = clip_from_action(source, action)
+    if not keep_frames:
+        clip = clip.resample(scene_fps)
+    result = retarget_quadruped(binding, clip)
+    rate = clip.fps if keep_frames else scene_fps
+    frames = clip.frame_numbers(rate)
+    new_action = write_action(target, result.clip, name or clip.name, frames=frames, replace=replace_existing, fps=rate)
+    switched = switch_to_pose_position(target)
+    picks = np.unique(np.linspace(0, clip.frame_count - 1, min(clip.frame_count, measure_frames)).astype(int))
+    played, notes = played_placements(target, new_action, np.asarray(frames)[picks], tgt_in.skeleton, fps=rate)
+    report = measure_chains(binding, pose_of(src_in.skeleton, clip.take(picks)), played)
+    report["measured_frames"] = int(picks.size)
+    driven = [n for n, d in zip(tgt_in.skeleton.names, binding.driven, strict=True) if d > 0]
+    hidden = what_overrides(target, new_action, driven) + notes + list(binding.warnings)
+    if hidden:
+        report["warnings"] = hidden
+    if options is not None and options.plant_feet:
+        report.setdefault("notes", []).append(NO_PLANTING)
+    if switched:
+        report["switched_to_pose_position"] = True
+        report.setdefault("notes", []).append(switched)
+    report["clip"] = {
+        "name": clip.name, "source_fps": clip.fps, "scene_fps": scene_fps, "frames": clip.frame_count,
+        "first_frame": float(frames[0]), "last_frame": float(frames[-1]),
+    }
+    report["mapping"] = {"source": src_map.to_dict(), "target": tgt_map.to_dict()}
+    report["method"] = {"native": False, "table": "quadruped chains", "match_rest": False, "warnings": list(binding.warnings)}
+    report["options"] = {"root_motion": binding.root_motion, "plant_feet": False, "fingers": False}
+    report["control_rig"] = None
+    return new_action, binding, report
