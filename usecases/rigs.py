@@ -17,8 +17,6 @@ from ..bridge.skeleton_read import rest_heads_tails, skeleton_from_armature
 from ..core.errors import MappingError, MarionetteError, RigError
 from ..core.mapping.bone_mapping import BoneMapping
 from ..core.mapping.humanoid_check import check_humanoid_skeleton
-from ..core.mapping.quadruped import check_quadruped
-from ..core.mapping.quadruped_profile import is_quadruped_mapping
 from ..core.retarget.geometric import RigInput
 
 _AUTO_MAPPINGS: dict[tuple[str, bytes, str | None], BoneMapping] = {}
@@ -41,34 +39,12 @@ def rig_input(obj: Any, mapping: BoneMapping | None = None) -> tuple[RigInput, B
         if key not in _AUTO_MAPPINGS:
             if len(_AUTO_MAPPINGS) >= 32:
                 _AUTO_MAPPINGS.pop(next(iter(_AUTO_MAPPINGS)))
-            _AUTO_MAPPINGS[key] = _checked(skeleton, tails, mapping)
+            _AUTO_MAPPINGS[key] = check_humanoid_skeleton(skeleton, tails, mapping)
         mapping = _AUTO_MAPPINGS[key]
     except MappingError as exc:
         raise MappingError(f"armature {obj.name!r}: {exc}") from exc
     slots = {slot: mb.bone for slot, mb in mapping.slots.items()}
     return RigInput(skeleton, slots, tails), mapping
-
-
-def _checked(skeleton: Any, tails: Any, mapping: BoneMapping | None) -> BoneMapping:
-    """The rig's mapping as a humanoid, else as a quadruped (docs/mapping.md#quadrupeds); a rig
-    that is neither is refused with the humanoid check's message and why it is no quadruped."""
-    heads = skeleton.rest_placements()[:, :3, 3]
-    if mapping is not None and is_quadruped_mapping(mapping.slots):
-        return check_quadruped(skeleton.names, skeleton.parents, heads, tails, mapping)
-    try:
-        return check_humanoid_skeleton(skeleton, tails, mapping)
-    except MappingError as humanoid:
-        if mapping is not None:
-            raise
-        try:
-            return check_quadruped(skeleton.names, skeleton.parents, heads, tails)
-        except MappingError as quadruped:
-            raise MappingError(f"{humanoid}; {quadruped}") from None
-
-
-def is_quadruped(rig: RigInput) -> bool:
-    """Whether a rig input was mapped as a quadruped."""
-    return is_quadruped_mapping(rig.slots)
 
 
 def target_input(obj: Any, mapping: BoneMapping | None, control_rig: str = "fk") -> tuple[RigInput, BoneMapping, Any]:
@@ -108,18 +84,17 @@ def pick_armature(candidates: Any, name: str | None, label: str, purpose: str = 
 def character_of(arms: Any) -> Any:
     """The character among a file's armatures, for every command that takes one unnamed: the
     largest one that maps as a humanoid (a prop, a pet or a control rig with more bones is not
-    it; ties go to the name), else the largest that maps as a quadruped, else the largest,
-    refused by name later."""
+    it; ties go to the name), else the largest, refused by name later."""
     if len(arms) == 1:
         return arms[0]
-    humanoids, animals = [], []
+    humanoids = []
     for a in arms:
         try:
-            rig, _ = rig_input(a)
+            rig_input(a)
         except MarionetteError:
             continue
-        (animals if is_quadruped(rig) else humanoids).append(a)
-    return max(humanoids or animals or arms, key=lambda a: (len(a.data.bones), a.name))
+        humanoids.append(a)
+    return max(humanoids or arms, key=lambda a: (len(a.data.bones), a.name))
 
 
 def pick_action(loaded: Any, source: Any, name: str | None) -> Any:

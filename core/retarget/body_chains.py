@@ -16,7 +16,8 @@ never from authored bone axes:
 * chains of different segment counts are paired **by arc length**: a target bone spanning the
   fractions ``[a, b]`` of its chain's rest length takes the direction of the source chain's chord
   between the same fractions, so a 3-segment leg drives a 4-segment leg and a 12-bone tail
-  follows a 5-bone one.
+  follows a 5-bone one; chains of one count pair bone with bone (the elbow stays the elbow
+  however the two rigs share the leg's length between their bones).
 """
 
 from __future__ import annotations

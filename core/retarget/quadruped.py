@@ -113,8 +113,10 @@ def bind_quadrupeds(
     for c in shared:
         sp, tp = src.points[c], tgt.points[c]
         s_rest, t_rest = rest_points(src, c), rest_points(tgt, c)
+        # Chains of one bone count pair joint with joint (elbow with elbow); others by arc length.
+        along = sp.fractions if len(sp.bones) == len(tp.bones) else tp.fractions
         for k, bone in enumerate(tp.bones):
-            a, b = float(tp.fractions[k]), float(tp.fractions[k + 1])
+            a, b = float(along[k]), float(along[k + 1])
             coef, seg = arc_chord(sp.fractions, a, b)
             carrier = sp.point_bones[seg]
             s_frame = canonical_frame(src, c, coef @ s_rest)
