@@ -25,7 +25,7 @@ from ..bridge.control_target import predicted_placements, write_controls
 from ..bridge.file_import import load_file, scene_fps
 from ..bridge.played_pose import SPOT_FRAMES, driven_bones, played_placements, switch_to_pose_position, what_overrides
 from ..bridge.session import fresh_session, save_blend
-from ..core.errors import MappingError, MarionetteError, RigError
+from ..core.errors import MappingError, RigError
 from ..core.export.presets import export_format
 from ..core.formats.bvh import CHUNK_FRAMES
 from ..core.formats.reframe import onto_own_frames
@@ -38,7 +38,7 @@ from ..properties.retarget_settings import clip_of, fill_rows, mappings_from_row
 from ..viewport import deferred_summary
 from .export import export_clip
 from .retarget_quadruped import retarget_quadruped_action
-from .rigs import is_quadruped, pick_action, pick_armature, rig_input, target_input
+from .rigs import pick_action, pick_armature, quadruped_input, rig_input, target_input
 
 #: Bindings of the rig pairs retargeted in this session: the clips of a pack bind their pair once;
 #: an edited mapping or rest gets a new binding (the key holds both).
@@ -160,20 +160,21 @@ def retarget_action(
 
 
 def _quadruped_pair(source: Any, target: Any, source_mapping: BoneMapping | None, target_mapping: BoneMapping | None) -> Any:
-    """Both rigs' inputs and mappings when both map as quadrupeds, ``None`` when neither does (or
-    one cannot be mapped at all: the humanoid path names why); a quadruped and a humanoid are refused."""
+    """Both rigs' inputs and mappings when both are quadrupeds, else ``None`` (the humanoid path
+    then retargets or refuses them); a quadruped onto a humanoid, or the reverse, is refused with
+    the humanoid check's reason and what the quadruped can be retargeted onto."""
+    src = quadruped_input(source, source_mapping)
+    tgt = quadruped_input(target, target_mapping)
+    if src is not None and tgt is not None:
+        return src, tgt
+    if (src is None) == (tgt is None):
+        return None
+    animal = source if src is not None else target
     try:
-        src = rig_input(source, source_mapping)
-        tgt = rig_input(target, target_mapping)
-    except MarionetteError:
-        return None
-    kinds = (is_quadruped(src[0]), is_quadruped(tgt[0]))
-    if kinds == (False, False):
-        return None
-    if kinds != (True, True):
-        animal, person = (source, target) if kinds[0] else (target, source)
-        raise MappingError(f"{animal.name!r} is a quadruped and {person.name!r} a humanoid: a retarget runs between two rigs of one body plan")
-    return src, tgt
+        rig_input(animal)
+    except MappingError as exc:
+        raise MappingError(f"{exc}; it maps as a quadruped: retarget it from or onto another quadruped") from None
+    return None
 
 
 def judge_action(

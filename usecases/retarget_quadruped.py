@@ -67,6 +67,7 @@ def retarget_quadruped_action(
     played, notes = played_placements(target, new_action, np.asarray(frames)[picks], tgt_in.skeleton, fps=rate)
     report = measure_chains(binding, pose_of(src_in.skeleton, clip.take(picks)), played)
     report["measured_frames"] = int(picks.size)
+    report["direction_error_deg"] = {}  # humanoid slots; a quadruped's figures are per chain
     driven = [n for n, d in zip(tgt_in.skeleton.names, binding.driven, strict=True) if d > 0]
     hidden = what_overrides(target, new_action, driven) + notes + list(binding.warnings)
     if hidden:
