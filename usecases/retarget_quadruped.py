@@ -18,14 +18,11 @@ from ..core.mapping.bone_mapping import BoneMapping
 from ..core.measure.chains import measure_chains
 from ..core.retarget.geometric import RetargetOptions, RigInput
 from ..core.retarget.quadruped import QuadrupedBinding, bind_quadrupeds, pose_of, retarget_quadruped
-
-#: Said in the report of a quadruped retarget asked to plant its feet.
-NO_PLANTING = "Plant Feet is for two legs: a quadruped's chains carry their directions exactly and the paws may slide"
+from ..core.retarget.quadruped_plant import plant_paws
 
 
 def quadruped_binding(src_in: RigInput, tgt_in: RigInput, options: RetargetOptions | None) -> QuadrupedBinding:
-    """The binding of two quadruped rigs; options a quadruped cannot honour are refused by name
-    (Plant Feet, on by default, is left out and the report says so)."""
+    """The binding of two quadruped rigs; options a quadruped cannot honour are refused by name."""
     opts = options or RetargetOptions()
     if opts.scale is not None or opts.horizontal_scale is not None or opts.vertical_scale is not None:
         raise MappingError("an explicit travel scale is not available for quadrupeds: the travel is scaled by pelvis height")
@@ -59,21 +56,26 @@ def retarget_quadruped_action(
     if not keep_frames:
         clip = clip.resample(scene_fps)
     result = retarget_quadruped(binding, clip)
+    planted: dict[str, dict[str, int]] = {}
+    drop = 0.0
+    if options is not None and options.plant_feet:
+        result, planted, drop = plant_paws(binding, clip, result)
     rate = clip.fps if keep_frames else scene_fps
     frames = clip.frame_numbers(rate)
     new_action = write_action(target, result.clip, name or clip.name, frames=frames, replace=replace_existing, fps=rate)
     switched = switch_to_pose_position(target)
     picks = np.unique(np.linspace(0, clip.frame_count - 1, min(clip.frame_count, measure_frames)).astype(int))
     played, notes = played_placements(target, new_action, np.asarray(frames)[picks], tgt_in.skeleton, fps=rate)
-    report = measure_chains(binding, pose_of(src_in.skeleton, clip.take(picks)), played)
+    report = measure_chains(binding, pose_of(src_in.skeleton, clip.take(picks)), played, clip.times[picks])
     report["measured_frames"] = int(picks.size)
     report["direction_error_deg"] = {}  # humanoid slots; a quadruped's figures are per chain
     driven = [n for n, d in zip(tgt_in.skeleton.names, binding.driven, strict=True) if d > 0]
     hidden = what_overrides(target, new_action, driven) + notes + list(binding.warnings)
     if hidden:
         report["warnings"] = hidden
-    if options is not None and options.plant_feet:
-        report.setdefault("notes", []).append(NO_PLANTING)
+    if planted:
+        report["planted_feet"] = planted
+        report["planted_hip_drop"] = {"max": drop}
     if switched:
         report["switched_to_pose_position"] = True
         report.setdefault("notes", []).append(switched)
@@ -83,6 +85,6 @@ def retarget_quadruped_action(
     }
     report["mapping"] = {"source": src_map.to_dict(), "target": tgt_map.to_dict()}
     report["method"] = {"native": False, "table": "quadruped chains", "match_rest": False, "warnings": list(binding.warnings)}
-    report["options"] = {"root_motion": binding.root_motion, "plant_feet": False, "fingers": False}
+    report["options"] = {"root_motion": binding.root_motion, "plant_feet": bool(planted), "fingers": False}
     report["control_rig"] = None
     return new_action, binding, report

@@ -98,4 +98,13 @@ def chain_lines(report: dict[str, Any]) -> list[str]:
         f"  travel                 {t['target']:.4g} (source scaled {t['source_scaled']:.4g}); largest gap {t['largest_gap_hip_heights']:.4f} pelvis heights",
         f"  facing                 mean {s['facing_error']['mean']:.3f} deg, max {s['facing_error']['max']:.3f} deg",
     ]
+    for chain, p in report.get("paw_slide", {}).items():
+        if p["contact_frames"]:
+            lines.append(
+                f"    {chain:<12} paw slide planted {100 * p['slide']:.1f} % of pelvis height over {p['contact_frames']} contact frames "
+                f"(source: {100 * p['source_slide']:.1f} %)"
+            )
+    if report.get("planted_feet"):
+        drop = report.get("planted_hip_drop", {}).get("max", 0.0)
+        lines.append(f"  (paws held where the source's are planted; the legs above them bend to reach; pelvis lowered by up to {100 * drop:.1f} %)")
     return lines + [f"  warning: {w}" for w in report.get("warnings", [])]

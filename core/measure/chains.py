@@ -7,7 +7,10 @@ placements Blender plays against the source carried into the target's body frame
 * **travel**: the played pelvis' distance from its first-frame place against the source's, scaled,
   and the largest gap between the two paths, in target pelvis heights;
 * **facing**: the angle between the played body's forward (pelvis to head, across the ground)
-  and the source's carried forward, mean and max.
+  and the source's carried forward, mean and max;
+* **paw slide**: given the frames' times, how far each target paw slides over the ground while
+  the source's is planted (:func:`..retarget.quadruped_plant.paw_contacts`), in target pelvis
+  heights, against the source paw's own slide in source pelvis heights.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from ..retarget.quadruped import QuadrupedBinding, carried_orientations, pelvis_path
+from ..retarget.quadruped_plant import paw_contacts
 from ..rig.rotations import FloatArray
 
 
@@ -43,9 +47,29 @@ def forward_of(body: Any, placements: FloatArray) -> FloatArray:
     return np.asarray(run - np.outer(run @ up, up), dtype=np.float64)
 
 
-def measure_chains(binding: QuadrupedBinding, source: FloatArray, played: FloatArray) -> dict[str, Any]:
+def paw_slide(binding: QuadrupedBinding, source: FloatArray, played: FloatArray, times: FloatArray) -> dict[str, dict[str, float]]:
+    """Per leg chain both rigs have: the target paw's slide and the source paw's own over the
+    source's planted frames (see module doc)."""
+    src, tgt = binding.source, binding.target
+    out = {}
+    for chain, planted in paw_contacts(src, source, times).items():
+        if chain not in tgt.chains:
+            continue
+        both = planted[1:] & planted[:-1]
+        slides = []
+        for body, pose in ((tgt, played), (src, source)):
+            paw = pose[:, body.chains[chain][-1], :3, 3]
+            flat = paw - np.outer(paw @ body.axes.up, body.axes.up)
+            steps = np.linalg.norm(np.diff(flat, axis=0), axis=-1) / max(body.hip_height, 1e-9)
+            slides.append(float(steps[both].sum()))
+        out[chain] = {"slide": slides[0], "source_slide": slides[1], "contact_frames": int(both.sum())}
+    return out
+
+
+def measure_chains(binding: QuadrupedBinding, source: FloatArray, played: FloatArray, times: FloatArray | None = None) -> dict[str, Any]:
     """The figures (see module doc) of ``played`` target placements ``(T, Bt, 4, 4)`` against the
-    ``source`` placements ``(T, Bs, 4, 4)`` at the same frames."""
+    ``source`` placements ``(T, Bs, 4, 4)`` at the same frames (at ``times``, seconds, for the paw
+    slide)."""
     tgt = binding.target
     lin_s, pos_s = _orient(source), source[..., :3, 3]
     lin_t, pos_t = _orient(played), played[..., :3, 3]
@@ -80,7 +104,9 @@ def measure_chains(binding: QuadrupedBinding, source: FloatArray, played: FloatA
     fwd_s = forward_of(binding.source, source) @ a.T
     facing = _angles(fwd_t, fwd_s)
     all_err = np.concatenate(errors) if errors else np.zeros(1)
+    slide = {} if times is None else paw_slide(binding, source, played, np.asarray(times, dtype=np.float64))
     return {
+        "paw_slide": slide,
         "body_plan": "quadruped",
         "chains": chains,
         "summary": {

@@ -121,7 +121,7 @@ def test_the_shared_quadrupeds_and_their_rolled_renamed_copies_map_by_shape(scen
             bpy.data.objects.remove(copy, do_unlink=True)
 
 
-def _retarget(scene, src_rel, clip_name, tgt_rel, source=None, target=None, action=None):
+def _retarget(scene, src_rel, clip_name, tgt_rel, source=None, target=None, action=None, plant=False):
     from marionette.core.retarget.geometric import RetargetOptions
     from marionette.usecases.retarget import retarget_action
 
@@ -130,7 +130,7 @@ def _retarget(scene, src_rel, clip_name, tgt_rel, source=None, target=None, acti
     action = action or next(a for a in actions if a.name.split("|")[-1] == clip_name)
     outcome = retarget_action(
         source or src_obj, action, target or loaded[tgt_rel][0], scene_fps=24.0,
-        options=RetargetOptions(plant_feet=False), name=f"{clip_name} test",
+        options=RetargetOptions(plant_feet=plant), name=f"{clip_name} test",
     )
     return outcome
 
@@ -198,6 +198,25 @@ def test_clips_onto_the_other_quadruped_carry_every_chain_and_face_right(scene, 
         cos = np.einsum("ti,ti->t", s, t) / np.linalg.norm(s, axis=1) / np.linalg.norm(t, axis=1)
         errors.append(np.degrees(np.arccos(np.clip(cos, -1, 1))))
     assert np.mean(errors) < 2.0
+
+
+PLANTED = [(FOX, "Survey", DOG), (DOG, "Walking", FOX), (DOG, "Idle", FOX)]
+
+
+@pytest.mark.parametrize(("src_rel", "clip_name", "tgt_rel"), PLANTED, ids=[f"{c} onto {'dog' if t == DOG else 'fox'}" for _, c, t in PLANTED])
+def test_planted_paws_slide_no_more_than_the_sources_and_the_body_keeps_its_directions(scene, src_rel, clip_name, tgt_rel):
+    outcome = _retarget(scene, src_rel, clip_name, tgt_rel, plant=True)
+    report = outcome.report
+    assert set(report["planted_feet"]) == {"front_leg.L", "front_leg.R", "hind_leg.L", "hind_leg.R"}
+    assert report["paw_slide"]
+    for leg, p in report["paw_slide"].items():
+        assert p["contact_frames"] > 0, leg
+        assert p["slide"] <= p["source_slide"] + 1e-3, leg
+    for chain in ("spine", "neck", "head", "tail"):
+        assert report["chains"][chain]["mean_direction_error"] < 0.01, chain
+    for chain in ("front_leg.L", "front_leg.R", "hind_leg.L", "hind_leg.R"):  # bent to hold the paws
+        assert report["chains"][chain]["mean_direction_error"] < 5.0, chain
+    assert report["planted_hip_drop"]["max"] < 0.2
 
 
 def test_rolled_copies_of_each_quadruped_reproduce_every_bone(scene):
