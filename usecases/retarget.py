@@ -173,7 +173,7 @@ def _quadruped_pair(source: Any, target: Any, source_mapping: BoneMapping | None
     try:
         rig_input(animal)
     except MappingError as exc:
-        raise MappingError(f"{exc}; it maps as a quadruped: retarget it from or onto another quadruped") from None
+        raise MappingError(f"{exc}; it maps as a quadruped (or its mapping describes its body as chains): retarget it from or onto another such body") from None
     return None
 
 
@@ -221,6 +221,7 @@ def retarget_files(
     methods: Mapping[str, str] | None = None,
     match_rest: bool = False,
     chunk_frames: int = CHUNK_FRAMES,
+    source_mapping: str | None = None,
     control_rig: str = "fk",
     push_to_nla: bool = False,
     engine: str | None = None,
@@ -231,7 +232,8 @@ def retarget_files(
     Nothing is written on failure.
     A long BVH take is read without Blender (:mod:`..bridge.clip_source`), ``chunk_frames`` file frames at a time.
     ``control_rig`` (``"fk"``, ``"ik"``, ``"off"``) says what a control rig target is keyed on, as
-    for :func:`retarget_action`. ``push_to_nla`` keeps the new Action on a muted NLA track
+    for :func:`retarget_action`. ``source_mapping`` (a file or preset) maps the source as
+    ``mapping`` maps the target. ``push_to_nla`` keeps the new Action on a muted NLA track
     (:mod:`..bridge.nla_stack`) and the target on the Action it played."""
     import bpy
 
@@ -239,6 +241,7 @@ def retarget_files(
     target_file = load_file(target_path)
     target = pick_armature(target_file.armatures, target_armature, Path(target_file.path).name)
     target_map = BoneMapping.load(mapping) if mapping else None
+    source_map = BoneMapping.load(source_mapping) if source_mapping else None
     problem = nla_stack.push_problem(target) if push_to_nla else None
     if problem is not None:
         raise RigError(problem)
@@ -262,6 +265,7 @@ def retarget_files(
         scene_fps=scene_fps(),
         keep_frames=keep_frames,
         options=options,
+        source_mapping=source_map,
         target_mapping=target_map,
         name=name,
         methods=methods,

@@ -15,19 +15,26 @@ from ..bridge.clip_read import clip_from_action
 from ..bridge.played_pose import played_placements, switch_to_pose_position, what_overrides
 from ..core.errors import MappingError
 from ..core.mapping.bone_mapping import BoneMapping
+from ..core.mapping.quadruped_profile import is_quadruped_mapping
 from ..core.measure.chains import measure_chains
+from ..core.retarget.body_chains import plan_of_description
 from ..core.retarget.geometric import RetargetOptions, RigInput
 from ..core.retarget.quadruped import QuadrupedBinding, bind_quadrupeds, pose_of, retarget_quadruped
 from ..core.retarget.quadruped_plant import plant_paws
 
 
-def quadruped_binding(src_in: RigInput, tgt_in: RigInput, options: RetargetOptions | None) -> QuadrupedBinding:
-    """The binding of two quadruped rigs; options a quadruped cannot honour are refused by name."""
+def quadruped_binding(src: tuple[RigInput, BoneMapping], tgt: tuple[RigInput, BoneMapping], options: RetargetOptions | None) -> QuadrupedBinding:
+    """The binding of two quadruped rigs, or of two bodies their mappings describe as chains;
+    options they cannot honour are refused by name."""
+    (src_in, src_map), (tgt_in, tgt_map) = src, tgt
     opts = options or RetargetOptions()
     if opts.scale is not None or opts.horizontal_scale is not None or opts.vertical_scale is not None:
         raise MappingError("an explicit travel scale is not available for quadrupeds: the travel is scaled by pelvis height")
+    if (src_map.body is None) != (tgt_map.body is None) and not (is_quadruped_mapping(src_in.slots) or is_quadruped_mapping(tgt_in.slots)):
+        raise MappingError("one rig's body is described as chains and the other's is not: describe both (--source-mapping, --mapping)")
     return bind_quadrupeds(
-        src_in.skeleton, src_in.slots, tgt_in.skeleton, tgt_in.slots,
+        src_in.skeleton, plan_of_description(src_map.body, src_in.skeleton) if src_map.body else src_in.slots,
+        tgt_in.skeleton, plan_of_description(tgt_map.body, tgt_in.skeleton) if tgt_map.body else tgt_in.slots,
         None if src_in.ends is None else np.asarray(src_in.ends), None if tgt_in.ends is None else np.asarray(tgt_in.ends),
         root_motion=opts.root_motion,
     )
@@ -51,7 +58,7 @@ def retarget_quadruped_action(
     ``tgt``: rig input and mapping); returns the new Action, the binding and the report.
     Everything that can fail is checked before the Action is created."""
     (src_in, src_map), (tgt_in, tgt_map) = src, tgt
-    binding = quadruped_binding(src_in, tgt_in, options)
+    binding = quadruped_binding(src, tgt, options)
     clip = clip_from_action(source, action)
     if not keep_frames:
         clip = clip.resample(scene_fps)

@@ -52,9 +52,14 @@ def rig_input(obj: Any, mapping: BoneMapping | None = None) -> tuple[RigInput, B
 
 def quadruped_input(obj: Any, mapping: BoneMapping | None = None) -> tuple[RigInput, BoneMapping] | None:
     """The armature as the retarget sees a quadruped (docs/mapping.md#quadrupeds): its mapping
-    given (a quadruped one) or found by shape; ``None`` for a humanoid, for a rig of another
-    shape and for a humanoid mapping given."""
-    if obj is None or getattr(obj, "type", None) != "ARMATURE" or (mapping is not None and not is_quadruped_mapping(mapping.slots)):
+    given (a quadruped one, or one describing the body as chains) or found by shape; ``None``
+    for a humanoid, for a rig of another shape and for a humanoid mapping given."""
+    if obj is None or getattr(obj, "type", None) != "ARMATURE":
+        return None
+    if mapping is not None and mapping.body is not None:  # a body described as chains: checked when read
+        skeleton = skeleton_from_armature(obj)
+        return RigInput(skeleton, {}, rest_heads_tails(obj)[1]), mapping
+    if mapping is not None and not is_quadruped_mapping(mapping.slots):
         return None
     skeleton = skeleton_from_armature(obj)
     heads, tails = rest_heads_tails(obj)

@@ -22,6 +22,7 @@ from typing import Any
 
 from ..batch.pack_limits import not_regular
 from ..errors import MappingError
+from .body_description import checked_body
 from .humanoid import MINIMUM_SLOTS, SLOT_PARENT, SLOTS
 from .method_names import GEOMETRIC, check_method_table
 from .quadruped_profile import is_quadruped_slot, slot_order
@@ -64,7 +65,7 @@ class BoneMapping:
     equal when slots (bone, confidence, reason), conflicts, convention and refusal are equal.
     """
 
-    __slots__ = ("slots", "conflicts", "convention", "refusal", "methods")
+    __slots__ = ("slots", "conflicts", "convention", "refusal", "methods", "body")
 
     def __init__(
         self,
@@ -73,6 +74,7 @@ class BoneMapping:
         convention: str | None = None,
         refusal: str | None = None,
         methods: Mapping[str, str] | None = None,
+        body: Mapping[str, Any] | None = None,
     ) -> None:
         given = dict(slots or {})
         # A quadruped's chains (docs/mapping.md#quadrupeds) or the humanoid profile's slots.
@@ -94,6 +96,8 @@ class BoneMapping:
         self.refusal = refusal
         # Slot -> retarget method for slots not using geometric frames (the default needs no entry).
         self.methods: dict[str, str] = _checked_methods(methods)
+        # A body described as chains (docs/pipeline.md#other-bodies), for rigs no profile fits.
+        self.body: dict[str, Any] | None = checked_body(body)
 
     # --- queries ---------------------------------------------------------------------------
 
@@ -151,6 +155,7 @@ class BoneMapping:
             and self.convention == other.convention
             and self.refusal == other.refusal
             and self.methods == other.methods
+            and self.body == other.body
         )
 
     __hash__ = None  # type: ignore[assignment]  # mutable-looking data: compare, do not hash
@@ -175,7 +180,7 @@ class BoneMapping:
         slots = {s: mb for s, mb in self.slots.items() if s != slot and (bone is None or mb.bone != bone)}
         if bone is not None:
             slots[slot] = MappedBone(bone, 1.0, reason)
-        return BoneMapping(slots, self.conflicts, self.convention, self.refusal, self.methods)
+        return BoneMapping(slots, self.conflicts, self.convention, self.refusal, self.methods, self.body)
 
     # --- serialisation ---------------------------------------------------------------------
 
@@ -190,6 +195,7 @@ class BoneMapping:
             "conflicts": list(self.conflicts),
             "refusal": self.refusal,
             **({"methods": dict(self.methods)} if self.methods else {}),
+            **({"body": self.body} if self.body is not None else {}),
         }
 
     def to_json(self) -> str:
@@ -227,7 +233,7 @@ class BoneMapping:
         methods = data.get("methods", {})
         if not isinstance(methods, Mapping):
             raise MappingError("'methods' must be an object of slot -> retarget method")
-        return cls(slots, conflicts, data.get("convention"), data.get("refusal"), methods)
+        return cls(slots, conflicts, data.get("convention"), data.get("refusal"), methods, data.get("body"))
 
     @classmethod
     def from_json(cls, text: str) -> BoneMapping:

@@ -41,9 +41,14 @@ def _orient(m: FloatArray) -> FloatArray:
 
 
 def forward_of(body: Any, placements: FloatArray) -> FloatArray:
-    """A body's forward ``(T, 3)`` at ``placements``: pelvis head to head across its rest ground."""
+    """A body's forward ``(T, 3)`` at ``placements``: pelvis head to head across its rest ground
+    (a body without a head chain: its rest forward turned with its root)."""
     up = body.axes.up
-    run = placements[:, body.head, :3, 3] - placements[:, body.pelvis, :3, 3]
+    if body.head < 0:
+        turn = _orient(placements[:, body.pelvis]) @ _orient(body.rest[body.pelvis]).T
+        run = turn @ body.axes.forward
+    else:
+        run = placements[:, body.head, :3, 3] - placements[:, body.pelvis, :3, 3]
     return np.asarray(run - np.outer(run @ up, up), dtype=np.float64)
 
 

@@ -22,7 +22,8 @@ never from authored bone axes:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -97,9 +98,74 @@ class ChainPoints:
 
 
 @dataclass(frozen=True)
-class QuadrupedBody:
-    """One rig read as a quadruped: its skeleton, chains (name -> bone indices), chain points,
-    body axes, rest placements and every bone's geometric frame at rest (``(3, 3)`` columns X, Y, Z)."""
+class BodyPlan:
+    """A body described as chains (docs/pipeline.md#other-bodies): its root bone, its chains
+    (name -> bone names from the body outwards), the chains whose ends stand on the ground, and
+    what tells forward: the ``head`` chain (forward runs from the root to its first joint) or an
+    explicit skeleton-space ``forward``. ``follows`` ends a chain at another chain's first joint
+    (a spine at the neck) instead of its last bone's tail. A quadruped's mapping is one plan
+    (:func:`quadruped_plan`); a mapping file may describe any other."""
+
+    root: str
+    chains: dict[str, tuple[str, ...]]
+    plants: tuple[str, ...]
+    head: str | None = None
+    forward: tuple[float, float, float] | None = None
+    follows: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        unknown = [c for c in (*self.plants, *([self.head] if self.head else [])) if c not in self.chains]
+        if unknown:
+            raise MappingError(f"the body names chains it does not describe: {', '.join(unknown)}")
+        if not self.plants:
+            raise MappingError("the body needs at least one chain that stands on the ground (\"plants\": true)")
+        if self.head is None and self.forward is None:
+            raise MappingError("the body needs a \"head\" chain or a \"forward\" axis to tell which way it faces")
+
+
+def quadruped_plan(slots: dict[str, str]) -> BodyPlan:
+    """The body plan of a quadruped mapping (slot -> bone name, :mod:`..mapping.quadruped_profile`)."""
+    missing = [s for s in QUADRUPED_MINIMUM if s not in slots]
+    if missing:
+        raise MappingError(f"not a usable quadruped: no bone for {', '.join(missing)}")
+    chains = {c: tuple(bones) for c, bones in chain_slots(slots).items() if c != "pelvis"}
+    follows = {"spine": "neck" if "neck" in chains else "head"}
+    if "neck" in chains:
+        follows["neck"] = "head"
+    return BodyPlan(slots["pelvis"], chains, tuple(c for c in LEG_CHAINS if c in chains), "head", None, follows)
+
+
+def plan_of_description(body: dict[str, Any], skeleton: Skeleton) -> BodyPlan:
+    """The body plan a mapping file describes (:mod:`..mapping.body_description`) on
+    ``skeleton``: each chain the bones from its start down to its end. A bone not in the rig, or
+    an end that does not hang below its start, is refused naming the chain."""
+
+    def index(name: str, what: str) -> int:
+        i = skeleton.find(name)
+        if i is None:
+            raise MappingError(f"the body's {what} names bone {name!r}, which is not in the rig")
+        return i
+
+    index(body["root"], "root")
+    chains: dict[str, tuple[str, ...]] = {}
+    for name, chain in body["chains"].items():
+        start, end = index(chain["start"], f"chain {name!r}"), index(chain["end"], f"chain {name!r}")
+        path = [end]
+        while path[-1] != start:
+            p = int(skeleton.parents[path[-1]])
+            if p < 0:
+                raise MappingError(f"body chain {name!r}: {chain['end']!r} does not hang below {chain['start']!r}")
+            path.append(p)
+        chains[name] = tuple(skeleton.names[i] for i in reversed(path))
+    forward = None if body["forward"] is None else (float(body["forward"][0]), float(body["forward"][1]), float(body["forward"][2]))
+    plants = tuple(n for n, c in body["chains"].items() if c["plants"])
+    return BodyPlan(body["root"], chains, plants, body["head"], forward)
+
+
+@dataclass(frozen=True)
+class ChainBody:
+    """One rig read as chains: its skeleton, chains (name -> bone indices), chain points, body
+    axes, rest placements, its root (``pelvis``) and the first bone of its head chain (-1 without)."""
 
     skeleton: Skeleton
     chains: dict[str, tuple[int, ...]]
@@ -108,18 +174,19 @@ class QuadrupedBody:
     rest: FloatArray  # (B, 4, 4)
     pelvis: int
     head: int
+    plants: tuple[str, ...] = ()
 
     @property
     def hip_height(self) -> float:
         return self.axes.height
 
 
-def read_body(skeleton: Skeleton, slots: dict[str, str], ends: ArrayLike | None = None) -> QuadrupedBody:
-    """``skeleton`` read as a quadruped from its mapping ``slots`` (slot -> bone name) and rest
-    tails ``ends`` (skeleton order; without them a bone ends at its first child's head)."""
-    missing = [s for s in QUADRUPED_MINIMUM if s not in slots]
-    if missing:
-        raise MappingError(f"not a usable quadruped: no bone for {', '.join(missing)}")
+def read_body(skeleton: Skeleton, plan: BodyPlan | dict[str, str], ends: ArrayLike | None = None) -> ChainBody:
+    """``skeleton`` read as the chains of ``plan`` (or of a quadruped mapping, slot -> bone
+    name), with rest tails ``ends`` (skeleton order; without them a bone ends at its first
+    child's head)."""
+    if not isinstance(plan, BodyPlan):
+        plan = quadruped_plan(plan)
     rest = skeleton.rest_placements()
     heads = rest[:, :3, 3]
     if ends is None:
@@ -129,12 +196,17 @@ def read_body(skeleton: Skeleton, slots: dict[str, str], ends: ArrayLike | None 
                 tails[p] = heads[i]
     else:
         tails = np.asarray(ends, dtype=np.float64)
-    chains = {c: tuple(skeleton.index(b) for b in bones) for c, bones in chain_slots(slots).items()}
+
+    def index(name: str) -> int:
+        i = skeleton.find(name)
+        if i is None:
+            raise MappingError(f"the body names bone {name!r}, which is not in the rig")
+        return i
+
+    chains = {c: tuple(index(b) for b in bones) for c, bones in plan.chains.items() if bones}
     points: dict[str, ChainPoints] = {}
     for c, bones in chains.items():
-        if c == "pelvis":
-            continue
-        follow = chains.get("neck", chains["head"]) if c == "spine" else chains["head"] if c == "neck" else None
+        follow = chains.get(plan.follows[c]) if c in plan.follows else None
         pts: list[tuple[int, FloatArray]] = [(b, np.zeros(3)) for b in bones]
         if follow is not None:
             pts.append((follow[0], np.zeros(3)))
@@ -147,30 +219,59 @@ def read_body(skeleton: Skeleton, slots: dict[str, str], ends: ArrayLike | None 
             raise RigError(f"the {c} chain of the rig has no length")
         frac = np.concatenate([[0.0], np.cumsum(steps) / steps.sum()])
         points[c] = ChainPoints(bones, tuple(b for b, _ in pts), np.stack([o for _, o in pts]), frac)
-    pelvis, head = chains["pelvis"][0], chains["head"][0]
-    # Up: the normal of the plane the paws stand on, towards the body; forward: pelvis to head.
-    tips = np.stack([(rest[points[c].point_bones[-1]] @ np.append(points[c].offsets[-1], 1.0))[:3] for c in LEG_CHAINS])
-    normal = np.linalg.svd(tips - tips.mean(axis=0))[2][-1]
+    pelvis = index(plan.root)
+    head = chains[plan.head][0] if plan.head is not None and plan.head in chains else -1
+    axes = _body_axes(plan, rest, points, pelvis, head)
+    return ChainBody(skeleton, chains, points, axes, rest, pelvis, head, tuple(c for c in plan.plants if c in points))
+
+
+def _body_axes(plan: BodyPlan, rest: FloatArray, points: dict[str, ChainPoints], pelvis: int, head: int) -> BodyAxes:
+    """Up away from the ground the planted chains' ends stand on (the normal of the plane they
+    span, with three or more not in a line; else from their ends up to their roots), forward from
+    the root to the head (or the plan's own axis), both snapped to a skeleton axis within 12°."""
+    heads = rest[:, :3, 3]
+    tips = np.stack([(rest[points[c].point_bones[-1]] @ np.append(points[c].offsets[-1], 1.0))[:3] for c in plan.plants])
+    roots = np.stack([heads[points[c].bones[0]] for c in plan.plants])
+    normal = np.zeros(3)
+    if len(tips) >= 3:
+        sv = np.linalg.svd(tips - tips.mean(axis=0))
+        if sv[1][1] > 0.05 * max(sv[1][0], 1e-12):  # the ends span a plane, not a line
+            normal = sv[2][-1]
+    if not normal.any():
+        normal = _unit((roots - tips).mean(axis=0))
     if normal @ (heads[pelvis] - tips.mean(axis=0)) < 0:
         normal = -normal
+    if not normal.any():
+        raise RigError("cannot tell which way is up: the chains on the ground end where they start")
     # Axes within a few degrees of a skeleton axis are that axis (paws resting a little unevenly).
     up = snap_to_axis(_unit(normal))
-    run = heads[head] - heads[pelvis]
+    run = np.asarray(plan.forward, dtype=np.float64) if head < 0 else heads[head] - heads[pelvis]
     forward = _unit(run - (run @ up) * up)
     if not forward.any():
-        raise RigError("cannot tell which way the quadruped faces: its head stands straight above its pelvis")
+        raise RigError("cannot tell which way the body faces: its head stands straight above its root")
     forward = snap_to_axis(forward)
     forward = _unit(forward - (forward @ up) * up)
     height = float((heads[pelvis] - tips.mean(axis=0)) @ up)
-    axes = BodyAxes(forward, np.cross(up, forward), up, height, heads[pelvis] - height * up)
-    return QuadrupedBody(skeleton, chains, points, axes, rest, pelvis, head)
+    return BodyAxes(forward, np.cross(up, forward), up, height, heads[pelvis] - height * up)
 
 
-def canonical_frame(body: QuadrupedBody, chain: str, direction: FloatArray) -> FloatArray:
+def canonical_direction(source: ChainBody, target: ChainBody, chain: str) -> FloatArray:
+    """The canonical direction of ``chain`` in body coordinates (forward, left, up): the
+    quadruped profile's (:data:`CANONICAL`), else the mean of both rigs' rest directions of the
+    chain (its first point to its last), so both rigs share it."""
+    if chain in CANONICAL:
+        return np.asarray(CANONICAL[chain], dtype=np.float64)
+    both = [b.axes.basis().T @ _unit(rest_points(b, chain)[-1] - rest_points(b, chain)[0]) for b in (source, target)]
+    mean = _unit(both[0] + both[1])
+    return mean if mean.any() else both[1]
+
+
+def canonical_frame(body: ChainBody, chain: str, direction: FloatArray, canonical: FloatArray | None = None) -> FloatArray:
     """The geometric frame (columns X, Y, Z) of a segment of ``chain`` running along ``direction``
-    at rest: the canonical frame (X the chain's canonical direction, Y the body's left) turned by
-    the least rotation taking the canonical direction onto ``direction``."""
-    c = body.axes.basis() @ np.asarray(CANONICAL[chain.split(".")[0] if chain not in CANONICAL else chain])
+    at rest: the canonical frame (X the chain's canonical direction, body coordinates
+    ``canonical`` or the profile's; Y the body's left) turned by the least rotation taking the
+    canonical direction onto ``direction``."""
+    c = body.axes.basis() @ (np.asarray(CANONICAL[chain]) if canonical is None else canonical)
     left = body.axes.left - (body.axes.left @ c) * c
     if np.linalg.norm(left) < 1e-6:
         left = body.axes.forward - (body.axes.forward @ c) * c
@@ -194,7 +295,7 @@ def arc_chord(fractions: FloatArray, a: float, b: float) -> tuple[FloatArray, in
     return coef, seg
 
 
-def rest_points(body: QuadrupedBody, chain: str) -> FloatArray:
+def rest_points(body: ChainBody, chain: str) -> FloatArray:
     """The chain's points at rest ``(M, 3)``."""
     lin = body.rest[None, :, :3, :3]
     return body.points[chain].positions(lin, body.rest[None, :, :3, 3])[0]

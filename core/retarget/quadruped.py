@@ -28,7 +28,7 @@ from ..rig.clip import Clip
 from ..rig.rotation_kernels import quats_of_matrices
 from ..rig.rotations import FloatArray, make_quat_continuous, matrix_between_vectors
 from ..rig.skeleton import Skeleton
-from .body_chains import QuadrupedBody, arc_chord, canonical_frame, read_body, rest_points
+from .body_chains import BodyPlan, ChainBody, arc_chord, canonical_direction, canonical_frame, read_body, rest_points
 
 ROOT_MODES = ("HIPS", "IN_PLACE")
 
@@ -53,8 +53,8 @@ class CarriedBone:
 class QuadrupedBinding:
     """Everything about a quadruped pair that does not change between frames."""
 
-    source: QuadrupedBody
-    target: QuadrupedBody
+    source: ChainBody
+    target: ChainBody
     align: FloatArray  # 3x3: source skeleton-space directions -> target's
     carried: tuple[CarriedBone, ...]  # parents first
     pelvis_source_local: FloatArray  # (3, 3) the body axes in the source pelvis' axes at rest
@@ -93,34 +93,39 @@ def _orient(m: FloatArray) -> FloatArray:
 
 def bind_quadrupeds(
     source: Skeleton,
-    source_slots: dict[str, str],
+    source_slots: dict[str, str] | BodyPlan,
     target: Skeleton,
-    target_slots: dict[str, str],
+    target_slots: dict[str, str] | BodyPlan,
     source_ends: FloatArray | None = None,
     target_ends: FloatArray | None = None,
     root_motion: str = "HIPS",
 ) -> QuadrupedBinding:
-    """Precompute the retarget of ``source`` clips onto ``target``, both quadruped mappings."""
+    """Precompute the retarget of ``source`` clips onto ``target``: both quadruped mappings
+    (slot -> bone name), or both bodies described as chains (:class:`.body_chains.BodyPlan`,
+    docs/pipeline.md#other-bodies), paired by chain name."""
     if root_motion not in ROOT_MODES:
         raise MappingError(f"root motion {root_motion!r} is not available for quadrupeds (use one of {', '.join(ROOT_MODES)})")
     src = read_body(source, source_slots, source_ends)
     tgt = read_body(target, target_slots, target_ends)
     align = tgt.axes.basis() @ src.axes.basis().T
     shared = tuple(c for c in tgt.points if c in src.points)
+    if not shared:
+        raise MappingError("the two bodies share no chain by name: nothing to carry")
     warnings = [f"the target's {c} is not driven: the source has none" for c in tgt.points if c not in src.points]
     carried: list[CarriedBone] = []
     src_rot, tgt_rot = _orient(src.rest), _orient(tgt.rest)
     for c in shared:
         sp, tp = src.points[c], tgt.points[c]
         s_rest, t_rest = rest_points(src, c), rest_points(tgt, c)
+        canonical = canonical_direction(src, tgt, c)
         # Chains of one bone count pair joint with joint (elbow with elbow); others by arc length.
         along = sp.fractions if len(sp.bones) == len(tp.bones) else tp.fractions
         for k, bone in enumerate(tp.bones):
             a, b = float(along[k]), float(along[k + 1])
             coef, seg = arc_chord(sp.fractions, a, b)
             carrier = sp.point_bones[seg]
-            s_frame = canonical_frame(src, c, coef @ s_rest)
-            t_frame = canonical_frame(tgt, c, t_rest[k + 1] - t_rest[k])
+            s_frame = canonical_frame(src, c, coef @ s_rest, canonical)
+            t_frame = canonical_frame(tgt, c, t_rest[k + 1] - t_rest[k], canonical)
             carried.append(CarriedBone(
                 c, bone, carrier, sp.point_bones, sp.offsets, coef,
                 src_rot[carrier].T @ s_frame, tgt_rot[bone].T @ t_frame, (a, b),

@@ -1,5 +1,5 @@
 """Planted paws for quadrupeds (docs/pipeline.md#quadrupeds): the humanoid plant pass
-(:mod:`.foot_plant`) run on four legs.
+(:mod:`.foot_plant`) run on four legs (on every chain a body plan says stands on the ground).
 
 Each leg of three bones or more is planted on its last three: for a 3-bone leg the upper leg,
 lower leg and paw; for a 4-bone (digitigrade) leg the lower leg, the metatarsus and the paw, the
@@ -15,26 +15,25 @@ from dataclasses import replace
 import numpy as np
 from numpy.typing import NDArray
 
-from ..mapping.quadruped_profile import LEG_CHAINS
 from ..rig.clip import Clip
 from ..rig.rotations import FloatArray, make_quat_continuous
-from .body_chains import QuadrupedBody
+from .body_chains import ChainBody
 from .foot_plant import Leg, plant_legs, planted_frames
 from .quadruped import QuadrupedBinding, QuadrupedResult, pelvis_path, pose_of
 
 
-def paw_tips(body: QuadrupedBody, placements: FloatArray, chain: str) -> FloatArray:
+def paw_tips(body: ChainBody, placements: FloatArray, chain: str) -> FloatArray:
     """The end ``(T, 3)`` of a leg chain (its paw's tip) at ``placements``."""
     pts = body.points[chain]
     b = pts.point_bones[-1]
     return np.asarray(placements[:, b, :3, :3] @ pts.offsets[-1] + placements[:, b, :3, 3], dtype=np.float64)
 
 
-def paw_contacts(body: QuadrupedBody, placements: FloatArray, times: FloatArray) -> dict[str, NDArray[np.bool_]]:
+def paw_contacts(body: ChainBody, placements: FloatArray, times: FloatArray) -> dict[str, NDArray[np.bool_]]:
     """Per leg chain, the frames its paw is planted (:func:`.foot_plant.planted_frames` on the
     head of the leg's last bone, over the ground of the paws' tips: a low percentile over the clip)."""
     up = body.axes.up
-    legs = [c for c in LEG_CHAINS if c in body.points]
+    legs = [c for c in body.plants if c in body.points]
     if not legs:
         return {}
     ground = float(np.percentile(np.stack([paw_tips(body, placements, c) @ up for c in legs]).min(axis=0), 5))
@@ -46,7 +45,7 @@ def plant_paws(binding: QuadrupedBinding, clip: Clip, result: QuadrupedResult) -
     leg the frames held and those out of reach, and the largest drop of the pelvis (target pelvis
     heights)."""
     src, tgt = binding.source, binding.target
-    chains = [c for c in LEG_CHAINS if c in binding.shared and len(tgt.chains[c]) >= 3]
+    chains = [c for c in tgt.plants if c in src.plants and c in binding.shared and len(tgt.chains[c]) >= 3]
     if not chains:
         return result, {}, 0.0
     placements = pose_of(src.skeleton, clip)

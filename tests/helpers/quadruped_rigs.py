@@ -136,3 +136,80 @@ def bend_clip(skeleton: Skeleton, bends: dict[str, tuple[tuple[float, float, flo
     for f in range(frames):
         tr[f, root] = np.linalg.inv(rest[root][:3, :3]) @ np.array([travel * f / max(frames - 1, 1), 0.0, 0.0])
     return Clip(skeleton.names, np.arange(frames) / 24.0, 24.0, rot, tr, name="bend")
+
+
+class ChainRig:
+    """A rig built from ``(name, parent, head, tail)`` rows (parents first), facing +X with Z up;
+    its skeleton rolled by ``rolls`` (radians per bone name) when given."""
+
+    def __init__(self, rows: list[tuple[str, str | None, tuple[float, float, float], tuple[float, float, float]]],
+                 rolls: dict[str, float] | None = None) -> None:
+        self.names = [r[0] for r in rows]
+        self.parents = np.array([-1 if r[1] is None else self.names.index(r[1]) for r in rows])
+        self.heads = np.array([r[2] for r in rows], dtype=float)
+        self.tails = np.array([r[3] for r in rows], dtype=float)
+        rests = np.stack([bone_matrix(h, t, (rolls or {}).get(n, 0.0)) for n, h, t in zip(self.names, self.heads, self.tails, strict=True)])
+        self.skeleton = Skeleton.from_rest_matrices(self.names, list(self.parents), rests)
+        self.ends = self.tails[[self.names.index(n) for n in self.skeleton.names]]
+
+
+def _limb(rows: list, name: str, parent: str, start: np.ndarray, steps: list[np.ndarray]) -> None:
+    at, prev = np.asarray(start, dtype=float), parent
+    for k, step in enumerate(steps):
+        nxt = at + step
+        rows.append((f"{name}{k}", prev, tuple(at), tuple(nxt)))
+        at, prev = nxt, f"{name}{k}"
+
+
+def bird(wing: float = 1.0, leg: float = 1.0, wing_bones: int = 3, leg_bones: int = 3) -> ChainRig:
+    """A made-up bird: pelvis, a two-bone spine, a neck, a head, a tail, two wings of
+    ``wing_bones`` bones spread sideways, two legs of ``leg_bones`` bones standing on the ground."""
+    hip = np.array([0.0, 0.0, leg])
+    rows: list = [("pelvis", None, tuple(hip), tuple(hip + [0.1, 0.0, 0.05]))]
+    _limb(rows, "spine", "pelvis", hip, [np.array([0.25, 0.0, 0.1])] * 2)
+    chest = hip + [0.5, 0.0, 0.2]
+    _limb(rows, "neck", "spine1", chest, [np.array([0.1, 0.0, 0.2])])
+    _limb(rows, "head", "neck0", chest + [0.1, 0.0, 0.2], [np.array([0.15, 0.0, 0.0])])
+    _limb(rows, "tail", "pelvis", hip, [np.array([-0.2, 0.0, 0.0]), np.array([-0.2, 0.0, 0.02])])
+    for side, y in (("L", 1.0), ("R", -1.0)):
+        _limb(rows, f"wing.{side}.", "spine1", chest + [0.0, 0.1 * y, 0.0],
+              [np.array([-0.05 * k, y * wing / wing_bones, 0.02]) for k in range(wing_bones)])
+        start = hip + [0.0, 0.12 * y, -0.05]
+        down = (start[2]) / leg_bones
+        _limb(rows, f"leg.{side}.", "pelvis", start,
+              [np.array([(0.06 if k % 2 else -0.06) * (k < leg_bones - 1) + (0.1 if k == leg_bones - 1 else 0.0), 0.0, -down]) for k in range(leg_bones)])
+    return ChainRig(rows)
+
+
+def bird_body(rig: ChainRig, wing_bones: int, leg_bones: int) -> dict:
+    """The mapping file's description of :func:`bird`'s body."""
+    chains = {"spine": {"start": "spine0", "end": "spine1"}, "neck": {"start": "neck0", "end": "neck0"},
+              "head": {"start": "head0", "end": "head0"}, "tail": {"start": "tail0", "end": "tail1"}}
+    for side in ("L", "R"):
+        chains[f"wing.{side}"] = {"start": f"wing.{side}.0", "end": f"wing.{side}.{wing_bones - 1}"}
+        chains[f"leg.{side}"] = {"start": f"leg.{side}.0", "end": f"leg.{side}.{leg_bones - 1}", "plants": True}
+    return {"root": "pelvis", "head": "head", "chains": chains}
+
+
+def spider(leg: float = 1.0, leg_bones: int = 3) -> ChainRig:
+    """A made-up spider: a body bone, a head bone in front, eight legs of ``leg_bones`` bones
+    rising out of the body and coming down to the ground."""
+    top = np.array([0.0, 0.0, 0.4 * leg])
+    rows: list = [("body", None, tuple(top), tuple(top + [0.3, 0.0, 0.0]))]
+    _limb(rows, "head", "body", top + [0.3, 0.0, 0.0], [np.array([0.2, 0.0, 0.0])])
+    for k, angle in enumerate(np.radians([30, 70, 110, 150])):
+        for side, y in (("L", 1.0), ("R", -1.0)):
+            out = np.array([np.cos(angle), y * np.sin(angle), 0.0])
+            start = top + [0.15, 0.0, 0.0] + 0.1 * out
+            first = out * 0.5 * leg + [0.0, 0.0, 0.2 * leg]
+            rest = [(out * 0.5 * leg + [0.0, 0.0, -(0.6 * leg) / (leg_bones - 1)]) / 1.0 for _ in range(leg_bones - 1)]
+            _limb(rows, f"leg{k}.{side}.", "body", start, [first, *rest])
+    return ChainRig(rows)
+
+
+def spider_body(leg_bones: int) -> dict:
+    chains = {"head": {"start": "head0", "end": "head0"}}
+    for k in range(4):
+        for side in ("L", "R"):
+            chains[f"leg{k}.{side}"] = {"start": f"leg{k}.{side}.0", "end": f"leg{k}.{side}.{leg_bones - 1}", "plants": True}
+    return {"root": "body", "head": "head", "chains": chains}
