@@ -32,7 +32,7 @@ def control_rig_line(described: dict[str, Any] | None) -> str | None:
 
 def format_summary(report: dict[str, Any]) -> str:
     """The quality figures a person reads after a retarget."""
-    if report.get("body_plan") == "quadruped":
+    if report.get("body_plan") in ("quadruped", "chains"):
         return "\n".join(chain_lines(report))
     s = report["summary"]
     rig = control_rig_line(report.get("control_rig"))
@@ -83,7 +83,8 @@ def format_summary(report: dict[str, Any]) -> str:
 
 
 def chain_lines(report: dict[str, Any]) -> list[str]:
-    """The per-chain summary a person reads after a quadruped retarget."""
+    """The per-chain summary a person reads after a retarget between quadrupeds (or bodies
+    described as chains)."""
     s = report["summary"]
     lines = [f"  note: {note}" for note in report.get("notes", [])] + [
         f"  chain direction error  mean {s['mean_direction_error']:.3f} deg, max {s['max_direction_error']:.3f} deg",

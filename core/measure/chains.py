@@ -112,7 +112,7 @@ def measure_chains(binding: QuadrupedBinding, source: FloatArray, played: FloatA
     slide = {} if times is None else paw_slide(binding, source, played, np.asarray(times, dtype=np.float64))
     return {
         "paw_slide": slide,
-        "body_plan": "quadruped",
+        "body_plan": binding.describe()["body_plan"],
         "chains": chains,
         "summary": {
             "mean_direction_error": float(all_err.mean()),

@@ -112,6 +112,8 @@ class BodyPlan:
     head: str | None = None
     forward: tuple[float, float, float] | None = None
     follows: dict[str, str] = field(default_factory=dict)
+    #: ``"quadruped"`` for the profile's chains, ``"chains"`` for a body a mapping file describes.
+    kind: str = "chains"
 
     def __post_init__(self) -> None:
         unknown = [c for c in (*self.plants, *([self.head] if self.head else [])) if c not in self.chains]
@@ -132,7 +134,7 @@ def quadruped_plan(slots: dict[str, str]) -> BodyPlan:
     follows = {"spine": "neck" if "neck" in chains else "head"}
     if "neck" in chains:
         follows["neck"] = "head"
-    return BodyPlan(slots["pelvis"], chains, tuple(c for c in LEG_CHAINS if c in chains), "head", None, follows)
+    return BodyPlan(slots["pelvis"], chains, tuple(c for c in LEG_CHAINS if c in chains), "head", None, follows, "quadruped")
 
 
 def plan_of_description(body: dict[str, Any], skeleton: Skeleton) -> BodyPlan:
@@ -175,6 +177,7 @@ class ChainBody:
     pelvis: int
     head: int
     plants: tuple[str, ...] = ()
+    kind: str = "chains"
 
     @property
     def hip_height(self) -> float:
@@ -222,7 +225,7 @@ def read_body(skeleton: Skeleton, plan: BodyPlan | dict[str, str], ends: ArrayLi
     pelvis = index(plan.root)
     head = chains[plan.head][0] if plan.head is not None and plan.head in chains else -1
     axes = _body_axes(plan, rest, points, pelvis, head)
-    return ChainBody(skeleton, chains, points, axes, rest, pelvis, head, tuple(c for c in plan.plants if c in points))
+    return ChainBody(skeleton, chains, points, axes, rest, pelvis, head, tuple(c for c in plan.plants if c in points), plan.kind)
 
 
 def _body_axes(plan: BodyPlan, rest: FloatArray, points: dict[str, ChainPoints], pelvis: int, head: int) -> BodyAxes:

@@ -74,7 +74,7 @@ class QuadrupedBinding:
 
     def describe(self) -> dict[str, object]:
         return {
-            "body_plan": "quadruped",
+            "body_plan": "quadruped" if self.source.kind == self.target.kind == "quadruped" else "chains",
             "chains": list(self.shared),
             "source_facing": self.source.axes.describe(),
             "target_facing": self.target.axes.describe(),

@@ -33,3 +33,14 @@ def test_retarget_fox_onto_dog_from_the_command_line(tmp_path):
     assert figures["paw_slide"]  # the Fox stands on its paws as it looks around
     for leg, p in figures["paw_slide"].items():
         assert p["contact_frames"] > 0 and p["slide"] <= p["source_slide"] + 1e-3, leg
+
+
+def test_a_source_mapping_whose_body_is_malformed_is_refused_before_any_work(tmp_path):
+    bad = tmp_path / "bird.json"
+    bad.write_text('{"format": "marionette.bone_mapping", "body": {"root": "pelvis"}}')
+    out = tmp_path / "out.blend"
+    res = run("retarget", str(shared_file("gltf/khronos_fox_quadruped.glb")), str(shared_file("fbx/quaternius_dog_quadruped.fbx")),
+              "-o", str(out), "--source-mapping", str(bad))
+    assert res.returncode == 1
+    assert res.stderr.strip() == "marionette: error: bird.json: 'body' needs 'chains': an object of chain name -> {start, end, plants}"
+    assert not out.exists()

@@ -294,3 +294,42 @@ def test_a_quadruped_onto_a_humanoid_is_refused_naming_both_and_changing_nothing
     with pytest.raises(MappingError, match="not a humanoid rig.*maps as a quadruped"):
         retarget_action(fox, actions[0], person, scene_fps=24.0)
     assert len(bpy.data.actions) == before
+
+
+def test_birds_described_in_mapping_files_retarget_from_file_to_file(tmp_path):
+    """Two made-up birds (other wing and leg lengths and bone counts) saved as .blend files, each
+    body described as chains in a mapping file, retargeted as the ``retarget`` command does with
+    ``--source-mapping`` and ``--mapping``, judged on what Blender plays."""
+    import bpy
+
+    from marionette.bridge.action_write import create_armature, write_action
+    from marionette.bridge.session import fresh_session, save_blend
+    from marionette.core.mapping.bone_mapping import BoneMapping
+    from marionette.core.retarget.geometric import RetargetOptions
+    from marionette.usecases.retarget import retarget_files
+    from tests.helpers.quadruped_rigs import bend_clip, bird, bird_body
+
+    rigs = {"small": (bird(1.0, 1.0, 3, 3), 3, 3), "large": (bird(1.7, 0.6, 2, 4), 2, 4)}
+    for name, (rig, wings, legs) in rigs.items():
+        fresh_session()
+        obj = create_armature(rig.skeleton, f"{name} bird", rig.ends)
+        if name == "small":
+            rng = np.random.default_rng(4)
+            bends = {n: (tuple(rng.normal(size=3)), float(rng.uniform(-0.5, 0.5))) for n in rig.skeleton.names}
+            write_action(obj, bend_clip(rig.skeleton, bends, frames=8, travel=0.3), "Flap")
+        save_blend(tmp_path / f"{name}.blend")
+        BoneMapping(body=bird_body(rig, wings, legs)).save(tmp_path / f"{name}.json")
+    outcome = retarget_files(
+        str(tmp_path / "small.blend"), str(tmp_path / "large.blend"), str(tmp_path / "out.blend"),
+        mapping=str(tmp_path / "large.json"), source_mapping=str(tmp_path / "small.json"),
+        options=RetargetOptions(plant_feet=False),
+    )
+    report = outcome.report
+    assert report["body_plan"] == "chains"
+    assert set(report["chains"]) == {"spine", "neck", "head", "tail", "wing.L", "wing.R", "leg.L", "leg.R"}
+    for chain, c in report["chains"].items():
+        assert c["mean_direction_error"] < 0.01, chain
+    assert report["chains"]["wing.L"]["bones"] == 2 and report["chains"]["wing.L"]["source_bones"] == 3
+    assert report["summary"]["travel"]["largest_gap_hip_heights"] < 1e-3
+    assert (tmp_path / "out.blend").is_file()
+    bpy.ops.wm.read_factory_settings(use_empty=True)
