@@ -1,5 +1,6 @@
-"""Retarget between two quadrupeds (docs/pipeline.md#quadrupeds): the geometric-frame transfer
-of :mod:`.geometric` carried over to chains.
+"""Retarget between two quadrupeds (docs/pipeline.md#quadrupeds), or two bodies described as
+chains (docs/pipeline.md#other-bodies): the geometric-frame transfer of :mod:`.geometric` carried
+over to chains.
 
 :func:`bind_quadrupeds` (once per pair) reads both bodies (:mod:`.body_chains`): body axes, chains,
 the canonical standing pose, and for every target bone of a chain both rigs share, the arc
@@ -130,8 +131,7 @@ def bind_quadrupeds(
                 c, bone, carrier, sp.point_bones, sp.offsets, coef,
                 src_rot[carrier].T @ s_frame, tgt_rot[bone].T @ t_frame, (a, b),
             ))
-    order = {b: i for i, b in enumerate(range(len(target)))}
-    carried.sort(key=lambda cb: order[cb.target])
+    carried.sort(key=lambda cb: cb.target)  # skeleton order: parents first
     scale = tgt.hip_height / src.hip_height if src.hip_height > 0 else 1.0
     if not np.isfinite(scale) or scale <= 0:
         warnings.append("the pelvis heights give no usable travel scale; used 1")
