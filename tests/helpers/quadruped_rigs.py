@@ -30,7 +30,7 @@ class Quadruped:
     bone; zero when not given)."""
 
     def __init__(self, spine: int = 2, neck: int = 1, tail: int = 3, front: int = 3, hind: int = 3,
-                 length: float = 1.0, height: float = 0.8, rolls: np.ndarray | None = None) -> None:
+                 length: float = 1.0, height: float = 0.8, rolls: np.ndarray | None = None, face: bool = False) -> None:
         names: list[str] = []
         parents: list[int] = []
         heads: list[np.ndarray] = []
@@ -56,7 +56,12 @@ class Quadruped:
             nxt = at + [0.1 * length, 0.0, 0.15 * length / neck]
             prev = add(f"neck{k}", prev, at, nxt)
             at = nxt
-        add("head", prev, at, at + [0.25 * length, 0.0, -0.05 * length])
+        head = add("head", prev, at, at + [0.25 * length, 0.0, -0.05 * length])
+        if face:  # two-bone ears rising from the back of the head, a jaw running forward and down
+            for side, y in (("L", 0.05), ("R", -0.05)):
+                ear = add(f"ear0.{side}", head, at + [0.05 * length, y * length, 0.03 * length], at + [0.03 * length, 1.4 * y * length, 0.1 * length])
+                add(f"ear1.{side}", ear, at + [0.03 * length, 1.4 * y * length, 0.1 * length], at + [0.01 * length, 1.6 * y * length, 0.16 * length])
+            add("jaw", head, at + [0.04 * length, 0.0, -0.03 * length], at + [0.22 * length, 0.0, -0.08 * length])
         prev, at = pelvis, top.copy()
         for k in range(tail):
             nxt = at + [-0.6 * length / tail, 0.0, -0.2 * length / tail]
@@ -82,8 +87,10 @@ class Quadruped:
         order = [names.index(n) for n in self.skeleton.names]
         self.ends = self.tails[order]
 
-    def slots(self, spine: int, neck: int, tail: int, front: int, hind: int) -> dict[str, str]:
+    def slots(self, spine: int, neck: int, tail: int, front: int, hind: int, face: bool = False) -> dict[str, str]:
         out = {"pelvis": "pelvis", "head": "head"}
+        if face:
+            out.update({"jaw": "jaw", "ear_1.L": "ear0.L", "ear_2.L": "ear1.L", "ear_1.R": "ear0.R", "ear_2.R": "ear1.R"})
         out.update({f"spine_{k + 1}": f"spine{k}" for k in range(spine)})
         out.update({f"neck_{k + 1}": f"neck{k}" for k in range(neck)})
         out.update({f"tail_{k + 1}": f"tail{k}" for k in range(tail)})

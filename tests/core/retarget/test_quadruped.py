@@ -30,11 +30,11 @@ def _mapped(rig: Quadruped, turn: np.ndarray | None = None, names: list[str] | N
     return {s: mb.bone for s, mb in m.slots.items()}
 
 
-@pytest.mark.parametrize("counts", [(2, 1, 3, 3, 3), (4, 2, 5, 3, 4), (7, 3, 12, 4, 3)])
-def test_a_built_quadruped_maps_by_shape_whatever_its_names_and_placement(counts):
+@pytest.mark.parametrize(("counts", "face"), [((2, 1, 3, 3, 3), False), ((4, 2, 5, 3, 4), True), ((7, 3, 12, 4, 3), False)])
+def test_a_built_quadruped_maps_by_shape_whatever_its_names_and_placement(counts, face):
     spine, neck, tail, front, hind = counts
-    rig = Quadruped(spine, neck, tail, front, hind)
-    expected = rig.slots(*counts)
+    rig = Quadruped(spine, neck, tail, front, hind, face=face)
+    expected = rig.slots(*counts, face=face)
     assert _mapped(rig) == expected
     # Lying Y-up and facing +Z (a glTF file read as it is), with names that say nothing.
     turn = np.array([[0.0, 0.0, 1.0], [1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]).T @ _turn((0, 0, 1), 90)
@@ -43,6 +43,27 @@ def test_a_built_quadruped_maps_by_shape_whatever_its_names_and_placement(counts
     by_index = {s: rig.names.index(b) for s, b in expected.items()}
     got = _mapped(rig, turn, scrambled)
     assert {s: scrambled.index(b) for s, b in got.items()} == by_index
+
+
+def test_ears_and_jaw_are_found_on_the_head_and_carried():
+    rig = Quadruped(2, 1, 3, 3, 3, face=True)
+    expected = rig.slots(2, 1, 3, 3, 3, face=True)
+    assert _mapped(rig) == expected
+    other = Quadruped(3, 2, 4, 3, 4, length=1.4, face=True)
+    o_slots = other.slots(3, 2, 4, 3, 4, face=True)
+    binding = bind_quadrupeds(rig.skeleton, expected, other.skeleton, o_slots, rig.ends, other.ends)
+    assert {"jaw", "ear.L", "ear.R"} <= set(binding.shared)
+    # The jaw opens and the left ear folds back on the source: the same on the target.
+    clip = bend_clip(rig.skeleton, {"jaw": (LEFT, 0.5), "ear0.L": (LEFT, -0.6)}, frames=3)
+    result = retarget_quadruped(binding, clip)
+    pose = other.skeleton.forward_kinematics(result.clip.rotations, result.clip.translations)
+    src = pose_of(rig.skeleton, clip)
+    for chain in ("jaw", "ear.L"):
+        s_pts = binding.source.points[chain].positions(src[..., :3, :3], src[..., :3, 3])
+        t_pts = binding.target.points[chain].positions(pose[..., :3, :3], pose[..., :3, 3])
+        for k in range(t_pts.shape[1] - 1):
+            a, b = s_pts[-1, k + 1] - s_pts[-1, k], t_pts[-1, k + 1] - t_pts[-1, k]
+            assert np.degrees(np.arccos(np.clip(a @ b / np.linalg.norm(a) / np.linalg.norm(b), -1, 1))) < 1e-4, chain
 
 
 def test_a_rig_with_two_legs_is_refused_as_a_quadruped():
