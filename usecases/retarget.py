@@ -330,6 +330,10 @@ def retarget_clip(scene: Any) -> tuple[RetargetOutcome, str]:
     done = f"Retargeted onto {onto} as {outcome.action.name!r}"
     if before is not None:
         done += _push_clip(s.target, outcome, before)
+    if outcome.report.get("body_plan") in ("quadruped", "chains"):
+        # The Quality panel reads a humanoid's figures: a body of chains says its own in the line.
+        s.last_report = ""
+        return outcome, f"{done}: chain direction error mean {outcome.report['summary']['mean_direction_error']:.2f} deg"
     if outcome.judge_later is not None:
         deferred_summary.defer(scene, outcome, bool(s.color_bones))
         return outcome, f"{done}; measuring its quality (the Quality panel fills in)"

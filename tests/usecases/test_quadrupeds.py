@@ -333,3 +333,28 @@ def test_birds_described_in_mapping_files_retarget_from_file_to_file(tmp_path):
     assert report["summary"]["travel"]["largest_gap_hip_heights"] < 1e-3
     assert (tmp_path / "out.blend").is_file()
     bpy.ops.wm.read_factory_settings(use_empty=True)
+
+
+def test_retarget_clip_in_the_sidebar_takes_two_quadrupeds_and_fills_the_chain_rows(addon):
+    """The sidebar's Retarget Clip (its operator, as a click runs it) on the Fox and the Dog: the
+    rows fill with the chain slots, a second click retargets through the rows, and the Quality
+    panel (which shows a humanoid's figures) stays empty while the line gives the chain figure."""
+    bpy = addon
+    from marionette.bridge.file_import import load_file
+
+    fox = load_file(shared_file(FOX)).armatures[0]
+    dog = load_file(shared_file(DOG)).armatures[0]
+    s = bpy.context.scene.marionette
+    s.source, s.target = fox, dog
+    s.plant_feet = False
+    before = set(bpy.data.actions)
+    assert bpy.ops.marionette.retarget_clip() == {"FINISHED"}
+    rows = {row.slot: (row.source_bone, row.target_bone) for row in s.mapping}
+    assert rows["front_leg_1.L"] == ("b_LeftUpperArm_09", "Bone.017")
+    assert rows["hind_leg_4.L"] == ("b_LeftFoot02_018", "")
+    assert rows["pelvis"] == ("b_Hip_01", "Bone")
+    assert s.last_report == ""
+    first = set(bpy.data.actions) - before
+    assert len(first) == 1 and dog.animation_data.action in first
+    assert bpy.ops.marionette.retarget_clip() == {"FINISHED"}  # now through the rows
+    assert len(set(bpy.data.actions) - before) == 2
