@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from ..bridge.action_write import write_action
+from ..bridge.action_write import write_action, write_object_travel
 from ..bridge.clip_read import clip_from_action
 from ..bridge.played_pose import played_placements, switch_to_pose_position, what_overrides
 from ..core.errors import MappingError
@@ -70,6 +70,8 @@ def retarget_quadruped_action(
     rate = clip.fps if keep_frames else scene_fps
     frames = clip.frame_numbers(rate)
     new_action = write_action(target, result.clip, name or clip.name, frames=frames, replace=replace_existing, fps=rate)
+    if binding.root_motion == "OBJECT":
+        write_object_travel(target, new_action, result.root_motion, frames)
     switched = switch_to_pose_position(target)
     picks = np.unique(np.linspace(0, clip.frame_count - 1, min(clip.frame_count, measure_frames)).astype(int))
     played, notes = played_placements(target, new_action, np.asarray(frames)[picks], tgt_in.skeleton, fps=rate)

@@ -13,7 +13,8 @@ bodies (``align``: the source's forward, left and up onto the target's), and con
 local rotation through the target parent's *current* placement, as the humanoid transfer does.
 The pelvis is a rigid base: its frame is the body's axes at rest, carried by its rotation. Its
 travel is measured from the ground under it at rest and scaled by pelvis height (target over
-source, each from its paws). Bones no shared chain covers keep their rest (coverage 0).
+source, each from its paws); root motion goes on the pelvis, on the bone right above it, on the
+object, or is dropped, as for humanoids. Bones no shared chain covers keep their rest (coverage 0).
 
 Authored bone axes never enter: rolled copies of either rig give the same motion.
 """
@@ -31,7 +32,7 @@ from ..rig.rotations import FloatArray, make_quat_continuous, matrix_between_vec
 from ..rig.skeleton import Skeleton
 from .body_chains import BodyPlan, ChainBody, arc_chord, canonical_direction, canonical_frame, read_body, rest_points
 
-ROOT_MODES = ("HIPS", "IN_PLACE")
+ROOT_MODES = ("HIPS", "ROOT_BONE", "OBJECT", "IN_PLACE")
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,8 @@ class QuadrupedBinding:
     scale: float  # travel scale: target pelvis height over source's
     root_motion: str = "HIPS"
     warnings: tuple[str, ...] = field(default=())
+    #: The bone right above the target's pelvis that carries the travel (``ROOT_BONE``), else -1.
+    root_bone: int = -1
 
     @property
     def driven(self) -> FloatArray:
@@ -136,10 +139,13 @@ def bind_quadrupeds(
     if not np.isfinite(scale) or scale <= 0:
         warnings.append("the pelvis heights give no usable travel scale; used 1")
         scale = 1.0
+    root_bone = int(target.parents[tgt.pelvis]) if root_motion == "ROOT_BONE" else -1
+    if root_motion == "ROOT_BONE" and root_bone < 0:
+        warnings.append("the target's pelvis has no root bone above it; travel stays on the pelvis")
     return QuadrupedBinding(
         src, tgt, align, tuple(carried),
         src_rot[src.pelvis].T @ src.axes.basis(), tgt_rot[tgt.pelvis].T @ tgt.axes.basis(),
-        shared, float(scale), root_motion, tuple(warnings),
+        shared, float(scale), root_motion, tuple(warnings), root_bone,
     )
 
 
@@ -179,23 +185,30 @@ def carried_orientations(binding: QuadrupedBinding, placements: FloatArray) -> d
     return out
 
 
-def pelvis_path(binding: QuadrupedBinding, placements: FloatArray) -> FloatArray:
-    """The target pelvis head ``(T, 3)``: the source's, measured from the ground under it at
-    rest, turned into the target body and scaled by pelvis height."""
+def travel_of(binding: QuadrupedBinding, placements: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """The target pelvis head's path ``(T, 3)`` with its travel, and the travel ``(T, 3)``: the
+    source pelvis measured from the ground under it at rest, turned into the target body and
+    scaled by pelvis height; the travel is that path's move across the ground since the first
+    frame."""
     src, tgt = binding.source, binding.target
     moved = placements[:, src.pelvis, :3, 3] - src.axes.ground
     path = tgt.axes.ground + binding.scale * moved @ binding.align.T
-    if binding.root_motion == "IN_PLACE":
-        up = tgt.axes.up
-        rest = tgt.rest[tgt.pelvis, :3, 3]
-        path = rest + np.outer(path @ up - rest @ up, up)
-    return np.asarray(path, dtype=np.float64)
+    run = path - path[:1]
+    up = tgt.axes.up
+    return np.asarray(path, dtype=np.float64), np.asarray(run - np.outer(run @ up, up), dtype=np.float64)
+
+
+def pelvis_path(binding: QuadrupedBinding, placements: FloatArray) -> FloatArray:
+    """Where the target pelvis head plays in skeleton space ``(T, 3)``: the path of
+    :func:`travel_of`, less the travel where the root motion goes on the object or nowhere."""
+    path, travel = travel_of(binding, placements)
+    return path if binding.root_motion in ("HIPS", "ROOT_BONE") else path - travel
 
 
 @dataclass(frozen=True)
 class QuadrupedResult:
     clip: Clip  # target local transforms; coverage 1 on driven bones
-    root_motion: FloatArray  # (T, 3) the pelvis' travel in target skeleton space
+    root_motion: FloatArray  # (T, 3) the pelvis' travel across the ground in target skeleton space
     binding: QuadrupedBinding
 
 
@@ -204,7 +217,10 @@ def retarget_quadruped(binding: QuadrupedBinding, clip: Clip) -> QuadrupedResult
     clip.validate()
     placements = pose_of(binding.source.skeleton, clip)
     world = carried_orientations(binding, placements)
-    path = pelvis_path(binding, placements)
+    path, travel = travel_of(binding, placements)
+    root = binding.root_bone
+    if binding.root_motion in ("OBJECT", "IN_PLACE"):
+        path = path - travel
     sk = binding.target.skeleton
     n, t = len(sk), clip.frame_count
     c0 = sk.parent_frames
@@ -222,15 +238,27 @@ def retarget_quadruped(binding: QuadrupedBinding, clip: Clip) -> QuadrupedResult
     quats = np.swapaxes(quats_of_matrices(local), 0, 1)
     loc = np.zeros((t, n, 3))
     pv = binding.target.pelvis
-    # The pelvis' parents are not driven: they stay at rest, so its parent placement is the rest's.
+    # The pelvis' parents are not driven: they stay at rest, so its parent placement is the
+    # rest's, moved by the travel where a root bone above it carries the travel.
     p = int(sk.parents[pv])
-    above = (binding.target.rest[p] if p >= 0 else np.eye(4)) @ c0[pv]
+    above = np.broadcast_to(binding.target.rest[p] if p >= 0 else np.eye(4), (t, 4, 4)).copy()
+    if root >= 0:
+        rp = int(sk.parents[root])
+        carried = above.copy()
+        carried[:, :3, 3] += travel
+        base = binding.target.rest[rp] if rp >= 0 else np.eye(4)
+        loc_root = (np.linalg.inv(base @ c0[root]) @ carried @ c1[root])[:, :3, 3]
+        above = carried
+    above = above @ c0[pv]
     placed = np.zeros((t, 4, 4))
     placed[:, :3, :3] = w_r[pv]
     placed[:, :3, 3] = path
     placed[:, 3, 3] = 1.0
     loc[:, pv] = (np.linalg.inv(above) @ placed @ c1[pv])[:, :3, 3]
     coverage = binding.driven
+    if root >= 0:
+        loc[:, root] = loc_root
+        coverage[root] = 1.0
     out = replace(
         clip,
         names=sk.names,
@@ -239,4 +267,4 @@ def retarget_quadruped(binding: QuadrupedBinding, clip: Clip) -> QuadrupedResult
         scales=None,
         coverage=coverage,
     )
-    return QuadrupedResult(out, path - path[:1], binding)
+    return QuadrupedResult(out, travel, binding)

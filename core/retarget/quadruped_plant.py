@@ -19,7 +19,7 @@ from ..rig.clip import Clip
 from ..rig.rotations import FloatArray, make_quat_continuous
 from .body_chains import ChainBody
 from .foot_plant import Leg, plant_legs, planted_frames
-from .quadruped import QuadrupedBinding, QuadrupedResult, pelvis_path, pose_of
+from .quadruped import QuadrupedBinding, QuadrupedResult, pose_of
 
 
 def paw_tips(body: ChainBody, placements: FloatArray, chain: str) -> FloatArray:
@@ -51,9 +51,8 @@ def plant_paws(binding: QuadrupedBinding, clip: Clip, result: QuadrupedResult) -
     placements = pose_of(src.skeleton, clip)
     contacts = paw_contacts(src, placements, clip.times)
     legs = [Leg(*tgt.chains[c][-3:]) for c in chains]
-    drift = None  # travel dropped to play in place moves the ground under the held paws
-    if binding.root_motion == "IN_PLACE":
-        drift = pelvis_path(replace(binding, root_motion="HIPS"), placements) - pelvis_path(binding, placements)
+    # Travel the skeleton does not carry (on the object, or dropped) moves the ground under the held paws.
+    drift = None if binding.root_motion in ("HIPS", "ROOT_BONE") else result.root_motion
     rot, loc, report = plant_legs(
         tgt.skeleton, legs, [contacts[c] for c in chains], result.clip.rotations, result.clip.translations, tgt.axes.up,
         clip.times, drift=drift, pelvis=tgt.pelvis, hip_height=tgt.hip_height,

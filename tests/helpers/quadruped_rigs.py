@@ -30,7 +30,8 @@ class Quadruped:
     bone; zero when not given)."""
 
     def __init__(self, spine: int = 2, neck: int = 1, tail: int = 3, front: int = 3, hind: int = 3,
-                 length: float = 1.0, height: float = 0.8, rolls: np.ndarray | None = None, face: bool = False) -> None:
+                 length: float = 1.0, height: float = 0.8, rolls: np.ndarray | None = None, face: bool = False,
+                 root: bool = False) -> None:
         names: list[str] = []
         parents: list[int] = []
         heads: list[np.ndarray] = []
@@ -44,7 +45,8 @@ class Quadruped:
             return len(names) - 1
 
         top = np.array([0.0, 0.0, height])
-        pelvis = add("pelvis", -1, top, top + [0.1 * length, 0.0, 0.05 * length])
+        base = add("root", -1, np.zeros(3), np.array([0.0, 0.2 * length, 0.0])) if root else -1  # a game engine's root bone
+        pelvis = add("pelvis", base, top, top + [0.1 * length, 0.0, 0.05 * length])
         prev, at = pelvis, top.copy()
         step = length / spine
         for k in range(spine):

@@ -200,6 +200,38 @@ def test_clips_onto_the_other_quadruped_carry_every_chain_and_face_right(scene, 
     assert np.mean(errors) < 2.0
 
 
+def test_root_motion_on_the_object_moves_the_dog_as_the_fox_runs(scene):
+    from marionette.bridge import compat
+    from marionette.bridge.evaluated_pose import evaluated_world_matrices
+    from marionette.core.retarget.geometric import RetargetOptions
+    from marionette.usecases.retarget import retarget_action
+
+    bpy, loaded = scene
+    fox, actions = loaded[FOX]
+    dog = loaded[DOG][0]
+    run = next(a for a in actions if a.name == "Run")
+    _play(fox, run)
+    outcome = retarget_action(fox, run, dog, scene_fps=24.0, options=RetargetOptions(root_motion="OBJECT", plant_feet=False), name="Run on object")
+    world, frames = _played(dog, outcome)
+    names = list(_skeleton(dog).names)
+    pelvis = world[:, names.index("Bone"), :3, 3]
+    # By hand: the Fox's own pelvis (b_Hip_01) travels across the ground as Blender plays its run.
+    src = _skeleton(fox)
+    fox_world = evaluated_world_matrices(fox, run.frame_range[0] + (frames - frames[0]), None)
+    hip = fox_world[:, list(src.names).index("b_Hip_01"), :3, 3]
+    fox_travel = np.linalg.norm((hip[-1] - hip[0])[:2])
+    dog_travel = np.linalg.norm((pelvis[-1] - pelvis[0])[:2])
+    assert fox_travel > 0.5  # fox units (centimetres)
+    # The Dog's pelvis moves with its object: as far as the Fox's, scaled by the two pelvis heights
+    # (the binding's) and the Dog object's scale (x1.215, read off the file).
+    scale = outcome.binding.scale * dog.matrix_world.to_scale()[0]
+    assert dog_travel == pytest.approx(fox_travel * scale, rel=0.02)
+    keyed = compat.channelbag(outcome.action, compat.action_slot_for(outcome.action, dog)).fcurves
+    assert "location" in {fc.data_path for fc in keyed}  # the object's own location keys
+    outcome = retarget_action(fox, run, dog, scene_fps=24.0, options=RetargetOptions(root_motion="ROOT_BONE", plant_feet=False), name="Run on root")
+    assert "the target's pelvis has no root bone above it; travel stays on the pelvis" in outcome.report["warnings"]
+
+
 PLANTED = [(FOX, "Survey", DOG), (DOG, "Walking", FOX), (DOG, "Idle", FOX)]
 
 

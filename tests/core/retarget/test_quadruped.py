@@ -162,6 +162,25 @@ def test_travel_is_scaled_by_pelvis_height():
     np.testing.assert_allclose(moved, [6.0, 0.0, 0.0], atol=1e-3 * 6.0)
 
 
+@pytest.mark.parametrize("mode", ["HIPS", "ROOT_BONE", "OBJECT", "IN_PLACE"])
+def test_root_motion_goes_where_asked(mode):
+    src, tgt = Quadruped(height=0.8), Quadruped(height=1.6, length=2.0, root=True)
+    slots = src.slots(2, 1, 3, 3, 3)
+    clip = bend_clip(src.skeleton, {}, travel=3.0)
+    binding = bind_quadrupeds(src.skeleton, slots, tgt.skeleton, slots, src.ends, tgt.ends, root_motion=mode)
+    result = retarget_quadruped(binding, clip)
+    np.testing.assert_allclose(result.root_motion[-1], [6.0, 0.0, 0.0], atol=1e-3 * 6.0)  # the travel, scaled
+    pose = tgt.skeleton.forward_kinematics(result.clip.rotations, result.clip.translations)
+    pelvis, root = tgt.skeleton.index("pelvis"), tgt.skeleton.index("root")
+    moved = pose[-1, :, :3, 3] - pose[0, :, :3, 3]
+    carried = mode in ("HIPS", "ROOT_BONE")
+    np.testing.assert_allclose(moved[pelvis], [6.0 if carried else 0.0, 0.0, 0.0], atol=1e-3 * 6.0)
+    np.testing.assert_allclose(moved[root], [6.0 if mode == "ROOT_BONE" else 0.0, 0.0, 0.0], atol=1e-9 + 1e-3 * 6.0)
+    assert result.clip.coverage[root] == (1.0 if mode == "ROOT_BONE" else 0.0)
+    if mode == "ROOT_BONE":  # the pelvis rides on the root: its own keys carry no travel
+        np.testing.assert_allclose(result.clip.translations[:, pelvis], result.clip.translations[:1, pelvis].repeat(5, 0), atol=1e-9)
+
+
 def test_rolled_copies_of_both_quadrupeds_give_every_bone_the_same_motion():
     rng = np.random.default_rng(7)
     src, tgt = Quadruped(4, 1, 5, 3, 3), Quadruped(2, 2, 3, 3, 4, length=1.3, height=1.0)
