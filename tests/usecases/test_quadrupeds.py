@@ -221,7 +221,7 @@ def test_root_motion_on_the_object_moves_the_dog_as_the_fox_runs(scene):
     hip = fox_world[:, list(src.names).index("b_Hip_01"), :3, 3]
     fox_travel = np.linalg.norm((hip[-1] - hip[0])[:2])
     dog_travel = np.linalg.norm((pelvis[-1] - pelvis[0])[:2])
-    assert fox_travel > 0.5  # fox units (centimetres)
+    assert fox_travel > 0.5  # the Fox's units: its pelvis stands 45 above its paws
     # The Dog's pelvis moves with its object: as far as the Fox's, scaled by the two pelvis heights
     # (the binding's) and the Dog object's scale (x1.215, read off the file).
     scale = outcome.binding.scale * dog.matrix_world.to_scale()[0]
