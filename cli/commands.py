@@ -157,6 +157,10 @@ def _retarget_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--clip", help="name of the clip to use when the source file holds several")
     p.add_argument("--target-armature", help="name of the armature to retarget onto when the target file holds several")
     p.add_argument("--mapping", metavar="FILE_OR_PRESET", help=_mapping_help())
+    p.add_argument(
+        "--source-mapping", metavar="FILE_OR_PRESET",
+        help="the source rig's bone mapping, as --mapping is the target's (a body described as chains needs one on each side)",
+    )
     p.add_argument("--keep-frames", action="store_true", help="keep the source's frame numbers instead of its timing")
     p.add_argument(
         "--root-motion", choices=ROOT_MOTIONS, help=ROOT_MOTION_HELP + "; for --engine unreal ROOT_BONE is the default",
@@ -193,7 +197,8 @@ def retarget(args: argparse.Namespace) -> int:
 
     methods = parse_method_table(args.method)  # a bad table is refused before any file is read
     args.mapping = _mapping_file(args.mapping)
-    inputs = [("source", args.source), ("target", args.target), ("mapping", args.mapping or "")]
+    args.source_mapping = _mapping_file(args.source_mapping)
+    inputs = [("source", args.source), ("target", args.target), ("mapping", args.mapping or ""), ("source mapping", args.source_mapping or "")]
     if args.vmd_model:
         if not args.source.lower().endswith(".vmd"):
             raise OutputRefused(f"--vmd-model: only for a .vmd source, not {args.source}", USAGE)
@@ -207,8 +212,9 @@ def retarget(args: argparse.Namespace) -> int:
     except MarionetteError as exc:  # an engine that does not read the format: a wrong command line
         raise OutputRefused(str(exc), USAGE) from None
     args.root_motion = args.root_motion or (preset.root_motion if preset else "HIPS")
-    check_inputs(inputs[:2] + inputs[3:])  # the mapping's reader names it (as bake-pack's does)
+    check_inputs(inputs[:2] + inputs[4:])  # the mappings' reader names them (as bake-pack's does)
     _check_mapping(args.mapping)
+    _check_mapping(args.source_mapping)
     from ..usecases.retarget import retarget_files  # loads Blender
     from ..usecases.summary import format_summary
 
@@ -220,6 +226,7 @@ def retarget(args: argparse.Namespace) -> int:
             clip=args.clip,
             target_armature=args.target_armature,
             mapping=args.mapping,
+            source_mapping=args.source_mapping,
             keep_frames=args.keep_frames,
             options=RetargetOptions(root_motion=args.root_motion, plant_feet=args.plant_feet),
             methods=methods,

@@ -25,7 +25,7 @@ from ..bridge.control_target import predicted_placements, write_controls
 from ..bridge.file_import import load_file, scene_fps
 from ..bridge.played_pose import SPOT_FRAMES, driven_bones, played_placements, switch_to_pose_position, what_overrides
 from ..bridge.session import fresh_session, save_blend
-from ..core.errors import RigError
+from ..core.errors import MappingError, RigError
 from ..core.export.presets import export_format
 from ..core.formats.bvh import CHUNK_FRAMES
 from ..core.formats.reframe import onto_own_frames
@@ -37,7 +37,8 @@ from ..core.retarget.methods import retarget_with_methods
 from ..properties.retarget_settings import clip_of, fill_rows, mappings_from_rows, methods_from_rows, options_of
 from ..viewport import deferred_summary
 from .export import export_clip
-from .rigs import pick_action, pick_armature, rig_input, target_input
+from .retarget_quadruped import retarget_quadruped_action
+from .rigs import pick_action, pick_armature, quadruped_input, rig_input, target_input
 
 #: Bindings of the rig pairs retargeted in this session: the clips of a pack bind their pair once;
 #: an edited mapping or rest gets a new binding (the key holds both).
@@ -93,6 +94,15 @@ def retarget_action(
     problem = linked_problem(target)
     if problem is not None:
         raise RigError(problem)
+    animals = None if isinstance(source, FileClip) else _quadruped_pair(source, target, source_mapping, target_mapping)
+    if animals is not None:  # two quadrupeds: their chains (docs/pipeline.md#quadrupeds)
+        if methods or match_rest:
+            raise MappingError("retarget methods and Match Rest Poses are for humanoids; a quadruped pair takes its chains")
+        new_action, qbinding, qreport = retarget_quadruped_action(
+            source, action, target, *animals, scene_fps=scene_fps, keep_frames=keep_frames, options=options, name=name,
+            replace_existing=replace_existing, measure_frames=measure_frames,
+        )
+        return RetargetOutcome(new_action, qbinding, qreport, animals[0][1], animals[1][1])  # type: ignore[arg-type]
     tgt_in, tgt_map, control = target_input(target, target_mapping, control_rig)
     if isinstance(source, FileClip):  # read without Blender (a BVH take): converted at the rate a piece at a time
         src_in, src_map = source.rig, source.mapping
@@ -155,6 +165,24 @@ def retarget_action(
     return RetargetOutcome(new_action, binding, report, src_map, tgt_map, None if judge else judged)
 
 
+def _quadruped_pair(source: Any, target: Any, source_mapping: BoneMapping | None, target_mapping: BoneMapping | None) -> Any:
+    """Both rigs' inputs and mappings when both are quadrupeds, else ``None`` (the humanoid path
+    then retargets or refuses them); a quadruped onto a humanoid, or the reverse, is refused with
+    the humanoid check's reason and what the quadruped can be retargeted onto."""
+    src = quadruped_input(source, source_mapping)
+    tgt = quadruped_input(target, target_mapping)
+    if src is not None and tgt is not None:
+        return src, tgt
+    if (src is None) == (tgt is None):
+        return None
+    animal = source if src is not None else target
+    try:
+        rig_input(animal)
+    except MappingError as exc:
+        raise MappingError(f"{exc}; it maps as a quadruped (or its mapping describes its body as chains): retarget it from or onto another such body") from None
+    return None
+
+
 def judge_action(
     binding: Binding, clip: Any, tgt_in: RigInput, target: Any, action: Any, frames: Any, rate: float, measure_frames: int,
     native: bool = False,
@@ -214,6 +242,7 @@ def retarget_files(
     methods: Mapping[str, str] | None = None,
     match_rest: bool = False,
     chunk_frames: int = CHUNK_FRAMES,
+    source_mapping: str | None = None,
     control_rig: str = "fk",
     push_to_nla: bool = False,
     engine: str | None = None,
@@ -225,7 +254,8 @@ def retarget_files(
     Nothing is written on failure.
     A long BVH take is read without Blender (:mod:`..bridge.clip_source`), ``chunk_frames`` file frames at a time.
     ``control_rig`` (``"fk"``, ``"ik"``, ``"off"``) says what a control rig target is keyed on, as
-    for :func:`retarget_action`. ``push_to_nla`` keeps the new Action on a muted NLA track
+    for :func:`retarget_action`. ``source_mapping`` (a file or preset) maps the source as
+    ``mapping`` maps the target. ``push_to_nla`` keeps the new Action on a muted NLA track
     (:mod:`..bridge.nla_stack`) and the target on the Action it played. A VMD source is played
     on ``vmd_model`` (a PMX file) or on the built-in standard MMD skeleton (:mod:`..bridge.vmd_source`)."""
     import bpy
@@ -236,6 +266,7 @@ def retarget_files(
     target_file = load_file(target_path)
     target = pick_armature(target_file.armatures, target_armature, Path(target_file.path).name)
     target_map = BoneMapping.load(mapping) if mapping else None
+    source_map = BoneMapping.load(source_mapping) if source_mapping else None
     problem = nla_stack.push_problem(target) if push_to_nla else None
     if problem is not None:
         raise RigError(problem)
@@ -259,6 +290,7 @@ def retarget_files(
         scene_fps=scene_fps(),
         keep_frames=keep_frames,
         options=options,
+        source_mapping=source_map,
         target_mapping=target_map,
         name=name,
         methods=methods,
@@ -323,6 +355,10 @@ def retarget_clip(scene: Any) -> tuple[RetargetOutcome, str]:
     done = f"Retargeted onto {onto} as {outcome.action.name!r}"
     if before is not None:
         done += _push_clip(s.target, outcome, before)
+    if outcome.report.get("body_plan") in ("quadruped", "chains"):
+        # The Quality panel reads a humanoid's figures: a body of chains says its own in the line.
+        s.last_report = ""
+        return outcome, f"{done}: chain direction error mean {outcome.report['summary']['mean_direction_error']:.2f} deg"
     if outcome.judge_later is not None:
         deferred_summary.defer(scene, outcome, bool(s.color_bones))
         return outcome, f"{done}; measuring its quality (the Quality panel fills in)"

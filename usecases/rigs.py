@@ -17,9 +17,12 @@ from ..bridge.skeleton_read import rest_heads_tails, skeleton_from_armature
 from ..core.errors import MappingError, MarionetteError, RigError
 from ..core.mapping.bone_mapping import BoneMapping
 from ..core.mapping.humanoid_check import check_humanoid_skeleton
+from ..core.mapping.quadruped import check_quadruped
+from ..core.mapping.quadruped_profile import is_quadruped_mapping
 from ..core.retarget.geometric import RigInput
 
 _AUTO_MAPPINGS: dict[tuple[str, bytes, str | None], BoneMapping] = {}
+_QUADRUPED_MAPPINGS: dict[tuple[str, bytes, str | None], BoneMapping | None] = {}
 
 
 def rig_input(obj: Any, mapping: BoneMapping | None = None) -> tuple[RigInput, BoneMapping]:
@@ -45,6 +48,42 @@ def rig_input(obj: Any, mapping: BoneMapping | None = None) -> tuple[RigInput, B
         raise MappingError(f"armature {obj.name!r}: {exc}") from exc
     slots = {slot: mb.bone for slot, mb in mapping.slots.items()}
     return RigInput(skeleton, slots, tails), mapping
+
+
+def quadruped_input(obj: Any, mapping: BoneMapping | None = None) -> tuple[RigInput, BoneMapping] | None:
+    """The armature as the retarget sees a quadruped (docs/mapping.md#quadrupeds): its mapping
+    given (a quadruped one, or one describing the body as chains) or found by shape; ``None``
+    for a humanoid, for a rig of another shape and for a humanoid mapping given."""
+    if obj is None or getattr(obj, "type", None) != "ARMATURE":
+        return None
+    if mapping is not None and mapping.body is not None:  # a body described as chains: checked when read
+        skeleton = skeleton_from_armature(obj)
+        return RigInput(skeleton, {}, rest_heads_tails(obj)[1]), mapping
+    if mapping is not None and not is_quadruped_mapping(mapping.slots):
+        return None
+    skeleton = skeleton_from_armature(obj)
+    heads, tails = rest_heads_tails(obj)
+    given = None if mapping is None else json.dumps(mapping.to_dict(), sort_keys=True)
+    key = ("quadruped " + skeleton.signature(), np.round(np.concatenate([heads, tails]).astype(np.float64), 6).tobytes(), given)
+    if key not in _QUADRUPED_MAPPINGS:
+        if len(_QUADRUPED_MAPPINGS) >= 32:
+            _QUADRUPED_MAPPINGS.pop(next(iter(_QUADRUPED_MAPPINGS)))
+        found: BoneMapping | None = None
+        if mapping is not None:
+            found = check_quadruped(skeleton.names, skeleton.parents, skeleton.rest_placements()[:, :3, 3], tails, mapping)
+        else:
+            try:
+                rig_input(obj)  # a humanoid is retargeted as one
+            except MappingError:
+                try:
+                    found = check_quadruped(skeleton.names, skeleton.parents, skeleton.rest_placements()[:, :3, 3], tails)
+                except MappingError:
+                    found = None
+        _QUADRUPED_MAPPINGS[key] = found
+    found = _QUADRUPED_MAPPINGS[key]
+    if found is None:
+        return None
+    return RigInput(skeleton, {slot: mb.bone for slot, mb in found.slots.items()}, tails), found
 
 
 def target_input(obj: Any, mapping: BoneMapping | None, control_rig: str = "fk") -> tuple[RigInput, BoneMapping, Any]:

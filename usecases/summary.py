@@ -32,6 +32,8 @@ def control_rig_line(described: dict[str, Any] | None) -> str | None:
 
 def format_summary(report: dict[str, Any]) -> str:
     """The quality figures a person reads after a retarget."""
+    if report.get("body_plan") in ("quadruped", "chains"):
+        return "\n".join(chain_lines(report))
     s = report["summary"]
     rig = control_rig_line(report.get("control_rig"))
     lines = [f"  note: {note}" for note in report.get("notes", [])] + ([f"  {rig}"] if rig else []) + [
@@ -79,3 +81,31 @@ def format_summary(report: dict[str, Any]) -> str:
         lines.append(f"  warning: {warning}")
     return "\n".join(lines)
 
+
+def chain_lines(report: dict[str, Any]) -> list[str]:
+    """The per-chain summary a person reads after a retarget between quadrupeds (or bodies
+    described as chains)."""
+    s = report["summary"]
+    lines = [f"  note: {note}" for note in report.get("notes", [])] + [
+        f"  chain direction error  mean {s['mean_direction_error']:.3f} deg, max {s['max_direction_error']:.3f} deg",
+    ]
+    for chain, c in report["chains"].items():
+        lines.append(
+            f"    {chain:<12} {c['bones']} bones from {c['source_bones']}: mean {c['mean_direction_error']:.3f} deg, max {c['max_direction_error']:.3f} deg"
+        )
+    t = s["travel"]
+    lines += [
+        f"  pelvis orientation     mean {s['pelvis_orientation_error']:.3f} deg",
+        f"  travel                 {t['target']:.4g} (source scaled {t['source_scaled']:.4g}); largest gap {t['largest_gap_hip_heights']:.4f} pelvis heights",
+        f"  facing                 mean {s['facing_error']['mean']:.3f} deg, max {s['facing_error']['max']:.3f} deg",
+    ]
+    for chain, p in report.get("paw_slide", {}).items():
+        if p["contact_frames"]:
+            lines.append(
+                f"    {chain:<12} paw slide planted {100 * p['slide']:.1f} % of pelvis height over {p['contact_frames']} contact frames "
+                f"(source: {100 * p['source_slide']:.1f} %)"
+            )
+    if report.get("planted_feet"):
+        drop = report.get("planted_hip_drop", {}).get("max", 0.0)
+        lines.append(f"  (paws held where the source's are planted; the legs above them bend to reach; pelvis lowered by up to {100 * drop:.1f} %)")
+    return lines + [f"  warning: {w}" for w in report.get("warnings", [])]

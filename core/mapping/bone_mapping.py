@@ -22,8 +22,10 @@ from typing import Any
 
 from ..batch.pack_limits import not_regular
 from ..errors import MappingError
+from .body_description import checked_body
 from .humanoid import MINIMUM_SLOTS, SLOT_PARENT, SLOTS
 from .method_names import GEOMETRIC, check_method_table
+from .quadruped_profile import is_quadruped_slot, slot_order
 
 FORMAT = "marionette.bone_mapping"
 #: How a user fills slots the auto-mapper left empty (the end of every refusal for missing slots).
@@ -63,7 +65,7 @@ class BoneMapping:
     equal when slots (bone, confidence, reason), conflicts, convention and refusal are equal.
     """
 
-    __slots__ = ("slots", "conflicts", "convention", "refusal", "methods")
+    __slots__ = ("slots", "conflicts", "convention", "refusal", "methods", "body")
 
     def __init__(
         self,
@@ -72,9 +74,11 @@ class BoneMapping:
         convention: str | None = None,
         refusal: str | None = None,
         methods: Mapping[str, str] | None = None,
+        body: Mapping[str, Any] | None = None,
     ) -> None:
         given = dict(slots or {})
-        unknown = [s for s in given if s not in SLOT_PARENT]
+        # A quadruped's chains (docs/mapping.md#quadrupeds) or the humanoid profile's slots.
+        unknown = [s for s in given if s not in SLOT_PARENT and not is_quadruped_slot(s)]
         if unknown:
             raise MappingError(f"unknown humanoid slot(s): {', '.join(sorted(unknown))}")
         owner: dict[str, str] = {}
@@ -86,16 +90,19 @@ class BoneMapping:
             owner[mb.bone] = slot
         # Profile order (parents first) so listings and JSON read the same way every time.
         self.slots: dict[str, MappedBone] = {s: given[s] for s in SLOTS if s in given}
+        self.slots.update({s: given[s] for s in sorted((s for s in given if s not in SLOT_PARENT), key=slot_order)})
         self.conflicts: list[str] = [str(c) for c in conflicts]
         self.convention = convention
         self.refusal = refusal
         # Slot -> retarget method for slots not using geometric frames (the default needs no entry).
         self.methods: dict[str, str] = _checked_methods(methods)
+        # A body described as chains (docs/pipeline.md#other-bodies), for rigs no profile fits.
+        self.body: dict[str, Any] | None = checked_body(body)
 
     # --- queries ---------------------------------------------------------------------------
 
     def bone_for(self, slot: str) -> str | None:
-        if slot not in SLOT_PARENT:
+        if slot not in SLOT_PARENT and not is_quadruped_slot(slot):
             raise MappingError(f"unknown humanoid slot {slot!r}")
         mb = self.slots.get(slot)
         return None if mb is None else mb.bone
@@ -148,6 +155,7 @@ class BoneMapping:
             and self.convention == other.convention
             and self.refusal == other.refusal
             and self.methods == other.methods
+            and self.body == other.body
         )
 
     __hash__ = None  # type: ignore[assignment]  # mutable-looking data: compare, do not hash
@@ -167,12 +175,12 @@ class BoneMapping:
     def with_bone(self, slot: str, bone: str | None, reason: str = "set by hand") -> BoneMapping:
         """A copy with ``slot`` set to ``bone`` (confidence 1) or cleared (``bone=None``). A bone
         already used by another slot moves to this one."""
-        if slot not in SLOT_PARENT:
+        if slot not in SLOT_PARENT and not is_quadruped_slot(slot):
             raise MappingError(f"unknown humanoid slot {slot!r}")
         slots = {s: mb for s, mb in self.slots.items() if s != slot and (bone is None or mb.bone != bone)}
         if bone is not None:
             slots[slot] = MappedBone(bone, 1.0, reason)
-        return BoneMapping(slots, self.conflicts, self.convention, self.refusal, self.methods)
+        return BoneMapping(slots, self.conflicts, self.convention, self.refusal, self.methods, self.body)
 
     # --- serialisation ---------------------------------------------------------------------
 
@@ -187,6 +195,7 @@ class BoneMapping:
             "conflicts": list(self.conflicts),
             "refusal": self.refusal,
             **({"methods": dict(self.methods)} if self.methods else {}),
+            **({"body": self.body} if self.body is not None else {}),
         }
 
     def to_json(self) -> str:
@@ -224,7 +233,7 @@ class BoneMapping:
         methods = data.get("methods", {})
         if not isinstance(methods, Mapping):
             raise MappingError("'methods' must be an object of slot -> retarget method")
-        return cls(slots, conflicts, data.get("convention"), data.get("refusal"), methods)
+        return cls(slots, conflicts, data.get("convention"), data.get("refusal"), methods, data.get("body"))
 
     @classmethod
     def from_json(cls, text: str) -> BoneMapping:

@@ -1,0 +1,99 @@
+"""Retarget between two quadrupeds (docs/pipeline.md#quadrupeds): the clip onto the target as a
+new Action, measured on the pose Blender plays, with per-chain figures. The sidebar's Retarget
+Clip and the ``retarget`` command come here when both rigs map as quadrupeds
+(:func:`..usecases.retarget.retarget_action`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..bridge.action_write import write_action, write_object_travel
+from ..bridge.clip_read import clip_from_action
+from ..bridge.played_pose import played_placements, switch_to_pose_position, what_overrides
+from ..core.errors import MappingError
+from ..core.mapping.bone_mapping import BoneMapping
+from ..core.mapping.quadruped_profile import is_quadruped_mapping
+from ..core.measure.chains import measure_chains
+from ..core.retarget.body_chains import plan_of_description
+from ..core.retarget.geometric import RetargetOptions, RigInput
+from ..core.retarget.quadruped import QuadrupedBinding, bind_quadrupeds, pose_of, retarget_quadruped
+from ..core.retarget.quadruped_plant import plant_paws
+
+
+def quadruped_binding(src: tuple[RigInput, BoneMapping], tgt: tuple[RigInput, BoneMapping], options: RetargetOptions | None) -> QuadrupedBinding:
+    """The binding of two quadruped rigs, or of two bodies their mappings describe as chains;
+    options they cannot honour are refused by name."""
+    (src_in, src_map), (tgt_in, tgt_map) = src, tgt
+    opts = options or RetargetOptions()
+    if opts.scale is not None or opts.horizontal_scale is not None or opts.vertical_scale is not None:
+        raise MappingError("an explicit travel scale is not available for quadrupeds: the travel is scaled by pelvis height")
+    if (src_map.body is None) != (tgt_map.body is None) and not (is_quadruped_mapping(src_in.slots) or is_quadruped_mapping(tgt_in.slots)):
+        raise MappingError("one rig's body is described as chains and the other's is not: describe both (--source-mapping, --mapping)")
+    return bind_quadrupeds(
+        src_in.skeleton, plan_of_description(src_map.body, src_in.skeleton) if src_map.body else src_in.slots,
+        tgt_in.skeleton, plan_of_description(tgt_map.body, tgt_in.skeleton) if tgt_map.body else tgt_in.slots,
+        None if src_in.ends is None else np.asarray(src_in.ends), None if tgt_in.ends is None else np.asarray(tgt_in.ends),
+        root_motion=opts.root_motion,
+    )
+
+
+def retarget_quadruped_action(
+    source: Any,
+    action: Any,
+    target: Any,
+    src: tuple[RigInput, BoneMapping],
+    tgt: tuple[RigInput, BoneMapping],
+    *,
+    scene_fps: float,
+    keep_frames: bool = False,
+    options: RetargetOptions | None = None,
+    name: str | None = None,
+    replace_existing: bool = False,
+    measure_frames: int = 120,
+) -> tuple[Any, QuadrupedBinding, dict[str, Any]]:
+    """``action`` (played by ``source``) onto ``target``, both mapped as quadrupeds (``src``,
+    ``tgt``: rig input and mapping); returns the new Action, the binding and the report.
+    Everything that can fail is checked before the Action is created."""
+    (src_in, src_map), (tgt_in, tgt_map) = src, tgt
+    binding = quadruped_binding(src, tgt, options)
+    clip = clip_from_action(source, action)
+    if not keep_frames:
+        clip = clip.resample(scene_fps)
+    result = retarget_quadruped(binding, clip)
+    planted: dict[str, dict[str, int]] = {}
+    drop = 0.0
+    if options is not None and options.plant_feet:
+        result, planted, drop = plant_paws(binding, clip, result)
+    rate = clip.fps if keep_frames else scene_fps
+    frames = clip.frame_numbers(rate)
+    new_action = write_action(target, result.clip, name or clip.name, frames=frames, replace=replace_existing, fps=rate)
+    if binding.root_motion == "OBJECT":
+        write_object_travel(target, new_action, result.root_motion, frames)
+    switched = switch_to_pose_position(target)
+    picks = np.unique(np.linspace(0, clip.frame_count - 1, min(clip.frame_count, measure_frames)).astype(int))
+    played, notes = played_placements(target, new_action, np.asarray(frames)[picks], tgt_in.skeleton, fps=rate)
+    report = measure_chains(binding, pose_of(src_in.skeleton, clip.take(picks)), played, clip.times[picks])
+    report["measured_frames"] = int(picks.size)
+    report["direction_error_deg"] = {}  # humanoid slots; a quadruped's figures are per chain
+    driven = [n for n, d in zip(tgt_in.skeleton.names, binding.driven, strict=True) if d > 0]
+    hidden = what_overrides(target, new_action, driven) + notes + list(binding.warnings)
+    if hidden:
+        report["warnings"] = hidden
+    if planted:
+        report["planted_feet"] = planted
+        report["planted_hip_drop"] = {"max": drop}
+    if switched:
+        report["switched_to_pose_position"] = True
+        report.setdefault("notes", []).append(switched)
+    report["clip"] = {
+        "name": clip.name, "source_fps": clip.fps, "scene_fps": scene_fps, "frames": clip.frame_count,
+        "first_frame": float(frames[0]), "last_frame": float(frames[-1]),
+    }
+    report["mapping"] = {"source": src_map.to_dict(), "target": tgt_map.to_dict()}
+    report["method"] = {"native": False, "table": "quadruped chains", "match_rest": False, "warnings": list(binding.warnings)}
+    report["options"] = {"root_motion": binding.root_motion, "plant_feet": bool(planted), "fingers": False}
+    report["control_rig"] = None
+    return new_action, binding, report
