@@ -11,8 +11,15 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import FileFormatError, MappingError, MarionetteError
-from ..core.export.presets import ENGINES, EXPORTED, FORMAT_OF_EXTENSION, export_format, preset_for
-from ..core.paths import BLEND, USAGE, Output, OutputRefused, check_inputs, check_outputs, folder_write_problem
+from ..core.export.presets import ENGINES, EXPORTED, export_format, preset_for
+from ..core.paths import BLEND, USAGE, Output, OutputRefused, check_inputs, check_outputs
+from .export_options import (
+    bake_pack_export_arguments,
+    check_export_dir,
+    check_replace,
+    pack_export,
+    retarget_replace_argument,
+)
 from .job_output import job_output
 from .registry import command
 
@@ -154,6 +161,7 @@ def _retarget_arguments(p: argparse.ArgumentParser) -> None:
         "unreal (.fbx, centimetres, Z up, root motion on the root bone), godot (default for .glb) or web (default for .gltf): "
         "glTF as its spec says (metres, Y up, facing +Z)",
     )
+    retarget_replace_argument(p)
     p.add_argument("--clip", help="name of the clip to use when the source file holds several")
     p.add_argument("--target-armature", help="name of the armature to retarget onto when the target file holds several")
     p.add_argument("--mapping", metavar="FILE_OR_PRESET", help=_mapping_help())
@@ -211,6 +219,7 @@ def retarget(args: argparse.Namespace) -> int:
         preset = preset_for(fmt, args.engine) if fmt else None
     except MarionetteError as exc:  # an engine that does not read the format: a wrong command line
         raise OutputRefused(str(exc), USAGE) from None
+    check_replace(args.output, args.replace)
     args.root_motion = args.root_motion or (preset.root_motion if preset else "HIPS")
     check_inputs(inputs[:2] + inputs[4:])  # the mappings' reader names them (as bake-pack's does)
     _check_mapping(args.mapping)
@@ -333,40 +342,8 @@ def _bake_pack_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="also keep each clip on a muted NLA track of its own on the target, in pack order; the target keeps the Action it plays",
     )
-    p.add_argument(
-        "--export-dir", metavar="DIR",
-        help="also write every baked clip for an engine into DIR, one file per clip named after it (the character and that clip), in pack order",
-    )
-    p.add_argument("--export-format", choices=sorted(set(FORMAT_OF_EXTENSION.values())), help="the files --export-dir holds: fbx, glb or gltf")
-    p.add_argument(
-        "--engine", choices=ENGINES,
-        help="the engine the --export-dir files are for, as for retarget: unity (default for fbx), unreal (fbx, centimetres, "
-        "root motion on the root bone), godot (default for glb), web (default for gltf)",
-    )
+    bake_pack_export_arguments(p)
     _plant_feet_argument(p)
-
-
-def _check_export_dir(args: argparse.Namespace) -> Any:
-    """bake-pack's --export-dir, --export-format and --engine checked before any work: the engine
-    preset they give (``None`` without --export-dir), or refused (exit 2 for a wrong command line, 1 for
-    a folder that cannot be written)."""
-    if not args.export_dir:
-        if args.export_format or args.engine:
-            raise OutputRefused("--export-format and --engine go with --export-dir DIR", USAGE)
-        return None
-    if not args.export_format:
-        raise OutputRefused(f"--export-dir {args.export_dir}: give --export-format fbx, glb or gltf", USAGE)
-    try:
-        preset = preset_for(args.export_format, args.engine)
-    except MarionetteError as exc:  # an engine that does not read the format
-        raise OutputRefused(str(exc), USAGE) from None
-    folder = os.path.abspath(args.export_dir)
-    if os.path.lexists(folder) and not os.path.isdir(folder):
-        raise OutputRefused(f"--export-dir {args.export_dir}: exists and is not a folder")
-    problem = folder_write_problem(folder)
-    if problem is not None:
-        raise OutputRefused(f"--export-dir {args.export_dir}: cannot be written, {problem}")
-    return preset
 
 
 @command(
@@ -404,7 +381,7 @@ def bake_pack(args: argparse.Namespace) -> int:
         pack_extensions=CLIP_EXTENSIONS,
         resume=args.resume,
     )
-    preset = _check_export_dir(args)
+    preset = check_export_dir(args)
     args.root_motion = args.root_motion or (preset.root_motion if preset else "HIPS")
     check_inputs([("target", args.target)])
     _check_mapping(args.mapping)
@@ -435,7 +412,7 @@ def bake_pack(args: argparse.Namespace) -> int:
             progress=lambda line: print(line, file=terminal, flush=True),
             start=start,
             push_to_nla=args.push_to_nla,
-            export=(args.export_dir, args.export_format, preset.engine) if preset else None,
+            export=pack_export(args, preset),
         )
     lines = report.summary_lines()
     print(f"wrote {report.info['output']}: {lines[0]}")

@@ -17,7 +17,7 @@ import os
 import shutil
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import bpy
 
@@ -37,6 +37,9 @@ from ..core.errors import MarionetteError
 from ..core.mapping.bone_mapping import BoneMapping
 from ..core.retarget.geometric import RetargetOptions
 from .rigs import pick_armature
+
+if TYPE_CHECKING:
+    from .export_pack import PackExport
 
 
 def bake_settings(
@@ -115,7 +118,7 @@ def bake_pack(
     progress: Callable[[str], None] | None = None,
     start: PackStart | None = None,
     push_to_nla: bool = False,
-    export: tuple[str, str, str | None] | None = None,
+    export: PackExport | None = None,
 ) -> BatchReport:
     """The command line's batch bake: every clip of ``inputs`` onto the target, saved to
     ``output`` (in volumes past the budget; see the module docstring). The report is also written
@@ -124,9 +127,9 @@ def bake_pack(
     control rig is keyed (:func:`bake_settings`). ``start``: the pack
     planned and its workers started already (:func:`.batch_runner.pack_start.start_pack`).
     ``push_to_nla``: each saved volume also holds its clips on muted NLA tracks of the target
-    (:func:`push_saved_volumes`). ``export``: ``(folder, format, engine)``, every baked clip also
-    written there as a file of its own for an engine (:func:`.export_pack.export_pack`), listed in
-    the report's ``exports``."""
+    (:func:`push_saved_volumes`). ``export``: every baked clip also written for an engine, a file
+    per clip or every clip in one file, as it says (:func:`.export_pack.export_pack`), listed in the
+    report's ``exports``."""
     from ..core.mapping.method_names import check_method_table
 
     t0 = time.perf_counter()
@@ -201,7 +204,7 @@ def bake_pack(
 
         t_export = time.perf_counter()
         inputs = [f.path for f in report.files] + [os.path.abspath(target_path)]
-        report.info["exports"] = export_pack(report, report.info["target"]["armature"], *export, inputs=inputs)
+        report.info["exports"] = export_pack(report, report.info["target"]["armature"], export, inputs=inputs)
         report.add_time("export", time.perf_counter() - t_export)
     report.timings["wall"] = time.perf_counter() - t0
     # Everything is in the saved output now; the parts only mattered until it existed. Volumes

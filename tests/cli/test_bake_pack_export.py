@@ -154,7 +154,8 @@ def test_a_clip_whose_export_fails_is_reported_and_the_others_go_on(tmp_path):
 @pytest.mark.parametrize(
     "more, said",
     [
-        (["--export-format", "fbx"], "--export-format and --engine go with --export-dir DIR"),
+        (["--export-format", "fbx", "--engine", "unity"], "--export-format and --engine: only with --export-dir DIR"),
+        (["--export-single", "--replace"], "--export-single and --replace: only with --export-dir DIR"),
         (["--export-dir", "ENGINE"], "give --export-format fbx, glb or gltf"),
         (["--export-dir", "ENGINE", "--export-format", "glb", "--engine", "unreal"], "unreal"),
     ],

@@ -1,7 +1,8 @@
 """The retarget command writing a file for an engine (``-o OUT.fbx|.glb|.gltf``, ``--engine``), in its
 own process: the engine's preset applied (the report and the file say so), wrong combinations
-refused before any work with one line and exit status 2, and nothing left behind when the
-exporter fails."""
+refused before any work with one line and exit status 2, nothing left behind when the
+exporter fails, and an existing export file kept (the command refused before any work, exit
+status 1) unless ``--replace``; a .blend output is replaced as always."""
 
 from __future__ import annotations
 
@@ -46,14 +47,35 @@ def test_fbx_for_unreal_in_centimetres_with_root_motion_on_the_root_bone(tmp_pat
 
 
 @pytest.mark.slow
-def test_glb_defaults_to_godot_and_replaces_an_existing_output_as_a_blend_does(tmp_path):
+def test_glb_defaults_to_godot_and_replaces_an_existing_output_with_replace(tmp_path):
     out = tmp_path / "walk.glb"
     out.write_bytes(b"old")
-    res = _retarget(out)
+    res = _retarget(out, "--replace")
     assert res.returncode == 0, res.stderr[-2000:]
     assert "for godot" in res.stdout
     assert [a["name"] for a in glb_json(out)["animations"]] == ["02_02_daz"]
     assert [p.name for p in tmp_path.iterdir()] == ["walk.glb"]
+
+
+@pytest.mark.parametrize("name", ["walk.fbx", "walk.glb", "walk.gltf"])
+def test_an_existing_export_file_is_kept_and_the_command_refused_before_any_work(tmp_path, name):
+    out = tmp_path / name
+    out.write_bytes(b"old")
+    res = _retarget(out)
+    assert res.returncode == 1
+    line = _one_error(res)
+    assert str(out) in line and "exists already" in line and "--replace" in line
+    assert out.read_bytes() == b"old" and [p.name for p in tmp_path.iterdir()] == [name]
+
+
+@pytest.mark.slow
+def test_an_existing_blend_output_is_replaced_without_replace(tmp_path):
+    out = tmp_path / "walk.blend"
+    out.write_bytes(b"old")
+    res = _retarget(out)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert out.read_bytes().startswith((b"BLENDER", b"\x1f\x8b", b"\x28\xb5\x2f\xfd"))  # a .blend: plain, gzip or zstd
+    assert [p.name for p in tmp_path.iterdir()] == ["walk.blend"]
 
 
 @pytest.mark.slow
