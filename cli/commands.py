@@ -349,7 +349,7 @@ def _bake_pack_arguments(p: argparse.ArgumentParser) -> None:
 @command(
     "bake-pack",
     "bake every clip of an animation pack onto the armature in TARGET, in parallel, and save OUT.blend "
-    "(exit status 0 only when every file baked)",
+    "(exit status 0 only when every file baked and, with --export-dir, every export file written)",
     _bake_pack_arguments,
 )
 def bake_pack(args: argparse.Namespace) -> int:
@@ -426,7 +426,7 @@ def bake_pack(args: argparse.Namespace) -> int:
             print(line)
     if report.interrupted:
         return 130
-    return 0 if report.ok and not any("error" in e for e in exports or ()) else 1
+    return 0 if report.ok and not any("error" in e or "kept" in e for e in exports or ()) else 1
 
 
 def _bake_controls_arguments(p: argparse.ArgumentParser) -> None:

@@ -26,9 +26,14 @@ def retarget_replace_argument(p: argparse.ArgumentParser) -> None:
 
 def check_replace(output: str, replace: bool) -> None:
     """``retarget -o OUT.fbx|.glb|.gltf``: refuse, before any work, an export file that exists
-    already unless ``--replace`` (a .blend output is replaced, as it always was)."""
-    if export_format(output) is not None and os.path.lexists(output) and not replace:
-        raise OutputRefused(f"-o {output}: exists already; not replaced without --replace (add --replace to replace it)")
+    already (for a .gltf, its .bin too) unless ``--replace`` (a .blend output is replaced, as it
+    always was)."""
+    if export_format(output) is None or replace:
+        return
+    written = [output, os.path.splitext(output)[0] + ".bin"] if output.lower().endswith(".gltf") else [output]
+    there = next((p for p in written if os.path.lexists(p)), None)
+    if there is not None:
+        raise OutputRefused(f"-o {output}: {there} exists already; not replaced without --replace (add --replace to replace it)")
 
 
 def bake_pack_export_arguments(p: argparse.ArgumentParser) -> None:

@@ -13,8 +13,9 @@ in ``DIR``) and the others go on. The one file of ``--export-single`` is written
 volume, the clips of the others appended into that session
 (``bpy.data.libraries.load``) first.
 
-A file that exists already in ``DIR`` is kept and reported so (``kept``), unless ``replace``
-(``--replace``) says to replace it; a file that is an input of the run is never replaced.
+A file that exists already in ``DIR`` (for a .gltf, its .bin too) is kept and reported so
+(``kept``), unless ``replace`` (``--replace``) says to replace it; a file that is an input of the
+run is never replaced.
 """
 
 # The bpy stubs type context members as optional; those reports say nothing about this module's code.
@@ -76,15 +77,22 @@ def _clips_by_volume(report: BatchReport) -> list[tuple[str, list[str]]]:
     return out
 
 
+def existing_files(path: str) -> list[str]:
+    """The files an export to ``path`` would replace: the file, and for a .gltf its .bin beside it."""
+    written = [path, os.path.splitext(path)[0] + ".bin"] if path.lower().endswith(".gltf") else [path]
+    return [p for p in written if os.path.isfile(p)]
+
+
 def _refusal(path: str, inputs: Sequence[str], entries: Sequence[dict[str, Any]], replace: bool) -> str | None:
-    """Why ``path`` is not written: :data:`KEPT` for a file that exists (unless ``replace``), or
-    ``None``. Raises for a file that is an input or was written already by this run."""
+    """Why ``path`` is not written: :data:`KEPT` for a file that exists (:func:`existing_files`;
+    unless ``replace``), or ``None``. Raises for a file that is an input or was written already by
+    this run."""
     clash = next((p for p in inputs if p and os.path.exists(path) and same_file(path, p)), None)
     if clash is not None:
         raise MarionetteError(f"{path}: that is an input ({clash}); not replaced")
     if any(e.get("files", [None])[0] == path for e in entries):
         raise MarionetteError(f"{path}: written already for another clip of that name")
-    if os.path.isfile(path) and not replace:
+    if existing_files(path) and not replace:
         return KEPT
     return None
 
@@ -105,11 +113,11 @@ def export_pack(report: BatchReport, armature: str, request: PackExport, inputs:
     preset = preset_for(request.fmt, request.engine)
     os.makedirs(request.folder, exist_ok=True)
     volumes = _clips_by_volume(report)
+    opened = volumes[-1][0] if volumes else None  # the listing opened each volume in turn
     if request.single is not None:
-        return [_export_single(volumes, armature, request, inputs)]
+        return [_export_single(volumes, armature, request, inputs, opened)]
     ext = EXTENSION_OF_FORMAT[request.fmt]
     entries: list[dict[str, Any]] = []
-    opened = volumes[-1][0] if volumes else None  # the listing opened each volume in turn
     for volume, clips in volumes:
         ready = False  # the character got ready in this opening of the volume
         for clip in clips:
@@ -134,9 +142,11 @@ def export_pack(report: BatchReport, armature: str, request: PackExport, inputs:
     return entries
 
 
-def _export_single(volumes: list[tuple[str, list[str]]], armature: str, request: PackExport, inputs: Sequence[str]) -> dict[str, Any]:
+def _export_single(
+    volumes: list[tuple[str, list[str]]], armature: str, request: PackExport, inputs: Sequence[str], opened: str | None,
+) -> dict[str, Any]:
     """``--export-single``: every clip of ``volumes`` in one file, written from the first volume
-    with the other volumes' clips appended to it."""
+    (``opened``: the volume this session holds already) with the other volumes' clips appended to it."""
     clips = [c for _, held in volumes for c in held]
     path = os.path.join(os.path.abspath(request.folder), file_stem(request.single or "clips") + EXTENSION_OF_FORMAT[request.fmt])
     try:
@@ -146,7 +156,8 @@ def _export_single(volumes: list[tuple[str, list[str]]], armature: str, request:
         if kept is not None:
             return {"clips": clips, "kept": path}
         first = volumes[0][0]
-        bpy.ops.wm.open_mainfile(filepath=first, load_ui=False)
+        if opened != first:
+            bpy.ops.wm.open_mainfile(filepath=first, load_ui=False)
         for volume, held in volumes[1:]:
             _append_actions(volume, held)
         target = _armature(first, armature)

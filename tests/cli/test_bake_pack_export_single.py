@@ -5,8 +5,9 @@ printed summary. Re-imported with Blender's own importer in a fresh session, eve
 baked Action does in OUT.blend: every mapped bone's world turn from rest within 0.05 degrees, the
 hips (and every mapped joint) within 0.1 % of hip height.
 
-Name clashes: an export file that exists already is kept (its bytes unchanged, reported as kept)
-unless ``--replace``, for the one file and for the files of single clips."""
+Name clashes: an export file that exists already is kept (its bytes unchanged, reported as kept,
+exit status 1: not every file asked for was written) unless ``--replace``, for the one file and for
+the files of single clips."""
 
 from __future__ import annotations
 
@@ -128,8 +129,8 @@ def test_an_existing_single_file_is_kept_unless_replace(tmp_path):
     single.write_bytes(b"old")
     args = ["--export-dir", str(ex), "--export-format", "glb", "--export-single", "--report", str(report)]
     out, res = _bake(tmp_path, *args)
-    assert res.returncode == 0, res.stderr[-2000:]
-    assert single.read_bytes() == b"old" and [p.name for p in ex.iterdir()] == ["out.glb"]
+    assert res.returncode == 1, res.stderr[-2000:]
+    assert out.is_file() and single.read_bytes() == b"old" and [p.name for p in ex.iterdir()] == ["out.glb"]
     assert json.loads(report.read_text())["exports"] == [{"clips": CLIPS, "kept": str(single)}]
     assert "kept 2 clips in one file" in res.stdout and "out.glb: exists already; kept (--replace replaces it)" in res.stdout
     out, res = _bake(tmp_path, *args, "--replace")
@@ -145,7 +146,7 @@ def test_existing_clip_files_are_kept_and_the_others_written_unless_replace(tmp_
     old.write_bytes(b"old")
     args = ["--export-dir", str(ex), "--export-format", "fbx", "--report", str(report)]
     out, res = _bake(tmp_path, *args)
-    assert res.returncode == 0, res.stderr[-2000:]
+    assert res.returncode == 1, res.stderr[-2000:]
     assert old.read_bytes() == b"old"
     exports = json.loads(report.read_text())["exports"]
     assert exports[0] == {"clip": CLIPS[0], "kept": str(old)}

@@ -57,15 +57,16 @@ def test_glb_defaults_to_godot_and_replaces_an_existing_output_with_replace(tmp_
     assert [p.name for p in tmp_path.iterdir()] == ["walk.glb"]
 
 
-@pytest.mark.parametrize("name", ["walk.fbx", "walk.glb", "walk.gltf"])
-def test_an_existing_export_file_is_kept_and_the_command_refused_before_any_work(tmp_path, name):
-    out = tmp_path / name
-    out.write_bytes(b"old")
-    res = _retarget(out)
+@pytest.mark.parametrize("name, there", [("walk.fbx", "walk.fbx"), ("walk.glb", "walk.glb"), ("walk.gltf", "walk.gltf"), ("walk.gltf", "walk.bin")])
+def test_an_existing_export_file_is_kept_and_the_command_refused_before_any_work(tmp_path, name, there):
+    """A .gltf's .bin beside it counts as its file too."""
+    old = tmp_path / there
+    old.write_bytes(b"old")
+    res = _retarget(tmp_path / name)
     assert res.returncode == 1
     line = _one_error(res)
-    assert str(out) in line and "exists already" in line and "--replace" in line
-    assert out.read_bytes() == b"old" and [p.name for p in tmp_path.iterdir()] == [name]
+    assert f"{old} exists already" in line and "--replace" in line
+    assert old.read_bytes() == b"old" and [p.name for p in tmp_path.iterdir()] == [there]
 
 
 @pytest.mark.slow
