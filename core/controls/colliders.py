@@ -24,6 +24,7 @@ allowed (the pivot itself deep inside) the point goes as far out as the length l
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -149,22 +150,30 @@ def place(colliders: Sequence[Collider], placements: FloatArray) -> list[list[Pl
     :data:`Placed` tuples."""
     if not colliders:
         return [[] for _ in range(placements.shape[0])]
+    off, tail, planes, radii, codes = _layout(tuple(colliders))
     lin = placements[..., :3, :3]
     org = placements[..., :3, 3]
-    off = np.array([c.offset for c in colliders])
-    tail = np.array([c.tail for c in colliders])
     a = np.einsum("tcij,cj->tci", lin, off) + org
     b = np.einsum("tcij,cj->tci", lin, tail)
-    planes = np.array([c.kind == "plane" for c in colliders])
     b = np.where(planes[None, :, None], b / np.maximum(np.linalg.norm(b, axis=-1, keepdims=True), _EPS), b + org)
     # Radii scale with the placement (uniform scale: the cube root of the determinant).
     scale = np.cbrt(np.abs(np.linalg.det(lin)))
-    radius = scale * np.array([c.radius for c in colliders])
-    codes = [c.code for c in colliders]
+    radius = scale * radii
     out: list[list[Placed]] = []
     for at, bt, rt in zip(a.tolist(), b.tolist(), radius.tolist(), strict=True):
         out.append([(k, *p, *q, r) for k, p, q, r in zip(codes, at, bt, rt, strict=True)])
     return out
+
+
+@functools.lru_cache(maxsize=256)
+def _layout(colliders: tuple[Collider, ...]) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray, tuple[int, ...]]:
+    """The per-collider constants :func:`place` reads (offsets, tails, which are planes, radii,
+    codes), built once per set of colliders rather than on every live frame (read only)."""
+    off = np.array([c.offset for c in colliders])
+    tail = np.array([c.tail for c in colliders])
+    planes = np.array([c.kind == "plane" for c in colliders])
+    radii = np.array([c.radius for c in colliders])
+    return off, tail, planes, radii, tuple(c.code for c in colliders)
 
 
 def between(c0: Placed, c1: Placed, s: float) -> Placed:
