@@ -165,6 +165,33 @@ def place(colliders: Sequence[Collider], placements: FloatArray) -> list[list[Pl
     return out
 
 
+def place_one(
+    colliders: Sequence[Collider], placements: Sequence[Sequence[Sequence[float]]], scales: Sequence[float]
+) -> list[Placed]:
+    """:func:`place` of one frame in plain floats (a live frame: arrays this small cost more per
+    numpy call than their arithmetic): ``placements`` are each collider's joint placement as
+    rows (the top three of a 4 x 4 are read), ``scales`` their uniform scales (the cube root of
+    the determinant, which the caller takes as :func:`place` does). The same placements bit for bit."""
+    out: list[Placed] = []
+    for c, m, scale in zip(colliders, placements, scales, strict=True):
+        r0, r1, r2 = m[0], m[1], m[2]
+        o0, o1, o2 = c.offset
+        t0, t1, t2 = c.tail
+        ax = r0[0] * o0 + r0[1] * o1 + r0[2] * o2 + r0[3]
+        ay = r1[0] * o0 + r1[1] * o1 + r1[2] * o2 + r1[3]
+        az = r2[0] * o0 + r2[1] * o1 + r2[2] * o2 + r2[3]
+        bx = r0[0] * t0 + r0[1] * t1 + r0[2] * t2
+        by = r1[0] * t0 + r1[1] * t1 + r1[2] * t2
+        bz = r2[0] * t0 + r2[1] * t1 + r2[2] * t2
+        if c.kind == "plane":
+            n = max(math.sqrt(bx * bx + by * by + bz * bz), _EPS)
+            bx, by, bz = bx / n, by / n, bz / n
+        else:
+            bx, by, bz = bx + r0[3], by + r1[3], bz + r2[3]
+        out.append((c.code, ax, ay, az, bx, by, bz, scale * c.radius))
+    return out
+
+
 @functools.lru_cache(maxsize=256)
 def _layout(colliders: tuple[Collider, ...]) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray, tuple[int, ...]]:
     """The per-collider constants :func:`place` reads (offsets, tails, which are planes, radii,
@@ -331,18 +358,55 @@ def prepare(placed: Sequence[Placed]) -> list[Prepared]:
     return [_prepared(c) for c in placed]
 
 
-def prepare_between(start: Sequence[Placed], end: Sequence[Placed], s: float) -> list[Prepared]:
-    """:func:`prepare` of the colliders at fraction ``s`` between two frames' placements
-    (:func:`between` of each; spheres, the most common, in line)."""
+#: A collider over a frame window, ready to be placed at any fraction of it: ``(code, a0, a1 -
+#: a0, b0, b1 - b0, r0, r1 - r0, end)`` flattened (16 values), ``end`` the placement at the window's
+#: end (a plane's normal where the interpolated one vanishes).
+Span = tuple[int, float, float, float, float, float, float, float, float, float, float, float, float, float, float, Placed]
+
+
+def spans(start: Sequence[Placed], end: Sequence[Placed]) -> list[Span]:
+    """The colliders' placements at both ends of a frame window as :data:`Span` values: the
+    differences :func:`between` takes at every step, taken once per window."""
+    return [
+        (
+            c0[0], c0[1], c0[2], c0[3], c1[1] - c0[1], c1[2] - c0[2], c1[3] - c0[3],
+            c0[4], c0[5], c0[6], c1[4] - c0[4], c1[5] - c0[5], c1[6] - c0[6], c0[7], c1[7] - c0[7], c1,
+        )
+        for c0, c1 in zip(start, end, strict=True)
+    ]
+
+
+def prepare_spans(window: Sequence[Span], s: float) -> list[Prepared]:
+    """:func:`prepare` of the colliders at fraction ``s`` of the window :func:`spans` describes
+    (:func:`between` of each), in line for every kind: the same arithmetic
+    (``c0 + s * (c1 - c0)``, then :func:`_prepared`'s)."""
     out: list[Prepared] = []
-    for c0, c1 in zip(start, end, strict=True):
-        if c0[0] == SPHERE:
-            ax, ay, az = c0[1] + s * (c1[1] - c0[1]), c0[2] + s * (c1[2] - c0[2]), c0[3] + s * (c1[3] - c0[3])
-            radius = c0[7] + s * (c1[7] - c0[7])
-            placed = (SPHERE, ax, ay, az, ax, ay, az, radius)
+    for code, a0, a1, a2, da0, da1, da2, b0, b1, b2, db0, db1, db2, r0, dr, c1 in window:
+        ax, ay, az = a0 + s * da0, a1 + s * da1, a2 + s * da2
+        radius = r0 + s * dr
+        if code == SPHERE:
+            placed: Placed = (SPHERE, ax, ay, az, ax, ay, az, radius)
             out.append((ax, ay, az, radius, (SPHERE, ax, ay, az, 0.0, 0.0, 0.0, 0.0, radius, placed)))
-        else:
-            out.append(_prepared(between(c0, c1, s)))
+            continue
+        bx, by, bz = b0 + s * db0, b1 + s * db1, b2 + s * db2
+        if code == PLANE:
+            n = math.sqrt(bx * bx + by * by + bz * bz)
+            if n > _EPS:
+                bx, by, bz = bx / n, by / n, bz / n
+            else:
+                bx, by, bz = c1[4], c1[5], c1[6]
+            placed = (code, ax, ay, az, bx, by, bz, radius)
+            out.append((0.0, 0.0, 0.0, -1.0, (code, ax, ay, az, bx, by, bz, 0.0, radius, placed)))
+            continue
+        placed = (code, ax, ay, az, bx, by, bz, radius)
+        if code == INSIDE_SPHERE:
+            out.append((ax, ay, az, -1.0, (code, ax, ay, az, 0.0, 0.0, 0.0, 0.0, radius, placed)))
+            continue
+        ex, ey, ez = bx - ax, by - ay, bz - az
+        ee = ex * ex + ey * ey + ez * ez
+        inv = 1.0 / ee if ee > _EPS else 0.0
+        extent = radius + 0.5 * math.sqrt(ee) if code == CAPSULE else -1.0
+        out.append((ax + 0.5 * ex, ay + 0.5 * ey, az + 0.5 * ez, extent, (code, ax, ay, az, ex, ey, ez, inv, radius, placed)))
     return out
 
 

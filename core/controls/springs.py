@@ -84,7 +84,8 @@ from .colliders import (
     motion,
     near,
     prepare,
-    prepare_between,
+    prepare_spans,
+    spans,
 )
 from .wind import Wind
 
@@ -258,7 +259,7 @@ class _Frame:
     once here rather than in every fixed step; ``a + s * move`` is the very arithmetic
     ``a + s * (b - a)`` would do, so the steps are unchanged to the bit."""
 
-    __slots__ = ("pts0", "pts1", "len0", "len1", "stray", "moves", "grow", "col0", "col1", "move", "clear", "last_s")
+    __slots__ = ("pts0", "pts1", "len0", "len1", "stray", "moves", "grow", "col0", "col1", "spans", "move", "clear", "last_s")
 
     def __init__(
         self, root0: Vec, segs0: Sequence[Vec], root1: Vec, segs1: Sequence[Vec],
@@ -285,6 +286,7 @@ class _Frame:
         ]
         self.col0 = [colliders0[i] for i in kept]
         self.col1 = [colliders1[i] for i in kept]
+        self.spans = spans(self.col0, self.col1)
         # Conservative advancement: each end point's clearance from the colliders at its last
         # test, used up by its moves and the colliders' (over the whole window at most ``move``),
         # both counted apart from the root's travel (which carries the whole chain and, on a
@@ -296,7 +298,7 @@ class _Frame:
         self.last_s = 0.0
     def colliders(self, s: float) -> list[Prepared]:
         """The colliders the chain may reach, placed at fraction ``s`` of the window."""
-        return prepare_between(self.col0, self.col1, s)
+        return prepare_spans(self.spans, s)
 
     def ends(self, s: float) -> list[Vec]:
         """The animated end points at fraction ``s`` of the window (they move linearly)."""
@@ -453,6 +455,12 @@ def _step(
     colliding = bool(frame.col0)
     radii = chain.radius
     worst = 0.0
+    if colliding:
+        # What the root carried and the colliders may have moved since the last step.
+        clear = frame.clear
+        ds = s - frame.last_s
+        cx, cy, cz = ds * dr[0], ds * dr[1], ds * dr[2]
+        used = ds * frame.move
     for k in range(n):
         y0, y1, y2 = y = targets[k]
         if k < pinned:
@@ -467,9 +475,10 @@ def _step(
             nx, ny, nz = px + qx * f, py + qy * f, pz + qz * f
             if colliding:
                 xk = x[k]
-                ds = s - frame.last_s
-                mx, my, mz = nx - xk[0] - ds * dr[0], ny - xk[1] - ds * dr[1], nz - xk[2] - ds * dr[2]
-                room = frame.clear[k] - ds * frame.move - math.sqrt(mx * mx + my * my + mz * mz)
+                room = clear[k] - used
+                if room > 0.0:
+                    mx, my, mz = nx - xk[0] - cx, ny - xk[1] - cy, nz - xk[2] - cz
+                    room -= math.sqrt(mx * mx + my * my + mz * mz)
                 if not room > 0.0:
                     if placed is None:
                         placed = frame.colliders(s)
@@ -479,7 +488,7 @@ def _step(
                         room = 0.0
                         if left > worst:
                             worst = left
-                frame.clear[k] = room
+                clear[k] = room
             if commit:
                 xk = x[k]
                 vk = ((nx - xk[0]) / h, (ny - xk[1]) / h, (nz - xk[2]) / h)

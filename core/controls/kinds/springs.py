@@ -14,7 +14,7 @@ import numpy as np
 
 from ...rig.rotations import FloatArray
 from ..chains import PathKinematics, PoseBuffers
-from ..colliders import Collider, Placed, place
+from ..colliders import Collider, Placed, place, place_one
 from ..springs import SpringChain, SpringSnapshot, SpringState, SpringStep, advance_rows
 from .base import Candidate, ControlKind, ControlReport, ControlState, Evaluation, check_common, independent
 
@@ -186,6 +186,13 @@ def group_placed(chains: Sequence[SpringChain], pose: PoseBuffers, places: Float
         rows.append(row)
     if not union:
         return [[[] for _ in range(pose.frames)] for _ in chains]
+    if pose.frames == 1:
+        joints = sorted({c.joint for c in union})
+        full = places[0] @ np.stack([pose.world(j)[0] for j in joints])
+        at = dict(zip(joints, full.tolist(), strict=True))
+        scale = dict(zip(joints, np.cbrt(np.abs(np.linalg.det(full[:, :3, :3]))).tolist(), strict=True))
+        one = place_one(union, [at[c.joint] for c in union], [scale[c.joint] for c in union])
+        return [[[one[i] for i in row]] for row in rows]
     mats = np.stack([pose.world(c.joint) for c in union], axis=1)
     placed = place(union, places[:, None] @ mats)
     return [[[at[i] for i in row] for at in placed] for row in rows]
