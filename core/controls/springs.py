@@ -181,6 +181,10 @@ class SpringSnapshot:
     anchor: tuple[Vec, ...]
     #: The frame's colliders as placed (world), for the next frame to interpolate from.
     colliders: tuple[Placed, ...] = ()
+    #: Each end point's clearance from the colliders of ``kept`` (indices into ``colliders``)
+    #: as they are placed at ``time``, the point where it was committed (see ``_Frame``).
+    clear: tuple[float, ...] = ()
+    kept: tuple[int, ...] = ()
 
 
 @dataclass
@@ -259,11 +263,14 @@ class _Frame:
     once here rather than in every fixed step; ``a + s * move`` is the very arithmetic
     ``a + s * (b - a)`` would do, so the steps are unchanged to the bit."""
 
-    __slots__ = ("pts0", "pts1", "len0", "len1", "stray", "moves", "grow", "col0", "col1", "spans", "move", "clear", "last_s")
+    __slots__ = (
+        "pts0", "pts1", "len0", "len1", "stray", "moves", "grow", "kept", "col0", "col1", "spans", "move", "clear", "last_s",
+    )
 
     def __init__(
         self, root0: Vec, segs0: Sequence[Vec], root1: Vec, segs1: Sequence[Vec],
         colliders0: Sequence[Placed] = (), colliders1: Sequence[Placed] = (), reach: float = 0.0,
+        clear: Sequence[float] = (), kept_before: Sequence[int] = (),
     ) -> None:
         self.pts0, self.pts1 = _animated(root0, segs0), _animated(root1, segs1)
         self.len0 = [math.sqrt(a[0] ** 2 + a[1] ** 2 + a[2] ** 2) for a in segs0]
@@ -284,6 +291,7 @@ class _Frame:
             i for i, (a, b) in enumerate(zip(colliders0, colliders1, strict=True))
             if near(a, b, r0, r1, reach + max(total, sum(self.len0)))
         ]
+        self.kept = tuple(kept)
         self.col0 = [colliders0[i] for i in kept]
         self.col1 = [colliders1[i] for i in kept]
         self.spans = spans(self.col0, self.col1)
@@ -292,10 +300,29 @@ class _Frame:
         # both counted apart from the root's travel (which carries the whole chain and, on a
         # character, its colliders alike); the exact test is skipped while some is left.
         # ``last_s``: the window fraction of the state the next step starts from (the caller's).
+        # The clearances the last window left (``clear``, at this one's start) carry over while
+        # the colliders tested then include every one kept now.
         carried = self.moves[0]
         self.move = max((motion(a, b, carried) for a, b in zip(self.col0, self.col1, strict=True)), default=0.0)
-        self.clear = [-1.0] * len(self.len1)
+        n = len(self.len1)
+        if len(clear) == n and set(kept).issubset(kept_before):
+            self.clear = list(clear)
+        else:
+            self.clear = [-1.0] * n
         self.last_s = 0.0
+
+    def carry(self) -> tuple[float, ...]:
+        """The end points' clearances at the window's end, for the next window to start from:
+        what the colliders' motion and the root's travel (the committed points stay where they
+        are) may use up after the last committed step."""
+        if not self.col0:
+            return ()
+        rest = 1.0 - self.last_s
+        if not rest > 0.0:
+            return tuple(self.clear)
+        d = self.moves[0]
+        budget = rest * (self.move + math.sqrt(d[0] * d[0] + d[1] * d[1] + d[2] * d[2]))
+        return tuple(c - budget for c in self.clear)
     def colliders(self, s: float) -> list[Prepared]:
         """The colliders the chain may reach, placed at fraction ``s`` of the window."""
         return prepare_spans(self.spans, s)
@@ -456,8 +483,9 @@ def _step(
     radii = chain.radius
     worst = 0.0
     if colliding:
-        # What the root carried and the colliders may have moved since the last step.
-        clear = frame.clear
+        # What the root carried and the colliders may have moved since the last step (a step
+        # not committed works on a copy: the next window starts from the committed state).
+        clear = frame.clear if commit else list(frame.clear)
         ds = s - frame.last_s
         cx, cy, cz = ds * dr[0], ds * dr[1], ds * dr[2]
         used = ds * frame.move
@@ -501,12 +529,15 @@ def _step(
                 continue
             reason = reason or "non_finite"
             pinned = k
-        # Back to the animation, at rest relative to it.
+        # Back to the animation, at rest relative to it (its clearance unknown).
+        if colliding:
+            clear[k] = -1.0
         b = before[k]
         x[k] = y
         v[k] = ((y0 - b[0]) / h, (y1 - b[1]) / h, (y2 - b[2]) / h)
         px, py, pz = y0, y1, y2
-    frame.last_s = s
+    if commit:
+        frame.last_s = s
     return reason, targets, worst
 
 
@@ -601,7 +632,10 @@ def advance_rows(
     if len(start.segments) != n:
         return _reset(chain, state, time, root, segs, "length", placed)
     dt = min(gap, MAX_FRAME_TIME)
-    frame = _Frame(start.root, start.segments, root, segs, start.colliders, placed, max(chain.radius, default=0.0))
+    frame = _Frame(
+        start.root, start.segments, root, segs, start.colliders, placed, max(chain.radius, default=0.0),
+        start.clear, start.kept,
+    )
     if any(abs(b - a) > LENGTH_CHANGE * max(a, _EPS) for a, b in zip(frame.len0, frame.len1, strict=True)):
         return _reset(chain, state, time, root, segs, "length", placed)
     travel = math.dist(start.root, root)
@@ -628,12 +662,13 @@ def advance_rows(
         raised, before, left = _step(chain, frame, s, SUBSTEP, x, v, before, True, decay, a)
         depths.append(left)
         reason = reason or raised
+    carry = frame.carry()
     shown = x
     if leftover > 1e-9:
         shown = list(x)
         a = accel if chain.wind is None else _accel(chain, turn, time)
         depths.append(_step(chain, frame, 1.0, leftover, shown, list(v), before, False, None, a)[2])
-    state._remember(SpringSnapshot(time, tuple(x), tuple(v), leftover, root, segs, tuple(before), placed))
+    state._remember(SpringSnapshot(time, tuple(x), tuple(v), leftover, root, segs, tuple(before), placed, carry, frame.kept))
     # The points shown are those of the last step taken (committed or not).
     worst = depths[-1] if depths else (deepest(shown, chain.radius, placed) if placed else 0.0)
     return SpringStep(np.array([root, *shown]), reason, recomputed, steps, tuple(depths), worst)
