@@ -423,13 +423,16 @@ def motion(c0: Placed, c1: Placed, carried: Sequence[float] = (0.0, 0.0, 0.0)) -
     return max(da, db) + abs(c1[7] - c0[7])
 
 
-def clearance(x0: float, x1: float, x2: float, r: float, prepared: Sequence[Prepared]) -> float:
+def clearance(x0: float, x1: float, x2: float, r: float, prepared: Sequence[Prepared]) -> tuple[float, int, float]:
     """How far the point ``(x0, x1, x2)`` of radius ``r`` is from where the colliders of
-    ``prepared`` stop allowing it (below ``-TOLERANCE``: it touches one). Each term is a
-    distance to a sphere, capsule or plane, so it changes by no more than the point or the
-    collider moves: the springs skip the test while that cannot have used it up."""
-    least = math.inf
-    for _cx, _cy, _cz, _extent, detail in prepared:
+    ``prepared`` stop allowing it (below ``-TOLERANCE``: it touches one), which collider that
+    is (its index) and how far it is from the others (infinite when there are none). Each term
+    is a distance to a sphere, capsule or plane, so it changes by no more than the point or the
+    collider moves: the springs skip the test while that cannot have used it up, and test the
+    nearest collider alone while only its share has run out."""
+    least = second = math.inf
+    nearest = 0
+    for i, (_cx, _cy, _cz, _extent, detail) in enumerate(prepared):
         code, ax, ay, az, ex, ey, ez, inv, radius, _c = detail
         if code == PLANE:
             room = (x0 - ax) * ex + (x1 - ay) * ey + (x2 - az) * ez - r
@@ -446,8 +449,12 @@ def clearance(x0: float, x1: float, x2: float, r: float, prepared: Sequence[Prep
                 inner = radius - r
                 room = (inner if inner > 0.0 else 0.0) - dist
         if room < least:
+            second = least
             least = room
-    return least
+            nearest = i
+        elif room < second:
+            second = room
+    return least, nearest, second
 
 
 def touching(x0: float, x1: float, x2: float, r: float, prepared: Sequence[Prepared]) -> bool:
@@ -488,7 +495,26 @@ def collide(p: Sequence[float], x: Vec, length: float, r: float, prepared: Seque
     collider of ``prepared`` (:func:`prepare`) allows it, and the deepest penetration left (0
     when none). Runs for every end point at every fixed step: the tests are plain arithmetic,
     and the common case (no collider near) is one bound test per outer collider."""
+    out = _sweeps(p, x, length, r, prepared, math.inf)
+    assert out is not None
+    return out
+
+
+def collide_nearest(
+    p: Sequence[float], x: Vec, length: float, r: float, nearest: Prepared, others: float
+) -> tuple[Vec, float] | None:
+    """:func:`collide` when only ``nearest`` can be touched: the other colliders are at least
+    ``others`` (> 0) away from ``x``. While no move takes the point that far from ``x`` they
+    stay untouched, so :func:`collide` with all of them would make the very same moves;
+    ``None`` when one does (the caller then runs :func:`collide`)."""
+    return _sweeps(p, x, length, r, (nearest,), others)
+
+
+def _sweeps(
+    p: Sequence[float], x: Vec, length: float, r: float, prepared: Sequence[Prepared], within: float
+) -> tuple[Vec, float] | None:
     worst = 0.0
+    start = x
     for sweep in range(SWEEPS + 1):
         moved = False
         worst = 0.0
@@ -521,6 +547,11 @@ def collide(p: Sequence[float], x: Vec, length: float, r: float, prepared: Seque
                 x = _fix(c, p, x, length, r)
                 x0, x1, x2 = x
                 moved = True
+                if within < math.inf:
+                    mx, my, mz = x0 - start[0], x1 - start[1], x2 - start[2]
+                    # Short of the others by more than the tests' own tolerance (and rounding).
+                    if not math.sqrt(mx * mx + my * my + mz * mz) < within - 1e-6:
+                        return None
         if not moved:
             return x, worst
     return x, worst

@@ -80,6 +80,7 @@ from .colliders import (
     Prepared,
     clearance,
     collide,
+    collide_nearest,
     deepest,
     motion,
     near,
@@ -264,7 +265,8 @@ class _Frame:
     ``a + s * (b - a)`` would do, so the steps are unchanged to the bit."""
 
     __slots__ = (
-        "pts0", "pts1", "len0", "len1", "stray", "moves", "grow", "kept", "col0", "col1", "spans", "move", "clear", "last_s",
+        "pts0", "pts1", "len0", "len1", "stray", "moves", "grow", "kept", "col0", "col1", "spans", "move", "clear", "nearest",
+        "others", "last_s", "ready_s", "ready", "ready_all",
     )
 
     def __init__(
@@ -299,9 +301,11 @@ class _Frame:
         # test, used up by its moves and the colliders' (over the whole window at most ``move``),
         # both counted apart from the root's travel (which carries the whole chain and, on a
         # character, its colliders alike); the exact test is skipped while some is left.
-        # ``last_s``: the window fraction of the state the next step starts from (the caller's).
-        # The clearances the last window left (``clear``, at this one's start) carry over while
-        # the colliders tested then include every one kept now.
+        # ``clear``: from the nearest collider (``nearest``, an index into ``col0``), ``others``:
+        # from the rest, so a point resting on one collider tests that one alone while the
+        # others stay clear. ``last_s``: the window fraction of the state the next step starts
+        # from (the caller's). The clearances the last window left (``clear``, at this one's
+        # start) carry over while the colliders tested then include every one kept now.
         carried = self.moves[0]
         self.move = max((motion(a, b, carried) for a, b in zip(self.col0, self.col1, strict=True)), default=0.0)
         n = len(self.len1)
@@ -309,7 +313,13 @@ class _Frame:
             self.clear = list(clear)
         else:
             self.clear = [-1.0] * n
+        self.others = list(self.clear)
+        self.nearest = [0] * n
         self.last_s = 0.0
+        # The colliders placed at fraction ``ready_s``, each as a test first needs it.
+        self.ready_s = math.nan
+        self.ready: list[Prepared | None] = []
+        self.ready_all = False
 
     def carry(self) -> tuple[float, ...]:
         """The end points' clearances at the window's end, for the next window to start from:
@@ -317,15 +327,35 @@ class _Frame:
         are) may use up after the last committed step."""
         if not self.col0:
             return ()
+        least = [min(a, b) for a, b in zip(self.clear, self.others, strict=True)]
         rest = 1.0 - self.last_s
         if not rest > 0.0:
-            return tuple(self.clear)
+            return tuple(least)
         d = self.moves[0]
         budget = rest * (self.move + math.sqrt(d[0] * d[0] + d[1] * d[1] + d[2] * d[2]))
-        return tuple(c - budget for c in self.clear)
+        return tuple(c - budget for c in least)
     def colliders(self, s: float) -> list[Prepared]:
-        """The colliders the chain may reach, placed at fraction ``s`` of the window."""
-        return prepare_spans(self.spans, s)
+        """The colliders the chain may reach, placed at fraction ``s`` of the window (each
+        placed once per step)."""
+        if s != self.ready_s:
+            self.ready_s = s
+            self.ready_all = False
+        elif self.ready_all:
+            return self.ready  # type: ignore[return-value]
+        self.ready = list(prepare_spans(self.spans, s))
+        self.ready_all = True
+        return self.ready  # type: ignore[return-value]
+
+    def collider(self, j: int, s: float) -> Prepared:
+        """The ``j``-th collider the chain may reach, placed at fraction ``s`` (once per step)."""
+        if s != self.ready_s:
+            self.ready_s = s
+            self.ready_all = False
+            self.ready = [None] * len(self.spans)
+        one = self.ready[j]
+        if one is None:
+            one = self.ready[j] = prepare_spans(self.spans[j : j + 1], s)[0]
+        return one
 
     def ends(self, s: float) -> list[Vec]:
         """The animated end points at fraction ``s`` of the window (they move linearly)."""
@@ -486,6 +516,8 @@ def _step(
         # What the root carried and the colliders may have moved since the last step (a step
         # not committed works on a copy: the next window starts from the committed state).
         clear = frame.clear if commit else list(frame.clear)
+        others = frame.others if commit else list(frame.others)
+        nearest = frame.nearest if commit else list(frame.nearest)
         ds = s - frame.last_s
         cx, cy, cz = ds * dr[0], ds * dr[1], ds * dr[2]
         used = ds * frame.move
@@ -504,19 +536,40 @@ def _step(
             if colliding:
                 xk = x[k]
                 room = clear[k] - used
-                if room > 0.0:
+                rest = others[k] - used
+                if rest > 0.0:
                     mx, my, mz = nx - xk[0] - cx, ny - xk[1] - cy, nz - xk[2] - cz
-                    room -= math.sqrt(mx * mx + my * my + mz * mz)
-                if not room > 0.0:
+                    travel = math.sqrt(mx * mx + my * my + mz * mz)
+                    room -= travel
+                    rest -= travel
+                if not rest > 0.0:
                     if placed is None:
                         placed = frame.colliders(s)
-                    room = clearance(nx, ny, nz, radii[k], placed)
-                    if room < -TOLERANCE:
-                        (nx, ny, nz), left = collide((px, py, pz), (nx, ny, nz), lengths[k], radii[k], placed)
-                        room = 0.0
-                        if left > worst:
-                            worst = left
+                    room, nearest[k], rest = clearance(nx, ny, nz, radii[k], placed)
+                elif not room > 0.0:
+                    # Only the nearest collider can be touched: the others are still clear.
+                    j = nearest[k]
+                    room = clearance(nx, ny, nz, radii[k], (frame.collider(j, s) if placed is None else placed[j],))[0]
+                if room < -TOLERANCE:
+                    pivot, at = (px, py, pz), (nx, ny, nz)
+                    j = nearest[k]
+                    done = None
+                    if rest > 0.0:
+                        one = frame.collider(j, s) if placed is None else placed[j]
+                        done = collide_nearest(pivot, at, lengths[k], radii[k], one, rest)
+                    if done is None:
+                        if placed is None:
+                            placed = frame.colliders(s)
+                        done = collide(pivot, at, lengths[k], radii[k], placed)
+                    (mx, my, mz), left = done
+                    # The others' clearance less how far the collision moved the point.
+                    rest -= math.sqrt((mx - nx) ** 2 + (my - ny) ** 2 + (mz - nz) ** 2)
+                    nx, ny, nz = mx, my, mz
+                    room = 0.0
+                    if left > worst:
+                        worst = left
                 clear[k] = room
+                others[k] = rest
             if commit:
                 xk = x[k]
                 vk = ((nx - xk[0]) / h, (ny - xk[1]) / h, (nz - xk[2]) / h)
@@ -531,7 +584,7 @@ def _step(
             pinned = k
         # Back to the animation, at rest relative to it (its clearance unknown).
         if colliding:
-            clear[k] = -1.0
+            clear[k] = others[k] = -1.0
         b = before[k]
         x[k] = y
         v[k] = ((y0 - b[0]) / h, (y1 - b[1]) / h, (y2 - b[2]) / h)
