@@ -234,16 +234,15 @@ def near(c0: Placed, c1: Placed, r0: Vec, r1: Vec, reach: float) -> bool:
     if code == CAPSULE:
         hx, hy, hz = c0[4] - c0[1], c0[5] - c0[2], c0[6] - c0[3]
         extent += 0.5 * math.sqrt(hx * hx + hy * hy + hz * hz)
-        m0 = (0.5 * (c0[1] + c0[4]), 0.5 * (c0[2] + c0[5]), 0.5 * (c0[3] + c0[6]))
-        m1 = (0.5 * (c1[1] + c1[4]), 0.5 * (c1[2] + c1[5]), 0.5 * (c1[3] + c1[6]))
+        d0x, d0y, d0z = 0.5 * (c0[1] + c0[4]) - r0[0], 0.5 * (c0[2] + c0[5]) - r0[1], 0.5 * (c0[3] + c0[6]) - r0[2]
+        d1x, d1y, d1z = 0.5 * (c1[1] + c1[4]) - r1[0], 0.5 * (c1[2] + c1[5]) - r1[1], 0.5 * (c1[3] + c1[6]) - r1[2]
     else:
-        m0, m1 = (c0[1], c0[2], c0[3]), (c1[1], c1[2], c1[3])
-    d0 = (m0[0] - r0[0], m0[1] - r0[1], m0[2] - r0[2])
-    d1 = (m1[0] - r1[0], m1[1] - r1[1], m1[2] - r1[2])
-    e = (d1[0] - d0[0], d1[1] - d0[1], d1[2] - d0[2])
-    ee = e[0] * e[0] + e[1] * e[1] + e[2] * e[2]
-    s = 0.0 if ee < _EPS else min(max(-(d0[0] * e[0] + d0[1] * e[1] + d0[2] * e[2]) / ee, 0.0), 1.0)
-    cx, cy, cz = d0[0] + s * e[0], d0[1] + s * e[1], d0[2] + s * e[2]
+        d0x, d0y, d0z = c0[1] - r0[0], c0[2] - r0[1], c0[3] - r0[2]
+        d1x, d1y, d1z = c1[1] - r1[0], c1[2] - r1[1], c1[3] - r1[2]
+    ex, ey, ez = d1x - d0x, d1y - d0y, d1z - d0z
+    ee = ex * ex + ey * ey + ez * ez
+    s = 0.0 if ee < _EPS else min(max(-(d0x * ex + d0y * ey + d0z * ez) / ee, 0.0), 1.0)
+    cx, cy, cz = d0x + s * ex, d0y + s * ey, d0z + s * ez
     return math.sqrt(cx * cx + cy * cy + cz * cz) <= reach + extent
 
 
