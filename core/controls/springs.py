@@ -288,6 +288,7 @@ class _Frame:
         # The colliders the chain may reach over the window (the others cost nothing per step).
         if len(colliders0) != len(colliders1):
             colliders0 = colliders1
+            clear = ()  # measured against other colliders
         r0, r1 = self.pts0[0], self.pts1[0]
         kept = [
             i for i, (a, b) in enumerate(zip(colliders0, colliders1, strict=True))
