@@ -117,7 +117,7 @@ class MARIONETTE_OT_control_move(bpy.types.Operator):
 
 
 class MARIONETTE_OT_collider_add(bpy.types.Operator):
-    """Add a spring collider on the active bone, sized from the bone's length"""
+    """Add a spring collider on the active bone, sized from the mesh it deforms (or its length)"""
 
     bl_idname = "marionette.collider_add"
     bl_label = "Add Collider"

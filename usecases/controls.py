@@ -13,9 +13,11 @@ from typing import Any
 import bpy
 import numpy as np
 
+from ..bridge.bone_mesh import bone_vertices
 from ..bridge.control_kinds import IK_KINDS
 from ..bridge.control_rows import rig_forward
 from ..bridge.skeleton_read import rest_heads_tails, skeleton_from_armature
+from ..core.controls.collider_size import radius_from_points
 from ..core.errors import MarionetteError
 from ..core.mapping.auto_map import auto_map_skeleton
 from ..properties import control_settings
@@ -160,13 +162,21 @@ _COLLIDER_SIZES = {
 
 
 def add_collider(obj: Any, kind: str, bone: str, group: str = "Body") -> str:
-    """Add a collider of ``kind`` on ``bone``, sized from the bone's length (a sphere about its
-    middle half as wide as it is long, a capsule from head to tail a quarter as wide, a plane
-    through its head facing along it); it becomes the active collider. Returns its name."""
+    """Add a collider of ``kind`` on ``bone``, sized from the mesh the bone deforms: a sphere
+    about its middle or a capsule from head to tail as wide as the median distance of the
+    vertices weighted to it from its axis (:mod:`core.controls.collider_size`); without such a
+    mesh from the bone's length (a sphere half as wide as the bone is long, a capsule a quarter
+    as wide); a plane through its head facing along it, the inner shapes from the length. It
+    becomes the active collider. Returns its name."""
     if not bone or bone not in obj.data.bones:
         raise MarionetteError(f"pick a bone of {obj.name!r} to put the collider on" if not bone else f"{bone!r} is not a bone of {obj.name!r}")
-    length = float(obj.data.bones[bone].length)
+    b = obj.data.bones[bone]
+    length = float(b.length)
     offset, tail, radius = _COLLIDER_SIZES[kind]
+    if kind in ("SPHERE", "CAPSULE") and length > 0.0:
+        fitted = radius_from_points(bone_vertices(obj, bone), b.head_local[:], b.tail_local[:])
+        if fitted is not None:
+            radius = fitted / length
     settings = obj.marionette_controls
     c = settings.colliders.add()
     c.name = _unique(settings.colliders, f"{bone} {kind.replace('_', ' ').title()}")

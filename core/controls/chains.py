@@ -362,11 +362,13 @@ def _path_parts(
     return base, pre.reshape(m * t, n, 4, 4), rot, nxt.reshape(m * t, n, 3), post
 
 
-#: Up to this many joints in all (rows times joints: a live frame's spring chain or pair of
-#: legs) solved points are written back in plain floats rather than numpy calls (the same steps;
-#: see the tests). Beyond it (four limbs at once) the numpy calls, whose cost hardly grows with
-#: the rows, win; walking a path stays in numpy at any size.
-FEW_JOINT_ROWS = 6
+#: Up to this many rows (a live frame's paths: a pair of legs, two or three spring chains)
+#: solved points are written back in plain floats rather than numpy calls (the same steps; see
+#: the tests). The plain route costs per joint and row, the numpy calls per joint along the
+#: path whatever the rows: two 8-joint chains take half the time in floats, four 3-joint limbs
+#: as long either way, so beyond three rows (four limbs at once, a bake) numpy stays. Walking a
+#: path stays in numpy at any size.
+FEW_ROWS = 3
 _AFFINE_ROW = [0.0, 0.0, 0.0, 1.0]
 
 
@@ -555,7 +557,7 @@ class PathKinematics:
         n = r0.shape[1]
         if pts.shape != (self.frames, n + 1, 3):
             raise ValueError(f"points must have shape ({self.frames}, {n + 1}, 3), got {pts.shape}")
-        if self.frames * n <= FEW_JOINT_ROWS:
+        if self.frames <= FEW_ROWS:
             few = self._rows_from_points(pts)
             if few is not None:
                 return few

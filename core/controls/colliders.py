@@ -24,6 +24,7 @@ allowed (the pivot itself deep inside) the point goes as far out as the length l
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -149,22 +150,57 @@ def place(colliders: Sequence[Collider], placements: FloatArray) -> list[list[Pl
     :data:`Placed` tuples."""
     if not colliders:
         return [[] for _ in range(placements.shape[0])]
+    off, tail, planes, radii, codes = _layout(tuple(colliders))
     lin = placements[..., :3, :3]
     org = placements[..., :3, 3]
-    off = np.array([c.offset for c in colliders])
-    tail = np.array([c.tail for c in colliders])
     a = np.einsum("tcij,cj->tci", lin, off) + org
     b = np.einsum("tcij,cj->tci", lin, tail)
-    planes = np.array([c.kind == "plane" for c in colliders])
     b = np.where(planes[None, :, None], b / np.maximum(np.linalg.norm(b, axis=-1, keepdims=True), _EPS), b + org)
     # Radii scale with the placement (uniform scale: the cube root of the determinant).
     scale = np.cbrt(np.abs(np.linalg.det(lin)))
-    radius = scale * np.array([c.radius for c in colliders])
-    codes = [c.code for c in colliders]
+    radius = scale * radii
     out: list[list[Placed]] = []
     for at, bt, rt in zip(a.tolist(), b.tolist(), radius.tolist(), strict=True):
         out.append([(k, *p, *q, r) for k, p, q, r in zip(codes, at, bt, rt, strict=True)])
     return out
+
+
+def place_one(
+    colliders: Sequence[Collider], placements: Sequence[Sequence[Sequence[float]]], scales: Sequence[float]
+) -> list[Placed]:
+    """:func:`place` of one frame in plain floats (a live frame: arrays this small cost more per
+    numpy call than their arithmetic): ``placements`` are each collider's joint placement as
+    rows (the top three of a 4 x 4 are read), ``scales`` their uniform scales (the cube root of
+    the determinant, which the caller takes as :func:`place` does). The same placements bit for bit."""
+    out: list[Placed] = []
+    for c, m, scale in zip(colliders, placements, scales, strict=True):
+        r0, r1, r2 = m[0], m[1], m[2]
+        o0, o1, o2 = c.offset
+        t0, t1, t2 = c.tail
+        ax = r0[0] * o0 + r0[1] * o1 + r0[2] * o2 + r0[3]
+        ay = r1[0] * o0 + r1[1] * o1 + r1[2] * o2 + r1[3]
+        az = r2[0] * o0 + r2[1] * o1 + r2[2] * o2 + r2[3]
+        bx = r0[0] * t0 + r0[1] * t1 + r0[2] * t2
+        by = r1[0] * t0 + r1[1] * t1 + r1[2] * t2
+        bz = r2[0] * t0 + r2[1] * t1 + r2[2] * t2
+        if c.kind == "plane":
+            n = max(math.sqrt(bx * bx + by * by + bz * bz), _EPS)
+            bx, by, bz = bx / n, by / n, bz / n
+        else:
+            bx, by, bz = bx + r0[3], by + r1[3], bz + r2[3]
+        out.append((c.code, ax, ay, az, bx, by, bz, scale * c.radius))
+    return out
+
+
+@functools.lru_cache(maxsize=256)
+def _layout(colliders: tuple[Collider, ...]) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray, tuple[int, ...]]:
+    """The per-collider constants :func:`place` reads (offsets, tails, which are planes, radii,
+    codes), built once per set of colliders rather than on every live frame (read only)."""
+    off = np.array([c.offset for c in colliders])
+    tail = np.array([c.tail for c in colliders])
+    planes = np.array([c.kind == "plane" for c in colliders])
+    radii = np.array([c.radius for c in colliders])
+    return off, tail, planes, radii, tuple(c.code for c in colliders)
 
 
 def between(c0: Placed, c1: Placed, s: float) -> Placed:
@@ -198,16 +234,15 @@ def near(c0: Placed, c1: Placed, r0: Vec, r1: Vec, reach: float) -> bool:
     if code == CAPSULE:
         hx, hy, hz = c0[4] - c0[1], c0[5] - c0[2], c0[6] - c0[3]
         extent += 0.5 * math.sqrt(hx * hx + hy * hy + hz * hz)
-        m0 = (0.5 * (c0[1] + c0[4]), 0.5 * (c0[2] + c0[5]), 0.5 * (c0[3] + c0[6]))
-        m1 = (0.5 * (c1[1] + c1[4]), 0.5 * (c1[2] + c1[5]), 0.5 * (c1[3] + c1[6]))
+        d0x, d0y, d0z = 0.5 * (c0[1] + c0[4]) - r0[0], 0.5 * (c0[2] + c0[5]) - r0[1], 0.5 * (c0[3] + c0[6]) - r0[2]
+        d1x, d1y, d1z = 0.5 * (c1[1] + c1[4]) - r1[0], 0.5 * (c1[2] + c1[5]) - r1[1], 0.5 * (c1[3] + c1[6]) - r1[2]
     else:
-        m0, m1 = (c0[1], c0[2], c0[3]), (c1[1], c1[2], c1[3])
-    d0 = (m0[0] - r0[0], m0[1] - r0[1], m0[2] - r0[2])
-    d1 = (m1[0] - r1[0], m1[1] - r1[1], m1[2] - r1[2])
-    e = (d1[0] - d0[0], d1[1] - d0[1], d1[2] - d0[2])
-    ee = e[0] * e[0] + e[1] * e[1] + e[2] * e[2]
-    s = 0.0 if ee < _EPS else min(max(-(d0[0] * e[0] + d0[1] * e[1] + d0[2] * e[2]) / ee, 0.0), 1.0)
-    cx, cy, cz = d0[0] + s * e[0], d0[1] + s * e[1], d0[2] + s * e[2]
+        d0x, d0y, d0z = c0[1] - r0[0], c0[2] - r0[1], c0[3] - r0[2]
+        d1x, d1y, d1z = c1[1] - r1[0], c1[2] - r1[1], c1[3] - r1[2]
+    ex, ey, ez = d1x - d0x, d1y - d0y, d1z - d0z
+    ee = ex * ex + ey * ey + ez * ez
+    s = 0.0 if ee < _EPS else min(max(-(d0x * ex + d0y * ey + d0z * ez) / ee, 0.0), 1.0)
+    cx, cy, cz = d0x + s * ex, d0y + s * ey, d0z + s * ez
     return math.sqrt(cx * cx + cy * cy + cz * cz) <= reach + extent
 
 
@@ -322,18 +357,55 @@ def prepare(placed: Sequence[Placed]) -> list[Prepared]:
     return [_prepared(c) for c in placed]
 
 
-def prepare_between(start: Sequence[Placed], end: Sequence[Placed], s: float) -> list[Prepared]:
-    """:func:`prepare` of the colliders at fraction ``s`` between two frames' placements
-    (:func:`between` of each; spheres, the most common, in line)."""
+#: A collider over a frame window, ready to be placed at any fraction of it: ``(code, a0, a1 -
+#: a0, b0, b1 - b0, r0, r1 - r0, end)`` flattened (16 values), ``end`` the placement at the window's
+#: end (a plane's normal where the interpolated one vanishes).
+Span = tuple[int, float, float, float, float, float, float, float, float, float, float, float, float, float, float, Placed]
+
+
+def spans(start: Sequence[Placed], end: Sequence[Placed]) -> list[Span]:
+    """The colliders' placements at both ends of a frame window as :data:`Span` values: the
+    differences :func:`between` takes at every step, taken once per window."""
+    return [
+        (
+            c0[0], c0[1], c0[2], c0[3], c1[1] - c0[1], c1[2] - c0[2], c1[3] - c0[3],
+            c0[4], c0[5], c0[6], c1[4] - c0[4], c1[5] - c0[5], c1[6] - c0[6], c0[7], c1[7] - c0[7], c1,
+        )
+        for c0, c1 in zip(start, end, strict=True)
+    ]
+
+
+def prepare_spans(window: Sequence[Span], s: float) -> list[Prepared]:
+    """:func:`prepare` of the colliders at fraction ``s`` of the window :func:`spans` describes
+    (:func:`between` of each), in line for every kind: the same arithmetic
+    (``c0 + s * (c1 - c0)``, then :func:`_prepared`'s)."""
     out: list[Prepared] = []
-    for c0, c1 in zip(start, end, strict=True):
-        if c0[0] == SPHERE:
-            ax, ay, az = c0[1] + s * (c1[1] - c0[1]), c0[2] + s * (c1[2] - c0[2]), c0[3] + s * (c1[3] - c0[3])
-            radius = c0[7] + s * (c1[7] - c0[7])
-            placed = (SPHERE, ax, ay, az, ax, ay, az, radius)
+    for code, a0, a1, a2, da0, da1, da2, b0, b1, b2, db0, db1, db2, r0, dr, c1 in window:
+        ax, ay, az = a0 + s * da0, a1 + s * da1, a2 + s * da2
+        radius = r0 + s * dr
+        if code == SPHERE:
+            placed: Placed = (SPHERE, ax, ay, az, ax, ay, az, radius)
             out.append((ax, ay, az, radius, (SPHERE, ax, ay, az, 0.0, 0.0, 0.0, 0.0, radius, placed)))
-        else:
-            out.append(_prepared(between(c0, c1, s)))
+            continue
+        bx, by, bz = b0 + s * db0, b1 + s * db1, b2 + s * db2
+        if code == PLANE:
+            n = math.sqrt(bx * bx + by * by + bz * bz)
+            if n > _EPS:
+                bx, by, bz = bx / n, by / n, bz / n
+            else:
+                bx, by, bz = c1[4], c1[5], c1[6]
+            placed = (code, ax, ay, az, bx, by, bz, radius)
+            out.append((0.0, 0.0, 0.0, -1.0, (code, ax, ay, az, bx, by, bz, 0.0, radius, placed)))
+            continue
+        placed = (code, ax, ay, az, bx, by, bz, radius)
+        if code == INSIDE_SPHERE:
+            out.append((ax, ay, az, -1.0, (code, ax, ay, az, 0.0, 0.0, 0.0, 0.0, radius, placed)))
+            continue
+        ex, ey, ez = bx - ax, by - ay, bz - az
+        ee = ex * ex + ey * ey + ez * ez
+        inv = 1.0 / ee if ee > _EPS else 0.0
+        extent = radius + 0.5 * math.sqrt(ee) if code == CAPSULE else -1.0
+        out.append((ax + 0.5 * ex, ay + 0.5 * ey, az + 0.5 * ez, extent, (code, ax, ay, az, ex, ey, ez, inv, radius, placed)))
     return out
 
 
@@ -350,13 +422,16 @@ def motion(c0: Placed, c1: Placed, carried: Sequence[float] = (0.0, 0.0, 0.0)) -
     return max(da, db) + abs(c1[7] - c0[7])
 
 
-def clearance(x0: float, x1: float, x2: float, r: float, prepared: Sequence[Prepared]) -> float:
+def clearance(x0: float, x1: float, x2: float, r: float, prepared: Sequence[Prepared]) -> tuple[float, int, float]:
     """How far the point ``(x0, x1, x2)`` of radius ``r`` is from where the colliders of
-    ``prepared`` stop allowing it (below ``-TOLERANCE``: it touches one). Each term is a
-    distance to a sphere, capsule or plane, so it changes by no more than the point or the
-    collider moves: the springs skip the test while that cannot have used it up."""
-    least = math.inf
-    for _cx, _cy, _cz, _extent, detail in prepared:
+    ``prepared`` stop allowing it (below ``-TOLERANCE``: it touches one), which collider that
+    is (its index) and how far it is from the others (infinite when there are none). Each term
+    is a distance to a sphere, capsule or plane, so it changes by no more than the point or the
+    collider moves: the springs skip the test while that cannot have used it up, and test the
+    nearest collider alone while only its share has run out."""
+    least = second = math.inf
+    nearest = 0
+    for i, (_cx, _cy, _cz, _extent, detail) in enumerate(prepared):
         code, ax, ay, az, ex, ey, ez, inv, radius, _c = detail
         if code == PLANE:
             room = (x0 - ax) * ex + (x1 - ay) * ey + (x2 - az) * ez - r
@@ -373,8 +448,12 @@ def clearance(x0: float, x1: float, x2: float, r: float, prepared: Sequence[Prep
                 inner = radius - r
                 room = (inner if inner > 0.0 else 0.0) - dist
         if room < least:
+            second = least
             least = room
-    return least
+            nearest = i
+        elif room < second:
+            second = room
+    return least, nearest, second
 
 
 def touching(x0: float, x1: float, x2: float, r: float, prepared: Sequence[Prepared]) -> bool:
@@ -415,7 +494,26 @@ def collide(p: Sequence[float], x: Vec, length: float, r: float, prepared: Seque
     collider of ``prepared`` (:func:`prepare`) allows it, and the deepest penetration left (0
     when none). Runs for every end point at every fixed step: the tests are plain arithmetic,
     and the common case (no collider near) is one bound test per outer collider."""
+    out = _sweeps(p, x, length, r, prepared, math.inf)
+    assert out is not None
+    return out
+
+
+def collide_nearest(
+    p: Sequence[float], x: Vec, length: float, r: float, nearest: Prepared, others: float
+) -> tuple[Vec, float] | None:
+    """:func:`collide` when only ``nearest`` can be touched: the other colliders are at least
+    ``others`` (> 0) away from ``x``. While no move takes the point that far from ``x`` they
+    stay untouched, so :func:`collide` with all of them would make the very same moves;
+    ``None`` when one does (the caller then runs :func:`collide`)."""
+    return _sweeps(p, x, length, r, (nearest,), others)
+
+
+def _sweeps(
+    p: Sequence[float], x: Vec, length: float, r: float, prepared: Sequence[Prepared], within: float
+) -> tuple[Vec, float] | None:
     worst = 0.0
+    start = x
     for sweep in range(SWEEPS + 1):
         moved = False
         worst = 0.0
@@ -448,6 +546,11 @@ def collide(p: Sequence[float], x: Vec, length: float, r: float, prepared: Seque
                 x = _fix(c, p, x, length, r)
                 x0, x1, x2 = x
                 moved = True
+                if within < math.inf:
+                    mx, my, mz = x0 - start[0], x1 - start[1], x2 - start[2]
+                    # Short of the others by more than the tests' own tolerance (and rounding).
+                    if not math.sqrt(mx * mx + my * my + mz * mz) < within - 1e-6:
+                        return None
         if not moved:
             return x, worst
     return x, worst

@@ -80,11 +80,13 @@ from .colliders import (
     Prepared,
     clearance,
     collide,
+    collide_nearest,
     deepest,
     motion,
     near,
     prepare,
-    prepare_between,
+    prepare_spans,
+    spans,
 )
 from .wind import Wind
 
@@ -180,6 +182,10 @@ class SpringSnapshot:
     anchor: tuple[Vec, ...]
     #: The frame's colliders as placed (world), for the next frame to interpolate from.
     colliders: tuple[Placed, ...] = ()
+    #: Each end point's clearance from the colliders of ``kept`` (indices into ``colliders``)
+    #: as they are placed at ``time``, the point where it was committed (see ``_Frame``).
+    clear: tuple[float, ...] = ()
+    kept: tuple[int, ...] = ()
 
 
 @dataclass
@@ -258,11 +264,15 @@ class _Frame:
     once here rather than in every fixed step; ``a + s * move`` is the very arithmetic
     ``a + s * (b - a)`` would do, so the steps are unchanged to the bit."""
 
-    __slots__ = ("pts0", "pts1", "len0", "len1", "stray", "moves", "grow", "col0", "col1", "move", "clear", "last_s")
+    __slots__ = (
+        "pts0", "pts1", "len0", "len1", "stray", "moves", "grow", "kept", "col0", "col1", "spans", "move", "clear", "nearest",
+        "others", "last_s", "ready_s", "ready", "ready_all",
+    )
 
     def __init__(
         self, root0: Vec, segs0: Sequence[Vec], root1: Vec, segs1: Sequence[Vec],
         colliders0: Sequence[Placed] = (), colliders1: Sequence[Placed] = (), reach: float = 0.0,
+        clear: Sequence[float] = (), kept_before: Sequence[int] = (),
     ) -> None:
         self.pts0, self.pts1 = _animated(root0, segs0), _animated(root1, segs1)
         self.len0 = [math.sqrt(a[0] ** 2 + a[1] ** 2 + a[2] ** 2) for a in segs0]
@@ -278,25 +288,75 @@ class _Frame:
         # The colliders the chain may reach over the window (the others cost nothing per step).
         if len(colliders0) != len(colliders1):
             colliders0 = colliders1
+            clear = ()  # measured against other colliders
         r0, r1 = self.pts0[0], self.pts1[0]
         kept = [
             i for i, (a, b) in enumerate(zip(colliders0, colliders1, strict=True))
             if near(a, b, r0, r1, reach + max(total, sum(self.len0)))
         ]
+        self.kept = tuple(kept)
         self.col0 = [colliders0[i] for i in kept]
         self.col1 = [colliders1[i] for i in kept]
+        self.spans = spans(self.col0, self.col1)
         # Conservative advancement: each end point's clearance from the colliders at its last
         # test, used up by its moves and the colliders' (over the whole window at most ``move``),
         # both counted apart from the root's travel (which carries the whole chain and, on a
         # character, its colliders alike); the exact test is skipped while some is left.
-        # ``last_s``: the window fraction of the state the next step starts from (the caller's).
+        # ``clear``: from the nearest collider (``nearest``, an index into ``col0``), ``others``:
+        # from the rest, so a point resting on one collider tests that one alone while the
+        # others stay clear. ``last_s``: the window fraction of the state the next step starts
+        # from (the caller's). The clearances the last window left (``clear``, at this one's
+        # start) carry over while the colliders tested then include every one kept now.
         carried = self.moves[0]
         self.move = max((motion(a, b, carried) for a, b in zip(self.col0, self.col1, strict=True)), default=0.0)
-        self.clear = [-1.0] * len(self.len1)
+        n = len(self.len1)
+        if len(clear) == n and set(kept).issubset(kept_before):
+            self.clear = list(clear)
+        else:
+            self.clear = [-1.0] * n
+        self.others = list(self.clear)
+        self.nearest = [0] * n
         self.last_s = 0.0
+        # The colliders placed at fraction ``ready_s``, each as a test first needs it.
+        self.ready_s = math.nan
+        self.ready: list[Prepared | None] = []
+        self.ready_all = False
+
+    def carry(self) -> tuple[float, ...]:
+        """The end points' clearances at the window's end, for the next window to start from:
+        what the colliders' motion and the root's travel (the committed points stay where they
+        are) may use up after the last committed step."""
+        if not self.col0:
+            return ()
+        least = [min(a, b) for a, b in zip(self.clear, self.others, strict=True)]
+        rest = 1.0 - self.last_s
+        if not rest > 0.0:
+            return tuple(least)
+        d = self.moves[0]
+        budget = rest * (self.move + math.sqrt(d[0] * d[0] + d[1] * d[1] + d[2] * d[2]))
+        return tuple(c - budget for c in least)
     def colliders(self, s: float) -> list[Prepared]:
-        """The colliders the chain may reach, placed at fraction ``s`` of the window."""
-        return prepare_between(self.col0, self.col1, s)
+        """The colliders the chain may reach, placed at fraction ``s`` of the window (each
+        placed once per step)."""
+        if s != self.ready_s:
+            self.ready_s = s
+            self.ready_all = False
+        elif self.ready_all:
+            return self.ready  # type: ignore[return-value]
+        self.ready = list(prepare_spans(self.spans, s))
+        self.ready_all = True
+        return self.ready  # type: ignore[return-value]
+
+    def collider(self, j: int, s: float) -> Prepared:
+        """The ``j``-th collider the chain may reach, placed at fraction ``s`` (once per step)."""
+        if s != self.ready_s:
+            self.ready_s = s
+            self.ready_all = False
+            self.ready = [None] * len(self.spans)
+        one = self.ready[j]
+        if one is None:
+            one = self.ready[j] = prepare_spans(self.spans[j : j + 1], s)[0]
+        return one
 
     def ends(self, s: float) -> list[Vec]:
         """The animated end points at fraction ``s`` of the window (they move linearly)."""
@@ -453,6 +513,15 @@ def _step(
     colliding = bool(frame.col0)
     radii = chain.radius
     worst = 0.0
+    if colliding:
+        # What the root carried and the colliders may have moved since the last step (a step
+        # not committed works on a copy: the next window starts from the committed state).
+        clear = frame.clear if commit else list(frame.clear)
+        others = frame.others if commit else list(frame.others)
+        nearest = frame.nearest if commit else list(frame.nearest)
+        ds = s - frame.last_s
+        cx, cy, cz = ds * dr[0], ds * dr[1], ds * dr[2]
+        used = ds * frame.move
     for k in range(n):
         y0, y1, y2 = y = targets[k]
         if k < pinned:
@@ -467,19 +536,41 @@ def _step(
             nx, ny, nz = px + qx * f, py + qy * f, pz + qz * f
             if colliding:
                 xk = x[k]
-                ds = s - frame.last_s
-                mx, my, mz = nx - xk[0] - ds * dr[0], ny - xk[1] - ds * dr[1], nz - xk[2] - ds * dr[2]
-                room = frame.clear[k] - ds * frame.move - math.sqrt(mx * mx + my * my + mz * mz)
-                if not room > 0.0:
+                room = clear[k] - used
+                rest = others[k] - used
+                if rest > 0.0:
+                    mx, my, mz = nx - xk[0] - cx, ny - xk[1] - cy, nz - xk[2] - cz
+                    travel = math.sqrt(mx * mx + my * my + mz * mz)
+                    room -= travel
+                    rest -= travel
+                if not rest > 0.0:
                     if placed is None:
                         placed = frame.colliders(s)
-                    room = clearance(nx, ny, nz, radii[k], placed)
-                    if room < -TOLERANCE:
-                        (nx, ny, nz), left = collide((px, py, pz), (nx, ny, nz), lengths[k], radii[k], placed)
-                        room = 0.0
-                        if left > worst:
-                            worst = left
-                frame.clear[k] = room
+                    room, nearest[k], rest = clearance(nx, ny, nz, radii[k], placed)
+                elif not room > 0.0:
+                    # Only the nearest collider can be touched: the others are still clear.
+                    j = nearest[k]
+                    room = clearance(nx, ny, nz, radii[k], (frame.collider(j, s) if placed is None else placed[j],))[0]
+                if room < -TOLERANCE:
+                    pivot, at = (px, py, pz), (nx, ny, nz)
+                    j = nearest[k]
+                    done = None
+                    if rest > 0.0:
+                        one = frame.collider(j, s) if placed is None else placed[j]
+                        done = collide_nearest(pivot, at, lengths[k], radii[k], one, rest)
+                    if done is None:
+                        if placed is None:
+                            placed = frame.colliders(s)
+                        done = collide(pivot, at, lengths[k], radii[k], placed)
+                    (mx, my, mz), left = done
+                    # The others' clearance less how far the collision moved the point.
+                    rest -= math.sqrt((mx - nx) ** 2 + (my - ny) ** 2 + (mz - nz) ** 2)
+                    nx, ny, nz = mx, my, mz
+                    room = 0.0
+                    if left > worst:
+                        worst = left
+                clear[k] = room
+                others[k] = rest
             if commit:
                 xk = x[k]
                 vk = ((nx - xk[0]) / h, (ny - xk[1]) / h, (nz - xk[2]) / h)
@@ -492,12 +583,15 @@ def _step(
                 continue
             reason = reason or "non_finite"
             pinned = k
-        # Back to the animation, at rest relative to it.
+        # Back to the animation, at rest relative to it (its clearance unknown).
+        if colliding:
+            clear[k] = others[k] = -1.0
         b = before[k]
         x[k] = y
         v[k] = ((y0 - b[0]) / h, (y1 - b[1]) / h, (y2 - b[2]) / h)
         px, py, pz = y0, y1, y2
-    frame.last_s = s
+    if commit:
+        frame.last_s = s
     return reason, targets, worst
 
 
@@ -592,7 +686,10 @@ def advance_rows(
     if len(start.segments) != n:
         return _reset(chain, state, time, root, segs, "length", placed)
     dt = min(gap, MAX_FRAME_TIME)
-    frame = _Frame(start.root, start.segments, root, segs, start.colliders, placed, max(chain.radius, default=0.0))
+    frame = _Frame(
+        start.root, start.segments, root, segs, start.colliders, placed, max(chain.radius, default=0.0),
+        start.clear, start.kept,
+    )
     if any(abs(b - a) > LENGTH_CHANGE * max(a, _EPS) for a, b in zip(frame.len0, frame.len1, strict=True)):
         return _reset(chain, state, time, root, segs, "length", placed)
     travel = math.dist(start.root, root)
@@ -619,12 +716,13 @@ def advance_rows(
         raised, before, left = _step(chain, frame, s, SUBSTEP, x, v, before, True, decay, a)
         depths.append(left)
         reason = reason or raised
+    carry = frame.carry()
     shown = x
     if leftover > 1e-9:
         shown = list(x)
         a = accel if chain.wind is None else _accel(chain, turn, time)
         depths.append(_step(chain, frame, 1.0, leftover, shown, list(v), before, False, None, a)[2])
-    state._remember(SpringSnapshot(time, tuple(x), tuple(v), leftover, root, segs, tuple(before), placed))
+    state._remember(SpringSnapshot(time, tuple(x), tuple(v), leftover, root, segs, tuple(before), placed, carry, frame.kept))
     # The points shown are those of the last step taken (committed or not).
     worst = depths[-1] if depths else (deepest(shown, chain.radius, placed) if placed else 0.0)
     return SpringStep(np.array([root, *shown]), reason, recomputed, steps, tuple(depths), worst)

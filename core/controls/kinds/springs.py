@@ -14,7 +14,7 @@ import numpy as np
 
 from ...rig.rotations import FloatArray
 from ..chains import PathKinematics, PoseBuffers
-from ..colliders import Placed, place
+from ..colliders import Collider, Placed, place, place_one
 from ..springs import SpringChain, SpringSnapshot, SpringState, SpringStep, advance_rows
 from .base import Candidate, ControlKind, ControlReport, ControlState, Evaluation, check_common, independent
 
@@ -79,6 +79,9 @@ class SpringControl(ControlKind):
         deep = [[0.0] * frames for _ in range(count)]
         deep_steps = [[0.0] * frames for _ in range(count)]
         clock = [None if t is None or not math.isfinite(t) else t for t in ([None] * frames if times is None else times.tolist())]
+        # The chains simulated in the world share their colliders' placement (one call).
+        world_chains = [m for m, c in enumerate(springs) if c.chain.center < 0]
+        shared = dict(zip(world_chains, group_placed([springs[m].chain for m in world_chains], pose, places), strict=True))
         for m, c in enumerate(springs):
             st = states[m]
             state = st.runtime if isinstance(st.runtime, SpringState) else SpringState()
@@ -99,7 +102,7 @@ class SpringControl(ControlKind):
             else:
                 rows = world[m].tolist()
             ok = usable[m].tolist()
-            placed = placed_colliders(c.chain, pose, frame)
+            placed = shared[m] if m in shared else placed_colliders(c.chain, pose, frame)
             for t in range(frames):
                 if not ok[t] or (placed[t] and not _finite(placed[t])):
                     # A non-finite input frame is skipped and leaves the state as it was.
@@ -162,10 +165,37 @@ class SpringControl(ControlKind):
 def placed_colliders(chain: SpringChain, pose: PoseBuffers, places: FloatArray) -> list[list[Placed]]:
     """The chain's colliders placed in world space at each frame of ``pose`` (their joints'
     placements on the pose the chain reads, the object's placements ``places`` applied)."""
-    if not chain.colliders:
-        return [[] for _ in range(pose.frames)]
-    mats = np.stack([pose.world(c.joint) for c in chain.colliders], axis=1)
-    return place(chain.colliders, places[:, None] @ mats)
+    return group_placed([chain], pose, places)[0]
+
+
+def group_placed(chains: Sequence[SpringChain], pose: PoseBuffers, places: FloatArray) -> list[list[list[Placed]]]:
+    """:func:`placed_colliders` of several chains simulated in the same frame ``places``: the
+    colliders they share (chains on one character mostly collide with the same body) placed
+    once, in one call. Per chain, per frame."""
+    union: list[Collider] = []
+    index: dict[int, int] = {}
+    rows: list[list[int]] = []
+    for chain in chains:
+        row = []
+        for c in chain.colliders:
+            i = index.get(id(c))
+            if i is None:
+                i = index[id(c)] = len(union)
+                union.append(c)
+            row.append(i)
+        rows.append(row)
+    if not union:
+        return [[[] for _ in range(pose.frames)] for _ in chains]
+    if pose.frames == 1:
+        joints = sorted({c.joint for c in union})
+        full = places[0] @ np.stack([pose.world(j)[0] for j in joints])
+        at = dict(zip(joints, full.tolist(), strict=True))
+        scale = dict(zip(joints, np.cbrt(np.abs(np.linalg.det(full[:, :3, :3]))).tolist(), strict=True))
+        one = place_one(union, [at[c.joint] for c in union], [scale[c.joint] for c in union])
+        return [[[one[i] for i in row]] for row in rows]
+    mats = np.stack([pose.world(c.joint) for c in union], axis=1)
+    placed = place(union, places[:, None] @ mats)
+    return [[[at[i] for i in row] for at in placed] for row in rows]
 
 
 def _finite(placed: list[Placed]) -> bool:
@@ -202,7 +232,7 @@ def _springs_one(
     t = None if times is None else float(times[0])
     clock = None if t is None or not math.isfinite(t) else t
     inv = inverse(places)[0].tolist()
-    placed = [placed_colliders(c.chain, kin_pose, places)[0] for c in springs]
+    placed = [p[0] for p in group_placed([c.chain for c in springs], kin_pose, places)]
     if not all(_finite(p) for p in placed):
         return None
     local: list[list[list[float]]] = []

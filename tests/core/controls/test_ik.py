@@ -555,10 +555,10 @@ def test_a_few_rows_are_written_back_as_the_batched_arrays_do(monkeypatch, child
         pose = PoseBuffers(sk, rot, tr, sc)
         kin = PathKinematics(sk, [path], pose)
         pts = kin.points() + rng.normal(scale=0.2, size=(frames, joints + 1, 3))
-        monkeypatch.setattr(chains, "FEW_JOINT_ROWS", 100)
+        monkeypatch.setattr(chains, "FEW_ROWS", 100)
         few = kin.rotations_from_points(pts)
         plain += kin._rows_from_points(pts) is not None
-        monkeypatch.setattr(chains, "FEW_JOINT_ROWS", 0)
+        monkeypatch.setattr(chains, "FEW_ROWS", 0)
         batched = PathKinematics(sk, [path], pose).rotations_from_points(pts)
         for a, b in zip(few, batched, strict=True):
             np.testing.assert_allclose(a, b, rtol=0, atol=1e-12)

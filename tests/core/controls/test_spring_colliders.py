@@ -304,12 +304,26 @@ def test_collider_outlines_lie_on_their_surfaces() -> None:
 
 def test_skipping_tests_while_clear_changes_nothing(monkeypatch) -> None:
     """An end point's test is skipped while its clearance from the colliders outlasts what it
-    and they moved since; with the skipping off (every point tested at every step) the very
-    same points come out, bit for bit, on the walk against the colliders."""
+    and they moved since (carried from frame to frame), and only its nearest collider is tested
+    and resolved while the others stay clear; with both off (every point tested against every
+    collider at every step) the very same points come out, bit for bit, on the walk against the
+    colliders, at a rate that divides 240 and one that does not."""
     from marionette.core.controls import springs
 
     stack, sk = stack_of(4, 1.0, leaning, stiffness=30.0, damping=3.0, radius=0.02)
-    _, skipping = play(stack, sk, 24)
+    skipping = {fps: play(stack, sk, fps)[1] for fps in (24, 25)}
+    calls = {"nearest": 0}
+    nearest = springs.collide_nearest
+
+    def counted(*args: object) -> object:
+        calls["nearest"] += 1
+        return nearest(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(springs, "collide_nearest", counted)
+    play(stack, sk, 24)
+    assert calls["nearest"] > 0
     monkeypatch.setattr(springs, "motion", lambda *a: math.inf)
-    _, every = play(stack, sk, 24)
-    np.testing.assert_array_equal(skipping.details["points"], every.details["points"])
+    monkeypatch.setattr(springs, "collide_nearest", lambda *a: None)
+    for fps, skipped in skipping.items():
+        _, every = play(stack, sk, fps)
+        np.testing.assert_array_equal(skipped.details["points"], every.details["points"])
