@@ -360,10 +360,16 @@ def _build_secondary(
         if center in joints:
             raise _RowError(f"the center bone {row.center_bone!r} is one of the chain's own bones; pick one above it (the hips, the root)")
         wind = None
+        scene_wind = getattr(bpy.context.scene, "marionette_wind", None)
         if row.wind_strength > 0.0:
             wind = Wind.build(
                 tuple(row.wind_direction), float(row.wind_strength), gust=float(row.wind_gust),
                 frequency=float(row.wind_frequency), seed=int(row.wind_seed),
+            )
+        elif scene_wind is not None and scene_wind.strength > 0.0:  # no wind of its own: the scene's
+            wind = Wind.build(
+                tuple(scene_wind.direction), float(scene_wind.strength), gust=float(scene_wind.gust),
+                frequency=float(scene_wind.frequency), seed=int(scene_wind.seed),
             )
         chain = SpringChain.build(
             _tail_path(skeleton, lengths, joints), stiffness=float(row.stiffness), damping=float(row.damping), gravity=tuple(row.gravity),

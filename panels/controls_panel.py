@@ -172,6 +172,8 @@ class VIEW3D_PT_marionette_control_settings(ControlsPanel, bpy.types.Panel):
                 sub.prop(c, "wind_gust")
                 sub.prop(c, "wind_frequency")
                 sub.prop(c, "wind_seed")
+            else:  # no wind of its own: the scene's
+                _scene_wind(col, context.scene)
             col.prop_search(c, "center_bone", bones, "bones")
         elif kind == "INHERIT":
             col.prop_search(c, "source_bone", bones, "bones")
@@ -203,6 +205,20 @@ def _limits(layout: Any, c: Any) -> None:
         sub = col.column(align=True)
         sub.prop(c, "hinge_min", text="Min")
         sub.prop(c, "hinge_max", text="Max")
+
+
+def _scene_wind(layout: Any, scene: Any) -> None:
+    """The scene's wind, which springs without a wind of their own blow with."""
+    wind = getattr(scene, "marionette_wind", None)
+    if wind is None:
+        return
+    sub = layout.column(align=True)
+    sub.prop(wind, "strength")
+    if wind.strength > 0.0:
+        sub.prop(wind, "direction", text="Direction")
+        sub.prop(wind, "gust")
+        sub.prop(wind, "frequency")
+        sub.prop(wind, "seed")
 
 
 def _turn_weights(layout: Any, c: Any, armature: Any) -> None:

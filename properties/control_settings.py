@@ -296,6 +296,25 @@ class MarionetteCollider(bpy.types.PropertyGroup):
     radius: FloatProperty(override=OVERRIDABLE, name="Radius", default=0.1, min=0.0, soft_max=1.0, unit="LENGTH", description="Radius of the sphere or capsule (a plane's is its thickness)", update=_collider_changed)  # type: ignore[valid-type]
 
 
+def _scene_wind_changed(_self: Any, _context: Any) -> None:
+    # Every armature with a spring of no wind of its own blows with the scene's.
+    for obj in bpy.data.objects:
+        rows = getattr(getattr(obj, "marionette_controls", None), "controls", ())
+        if any(r.kind == "SPRING" and r.wind_strength <= 0.0 for r in rows):
+            live_preview.definitions_changed(obj)
+
+
+class MarionetteSceneWind(bpy.types.PropertyGroup):
+    """The scene's wind: every spring chain without a wind of its own (Wind 0) blows with it
+    (docs/controls.md#wind-and-the-center-space)."""
+
+    direction: FloatVectorProperty(name="Wind Direction", default=(1.0, 0.0, 0.0), size=3, subtype="DIRECTION", description="World direction the scene's wind blows toward", update=_scene_wind_changed)  # type: ignore[valid-type]
+    strength: FloatProperty(name="Scene Wind", default=0.0, min=0.0, soft_max=20.0, unit="ACCELERATION", description="Acceleration of the scene's steady wind on springs without a wind of their own (0: none)", update=_scene_wind_changed)  # type: ignore[valid-type]
+    gust: FloatProperty(name="Gusts", default=0.0, min=0.0, soft_max=2.0, description="Size of the gusts relative to the steady wind (0: steady)", update=_scene_wind_changed)  # type: ignore[valid-type]
+    frequency: FloatProperty(name="Gust Frequency", default=0.5, min=0.0, soft_max=5.0, description="About how many gusts per second", update=_scene_wind_changed)  # type: ignore[valid-type]
+    seed: IntProperty(name="Gust Seed", default=0, min=0, description="Another seed, other gusts (the same seed gives the same gusts every time)", update=_scene_wind_changed)  # type: ignore[valid-type]
+
+
 class MarionetteControls(bpy.types.PropertyGroup):
     """The controls of one armature object, its colliders and its live preview switch."""
 
@@ -314,15 +333,17 @@ class MarionetteControls(bpy.types.PropertyGroup):
     override_rows: StringProperty(override=OVERRIDABLE, options={"HIDDEN"})  # type: ignore[valid-type]
 
 
-classes = (MarionetteControl, MarionetteCollider, MarionetteControls)
+classes = (MarionetteControl, MarionetteCollider, MarionetteControls, MarionetteSceneWind)
 _register, _unregister = bpy.utils.register_classes_factory(classes)
 
 
 def register() -> None:
     _register()
     bpy.types.Object.marionette_controls = PointerProperty(type=MarionetteControls, override={"LIBRARY_OVERRIDABLE"})
+    bpy.types.Scene.marionette_wind = PointerProperty(type=MarionetteSceneWind)
 
 
 def unregister() -> None:
+    del bpy.types.Scene.marionette_wind
     del bpy.types.Object.marionette_controls
     _unregister()
