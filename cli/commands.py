@@ -299,6 +299,11 @@ def _bake_pack_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--report", help="write the JSON report here (per file: baked, failed with the reason, lost)")
     p.add_argument("--target-armature", help="name of the armature to bake onto when the target file holds several")
     p.add_argument("--mapping", metavar="FILE_OR_PRESET", help=_mapping_help())
+    p.add_argument(
+        "--source-mapping", metavar="FILE",
+        help="a mapping describing every clip's body as chains, for a target whose --mapping describes its body as chains "
+        "(quadrupeds need none: each clip's rig is mapped by shape)",
+    )
     p.add_argument("--resume", action="store_true", help="keep the clips already in OUT.blend (or left by an interrupted run) and bake the rest")
     p.add_argument("--keep-frames", action="store_true", help="keep each clip's frame numbers instead of its timing")
     p.add_argument("--root-motion", choices=["HIPS", "ROOT_BONE", "OBJECT", "IN_PLACE"], help=ROOT_MOTION_HELP + "; for --engine unreal ROOT_BONE is the default")
@@ -371,8 +376,9 @@ def bake_pack(args: argparse.Namespace) -> int:
     from ..core.batch.plan import CLIP_EXTENSIONS
 
     args.mapping = _mapping_file(args.mapping)
+    args.source_mapping = _mapping_file(args.source_mapping)
 
-    inputs = [("target", args.target), ("mapping", args.mapping or "")]
+    inputs = [("target", args.target), ("mapping", args.mapping or ""), ("source mapping", args.source_mapping or "")]
     inputs += [("pack file", p) for p in args.pack if not os.path.isdir(p)]
     check_outputs(
         [Output("-o", args.output, BLEND, volumes=True), *_report_outputs(args)],
@@ -385,6 +391,7 @@ def bake_pack(args: argparse.Namespace) -> int:
     args.root_motion = args.root_motion or (preset.root_motion if preset else "HIPS")
     check_inputs([("target", args.target)])
     _check_mapping(args.mapping)
+    _check_mapping(args.source_mapping)
     with job_output(args.verbose) as terminal:  # progress, one line per file, goes to the terminal
         # Workers start (and read their first files) while this process loads Blender and the target.
         start = start_pack(args.pack, args.output, jobs=args.jobs, resume=args.resume)
@@ -400,6 +407,7 @@ def bake_pack(args: argparse.Namespace) -> int:
             report_path=args.report,
             target_armature=args.target_armature,
             mapping=args.mapping,
+            source_mapping=args.source_mapping,
             resume=args.resume,
             keep_frames=args.keep_frames,
             options=RetargetOptions(root_motion=args.root_motion, plant_feet=args.plant_feet),
