@@ -264,19 +264,30 @@ def _measure_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--action", help="retargeted action name (default: the armature's active action)")
     p.add_argument("--target-armature", help="armature to measure when the .blend holds several")
     p.add_argument("--vmd-model", metavar="MODEL.pmx", help="a .vmd source: the PMX model it was played on (default: the built-in standard MMD skeleton)")
+    p.add_argument("--mapping", metavar="FILE_OR_PRESET", help="the retargeted rig's mapping (a body described as chains needs one on each side)")
+    p.add_argument("--source-mapping", metavar="FILE_OR_PRESET", help="the source rig's mapping, as --mapping is the retargeted rig's")
+    p.add_argument(
+        "--root-motion", choices=["HIPS", "ROOT_BONE", "OBJECT", "IN_PLACE"], default="HIPS",
+        help="quadrupeds and chain-described bodies: where the retarget put the travel, which the travel figures judge (default HIPS)",
+    )
     p.add_argument("--report-png", metavar="R.png", help="also draw the report as a picture here (a .png); needs matplotlib (pip install matplotlib)")
 
 
 @command("measure", "measure a retarget saved in a .blend against its source clip; prints a JSON report", _measure_arguments)
 def measure(args: argparse.Namespace) -> int:
+    args.mapping = _mapping_file(args.mapping)
+    args.source_mapping = _mapping_file(args.source_mapping)
     inputs = [("source", args.source), ("retargeted file", args.retargeted)] + ([("--vmd-model", args.vmd_model)] if args.vmd_model else [])
     check_outputs(_report_outputs(args), inputs)
     check_inputs(inputs)
+    _check_mapping(args.mapping)
+    _check_mapping(args.source_mapping)
     from ..usecases.measure import measure_files
 
     with job_output(args.verbose):
         report = measure_files(
-            args.source, args.retargeted, clip=args.clip, action=args.action, target_armature=args.target_armature, vmd_model=args.vmd_model
+            args.source, args.retargeted, clip=args.clip, action=args.action, target_armature=args.target_armature, vmd_model=args.vmd_model,
+            mapping=args.mapping, source_mapping=args.source_mapping, root_motion=args.root_motion,
         )
     print(json.dumps(report, indent=1))
     if args.report_png:

@@ -134,3 +134,13 @@ def test_a_pack_of_chain_described_birds_bakes_onto_a_larger_bird(tmp_path):
         assert chains["leg.R"]["bones"] == 4 and chains["leg.R"]["source_bones"] == 3
         for chain, fig in chains.items():
             assert fig["max_direction_error"] < 0.01, (c["clip"], chain)
+    # measure, given both descriptions, judges a baked clip on what Blender plays.
+    action = next(c["action"] for c in clips if c["clip"] == "Flap5")
+    measured = _marionette(
+        "measure", str(pack / "flap5.blend"), str(tmp_path / "birds.blend"), "--action", action,
+        "--mapping", str(tmp_path / "large.json"), "--source-mapping", str(tmp_path / "small.json"),
+    )
+    assert measured.returncode == 0, measured.stdout + measured.stderr
+    got = json.loads(measured.stdout)
+    assert got["body_plan"] == "chains" and got["measured_frames"] == 8
+    assert got["summary"]["max_direction_error"] < 0.01
