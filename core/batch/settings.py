@@ -63,8 +63,8 @@ class BakeSettings:
 
     def method_name(self) -> str:
         """The run's method in a few words: ``geometric``, ``rest-space``, or the methods the
-        table mixes (``geometric+local-curl``)."""
-        return method_summary(self.methods)
+        table mixes (``geometric+local-curl``); ``quadruped chains`` for a chain-by-chain run."""
+        return "quadruped chains" if self.chain_bodies else method_summary(self.methods)
 
     def record(self) -> dict[str, Any]:
         """What a baked clip's keys depend on besides the clip itself (stored on every Action and
@@ -81,7 +81,6 @@ class BakeSettings:
         if self.control_rig is not None:  # absent on other targets: their records are as they were
             out["control_rig"] = self.control_rig
         if self.chain_bodies:  # likewise absent on humanoid targets
-            out["method"] = "quadruped chains"
             out["bodies"] = json.loads(json.dumps({"target": self.body, "source": self.source_body}, sort_keys=True))
         return out
 

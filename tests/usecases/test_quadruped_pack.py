@@ -56,6 +56,7 @@ def test_a_quadruped_pack_bakes_with_per_chain_figures_and_a_single_retargets_ke
     assert run.returncode == 0, run.stdout + run.stderr
     assert "chains: direction error" in run.stdout
     report = json.loads(report_path.read_text())
+    assert report["method"]["name"] == "quadruped chains"
     baked = {c["clip"]: c for f in report["files"] for c in f["clips"]}
     assert set(baked) == clips
     for name, c in baked.items():
