@@ -109,6 +109,7 @@ def test_bodies_described_in_mapping_files_load_into_the_sidebar_and_retarget(ad
 
 
 @pytest.mark.data
+@pytest.mark.slow  # Batch Bake's real worker process
 def test_batch_bake_in_the_sidebar_bakes_the_foxs_clips_onto_the_dog_with_chain_figures(addon, tmp_path):
     import shutil
 

@@ -14,7 +14,7 @@ import pytest
 
 from tests.helpers.data import shared_file
 
-pytestmark = [pytest.mark.bpy, pytest.mark.data]
+pytestmark = [pytest.mark.bpy, pytest.mark.data, pytest.mark.slow]  # the command line in its own process
 
 DOG = "fbx/quaternius_dog_quadruped.fbx"
 FOX = "gltf/khronos_fox_quadruped.glb"
