@@ -234,6 +234,7 @@ class OutputWriting:
             method=str(msg.get("method", "geometric")),
             warnings=list(msg.get("warnings", [])),
             rebaked=self._stale.get(key),
+            figures=msg.get("figures"),
         )
         f.clips.append(outcome)
         self._outcomes[key] = outcome

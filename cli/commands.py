@@ -264,19 +264,30 @@ def _measure_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--action", help="retargeted action name (default: the armature's active action)")
     p.add_argument("--target-armature", help="armature to measure when the .blend holds several")
     p.add_argument("--vmd-model", metavar="MODEL.pmx", help="a .vmd source: the PMX model it was played on (default: the built-in standard MMD skeleton)")
+    p.add_argument("--mapping", metavar="FILE_OR_PRESET", help="the retargeted rig's mapping (a body described as chains needs one on each side)")
+    p.add_argument("--source-mapping", metavar="FILE_OR_PRESET", help="the source rig's mapping, as --mapping is the retargeted rig's")
+    p.add_argument(
+        "--root-motion", choices=["HIPS", "ROOT_BONE", "OBJECT", "IN_PLACE"], default="HIPS",
+        help="quadrupeds and chain-described bodies: where the retarget put the travel, which the travel figures judge (default HIPS)",
+    )
     p.add_argument("--report-png", metavar="R.png", help="also draw the report as a picture here (a .png); needs matplotlib (pip install matplotlib)")
 
 
 @command("measure", "measure a retarget saved in a .blend against its source clip; prints a JSON report", _measure_arguments)
 def measure(args: argparse.Namespace) -> int:
+    args.mapping = _mapping_file(args.mapping)
+    args.source_mapping = _mapping_file(args.source_mapping)
     inputs = [("source", args.source), ("retargeted file", args.retargeted)] + ([("--vmd-model", args.vmd_model)] if args.vmd_model else [])
     check_outputs(_report_outputs(args), inputs)
     check_inputs(inputs)
+    _check_mapping(args.mapping)
+    _check_mapping(args.source_mapping)
     from ..usecases.measure import measure_files
 
     with job_output(args.verbose):
         report = measure_files(
-            args.source, args.retargeted, clip=args.clip, action=args.action, target_armature=args.target_armature, vmd_model=args.vmd_model
+            args.source, args.retargeted, clip=args.clip, action=args.action, target_armature=args.target_armature, vmd_model=args.vmd_model,
+            mapping=args.mapping, source_mapping=args.source_mapping, root_motion=args.root_motion,
         )
     print(json.dumps(report, indent=1))
     if args.report_png:
@@ -299,6 +310,11 @@ def _bake_pack_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--report", help="write the JSON report here (per file: baked, failed with the reason, lost)")
     p.add_argument("--target-armature", help="name of the armature to bake onto when the target file holds several")
     p.add_argument("--mapping", metavar="FILE_OR_PRESET", help=_mapping_help())
+    p.add_argument(
+        "--source-mapping", metavar="FILE",
+        help="a mapping describing every clip's body as chains, for a target whose --mapping describes its body as chains "
+        "(quadrupeds need none: each clip's rig is mapped by shape)",
+    )
     p.add_argument("--resume", action="store_true", help="keep the clips already in OUT.blend (or left by an interrupted run) and bake the rest")
     p.add_argument("--keep-frames", action="store_true", help="keep each clip's frame numbers instead of its timing")
     p.add_argument("--root-motion", choices=["HIPS", "ROOT_BONE", "OBJECT", "IN_PLACE"], help=ROOT_MOTION_HELP + "; for --engine unreal ROOT_BONE is the default")
@@ -371,8 +387,9 @@ def bake_pack(args: argparse.Namespace) -> int:
     from ..core.batch.plan import CLIP_EXTENSIONS
 
     args.mapping = _mapping_file(args.mapping)
+    args.source_mapping = _mapping_file(args.source_mapping)
 
-    inputs = [("target", args.target), ("mapping", args.mapping or "")]
+    inputs = [("target", args.target), ("mapping", args.mapping or ""), ("source mapping", args.source_mapping or "")]
     inputs += [("pack file", p) for p in args.pack if not os.path.isdir(p)]
     check_outputs(
         [Output("-o", args.output, BLEND, volumes=True), *_report_outputs(args)],
@@ -385,6 +402,7 @@ def bake_pack(args: argparse.Namespace) -> int:
     args.root_motion = args.root_motion or (preset.root_motion if preset else "HIPS")
     check_inputs([("target", args.target)])
     _check_mapping(args.mapping)
+    _check_mapping(args.source_mapping)
     with job_output(args.verbose) as terminal:  # progress, one line per file, goes to the terminal
         # Workers start (and read their first files) while this process loads Blender and the target.
         start = start_pack(args.pack, args.output, jobs=args.jobs, resume=args.resume)
@@ -400,6 +418,7 @@ def bake_pack(args: argparse.Namespace) -> int:
             report_path=args.report,
             target_armature=args.target_armature,
             mapping=args.mapping,
+            source_mapping=args.source_mapping,
             resume=args.resume,
             keep_frames=args.keep_frames,
             options=RetargetOptions(root_motion=args.root_motion, plant_feet=args.plant_feet),

@@ -13,8 +13,10 @@ from ..core.batch.output_files import REPORT_RECORD
 from ..core.batch.status import CLIP_GOOD, FILE_BAKED
 from ..core.errors import MarionetteError
 from ..core.mapping.humanoid import MINIMUM_SLOTS
+from ..core.mapping.quadruped_profile import QUADRUPED_MINIMUM
 from ..properties.retarget_settings import clip_of
 from ..usecases.export_scene import FORMAT_OF_CHOICE, clips_to_export, engines_for
+from ..usecases.mapping_rows import body_lines
 from ..viewport.deferred_summary import measured_summary, summary_pending
 
 
@@ -27,12 +29,13 @@ class MarionettePanel:
 
 
 class MARIONETTE_UL_mapping(bpy.types.UIList):
-    """One row per humanoid slot: source bone, target bone, confidence; conflicts in red."""
+    """One row per slot (humanoid, or a quadruped's chain bone): source bone, target bone,
+    confidence; conflicts and empty needed slots in red."""
 
     def draw_item(self, context: Any, layout: Any, data: Any, item: Any, icon: Any, active_data: Any, active_prop: Any, index: int = 0) -> None:
         s = context.scene.marionette
         row = layout.row(align=True)
-        empty = item.slot in MINIMUM_SLOTS and not (item.source_bone and item.target_bone)
+        empty = item.slot in NEEDED_SLOTS and not (item.source_bone and item.target_bone)
         row.alert = bool(item.conflict) or empty
         row.label(text=item.slot, icon="ERROR" if item.conflict or empty else "BONE_DATA")
         if s.source is not None:
@@ -43,6 +46,10 @@ class MARIONETTE_UL_mapping(bpy.types.UIList):
         conf = min(item.source_confidence, item.target_confidence)
         row.label(text=f"{100 * conf:.0f}%")
 
+
+#: The slots a retarget needs filled on both sides: a humanoid's and a quadruped's (a row of the
+#: other profile is never there).
+NEEDED_SLOTS = frozenset(MINIMUM_SLOTS) | frozenset(QUADRUPED_MINIMUM)
 
 #: Controls named in the sidebar before "(+N)".
 SHOWN_CONTROLS = 6
@@ -106,12 +113,19 @@ class VIEW3D_PT_marionette_mapping(MarionettePanel, bpy.types.Panel):
                 warn.alert = True
                 warn.label(text=item.conflict, icon="ERROR")
         for side, attr in (("Source", "source_bone"), ("Target", "target_bone")):
-            missing = [r.slot for r in s.mapping if r.slot in MINIMUM_SLOTS and not getattr(r, attr)]
+            missing = [r.slot for r in s.mapping if r.slot in NEEDED_SLOTS and not getattr(r, attr)]
             if missing:
                 box = col.box()
                 box.alert = True
                 box.label(text=f"{side} misses {', '.join(missing)}", icon="ERROR")
                 box.label(text="Pick a bone in each red row (its conflict names the nearest bones), then Retarget Clip")
+        for side, body in (("Source", s.source_body), ("Target", s.target_body)):
+            lines = body_lines(body)
+            if lines:
+                box = col.box()
+                box.label(text=f"{side} body described as chains:", icon="BONE_DATA")
+                for line in lines:
+                    box.label(text=line)
         conflicts = [r.conflict for r in s.mapping if r.conflict] + [c for c in s.mapping_conflicts.split("\n") if c]
         if conflicts:
             box = col.box()
@@ -178,27 +192,58 @@ class VIEW3D_PT_marionette_quality(MarionettePanel, bpy.types.Panel):
                 col.label(text="Not measured: retarget again to see the figures", icon="INFO")
                 return
             r = measured
-        col.label(text=f"Bone direction: mean {r['mean_direction_error']:.2f}°, max {r['max_direction_error']:.2f}°")
-        col.label(text=f"Elbow/knee planes: max {r['max_limb_plane_error']:.2f}°")
-        col.label(text=f"Hips height: max {100 * r['hips_height_error']:.1f}% of hip height")
-        col.label(text=f"Silhouette overlap: front {r['silhouette_front']:.2f}, side {r['silhouette_side']:.2f}")
-        slide = r.get("foot_slide", {})
-        for foot in ("foot.L", "foot.R"):
-            if foot in slide:
-                col.label(text=f"{foot} slide while planted: {100 * slide[foot]:.1f}% of hip height (source {100 * slide[foot + ' source']:.1f}%)")
-        drop = r.get("hip_drop") or {}
-        if drop.get("frames"):
-            col.label(text=f"Hips lowered to reach held feet: up to {100 * drop['max']:.1f}% on {drop['frames']} frames")
-        turned = r.get("rotation_since_first_frame") or {}
-        if turned:
-            col.label(text="Rotation since first frame, off by (mean):")
-            col.label(text="  " + ", ".join(f"{group} {deg:.1f}°" for group, deg in turned.items()))
+        if r.get("body_plan") in ("quadruped", "chains"):
+            lines = chain_quality_lines(r)
+        else:
+            lines = humanoid_quality_lines(r)
+        for line in lines:
+            col.label(text=line)
         for note in r.get("notes", []):
             col.label(text=note[:1].upper() + note[1:], icon="INFO")
         for warning in r.get("warnings", []):
             row = col.row()
             row.alert = True
             row.label(text=warning[:1].upper() + warning[1:], icon="ERROR")
+
+
+def humanoid_quality_lines(r: dict[str, Any]) -> list[str]:
+    """The Quality panel's figures of a humanoid retarget (its summary ``r``)."""
+    out = [
+        f"Bone direction: mean {r['mean_direction_error']:.2f}°, max {r['max_direction_error']:.2f}°",
+        f"Elbow/knee planes: max {r['max_limb_plane_error']:.2f}°",
+        f"Hips height: max {100 * r['hips_height_error']:.1f}% of hip height",
+        f"Silhouette overlap: front {r['silhouette_front']:.2f}, side {r['silhouette_side']:.2f}",
+    ]
+    slide = r.get("foot_slide", {})
+    for foot in ("foot.L", "foot.R"):
+        if foot in slide:
+            out.append(f"{foot} slide while planted: {100 * slide[foot]:.1f}% of hip height (source {100 * slide[foot + ' source']:.1f}%)")
+    drop = r.get("hip_drop") or {}
+    if drop.get("frames"):
+        out.append(f"Hips lowered to reach held feet: up to {100 * drop['max']:.1f}% on {drop['frames']} frames")
+    turned = r.get("rotation_since_first_frame") or {}
+    if turned:
+        out.append("Rotation since first frame, off by (mean):")
+        out.append("  " + ", ".join(f"{group} {deg:.1f}°" for group, deg in turned.items()))
+    return out
+
+
+def chain_quality_lines(r: dict[str, Any]) -> list[str]:
+    """The Quality panel's figures of a quadruped's or chain-described body's retarget (the data
+    :func:`..usecases.retarget_quadruped.chain_quality` keeps): every chain's direction error,
+    then the pelvis, travel, facing and each paw's slide against the source's."""
+    out = [f"Chain direction: mean {r['mean_direction_error']:.2f}°, max {r['max_direction_error']:.2f}°"]
+    for chain, (mean, top, bones, source_bones) in r["chains"].items():
+        counts = f"{bones} bones" if bones == source_bones else f"{bones} bones from {source_bones}"
+        out.append(f"  {chain} ({counts}): mean {mean:.2f}°, max {top:.2f}°")
+    out.append(f"Pelvis orientation: mean {r['pelvis_orientation_error']:.2f}°")
+    out.append(f"Travel: off by up to {100 * r['travel_gap']:.1f}% of pelvis height")
+    out.append(f"Facing: mean {r['facing_error']['mean']:.2f}°, max {r['facing_error']['max']:.2f}°")
+    for paw, (slide, source) in r.get("paw_slide", {}).items():
+        out.append(f"{paw} paw slide while planted: {100 * slide:.1f}% of pelvis height (source {100 * source:.1f}%)")
+    if r.get("planted_feet"):
+        out.append(f"Paws held: {', '.join(r['planted_feet'])}" + (f"; pelvis lowered up to {100 * r['hip_drop']:.1f}%" if r.get("hip_drop") else ""))
+    return out
 
 
 classes = (
@@ -230,6 +275,10 @@ class VIEW3D_PT_marionette_batch(MarionettePanel, bpy.types.Panel):
         baked = sum(clips.get(s, 0) for s in CLIP_GOOD)
         box = col.box()
         box.label(text=f"Last run: {baked} clips, {len(r['files'])} files", icon="CHECKMARK" if r.get("ok") else "ERROR")
+        chains = [c["figures"]["summary"] for f in r["files"] for c in f["clips"] if c.get("figures")]
+        if chains:  # a quadruped or chain-described target: the clips' per-chain figures, in short
+            mean = sum(c["mean_direction_error"] for c in chains) / len(chains)
+            box.label(text=f"Chain direction: mean {mean:.2f}°, max {max(c['max_direction_error'] for c in chains):.2f}° over {len(chains)} clips")
         for f in r["files"][:40]:
             if f["status"] != FILE_BAKED:
                 row = box.row()

@@ -1,12 +1,14 @@
 """Scene settings of the Retarget workflow: ``scene.marionette``.
 
-The mapping shown in the sidebar is a list of rows, one per humanoid slot, holding the source and
-target bone, the mapper's confidence and its reason. Rows are what the user edits; the retarget
+The mapping shown in the sidebar is a list of rows, one per slot (a humanoid's, or a quadruped's
+chain bones), holding the source and target bone, the mapper's confidence and its reason; a body
+described as chains (a mapping file's ``body``) is kept beside them, per side, as JSON. Rows are what the user edits; the retarget
 turns them back into two :class:`~marionette.core.mapping.bone_mapping.BoneMapping` objects.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import bpy
@@ -22,6 +24,7 @@ from bpy.props import (
 
 from ..core.mapping.bone_mapping import BoneMapping, MappedBone
 from ..core.mapping.humanoid import MINIMUM_SLOTS
+from ..core.mapping.quadruped_profile import QUADRUPED_MINIMUM, is_quadruped_mapping
 from ..core.retarget.geometric import RetargetOptions
 from .export_settings import MarionetteExportSettings
 
@@ -125,6 +128,12 @@ class MarionetteSettings(bpy.types.PropertyGroup):
         name="Mapping Conflicts", description="Conflicts found while mapping that name no single slot, one per line"
     )
     mapping_pair: StringProperty(name="Mapped Pair", description="Source and target the rows were made for")  # type: ignore[valid-type]
+    source_body: StringProperty(  # type: ignore[valid-type]
+        name="Source Body", description="The source's body described as chains (JSON; empty: mapped by slots)"
+    )
+    target_body: StringProperty(  # type: ignore[valid-type]
+        name="Target Body", description="The target's body described as chains (JSON; empty: mapped by slots)"
+    )
     last_report: StringProperty(name="Last Report", description="Summary of the last retarget (JSON)")  # type: ignore[valid-type]
     export: PointerProperty(type=MarionetteExportSettings)  # type: ignore[valid-type]
 
@@ -141,8 +150,12 @@ def fill_rows(settings: MarionetteSettings, source: BoneMapping, target: BoneMap
     settings.mapping.clear()
     conflicts = [("source", c) for c in source.conflicts] + [("target", c) for c in target.conflicts]
     slots = [s for s in source.slots] + [s for s in target.slots if s not in source.slots]
-    # A slot the retarget needs that either rig left empty gets its row, to be filled by hand.
-    slots += [s for s in MINIMUM_SLOTS if s not in slots]
+    # A slot the retarget needs that either rig left empty gets its row, to be filled by hand: a
+    # quadruped's (its chains' first bones) or a humanoid's; a body described as chains has its
+    # chains beside the rows, not in them.
+    described = source.body is not None or target.body is not None
+    needed = () if described else QUADRUPED_MINIMUM if is_quadruped_mapping(slots) else MINIMUM_SLOTS
+    slots += [s for s in needed if s not in slots]
     for slot in slots:
         row = settings.mapping.add()
         row.slot = slot
@@ -157,14 +170,18 @@ def fill_rows(settings: MarionetteSettings, source: BoneMapping, target: BoneMap
     settings.mapping_conflicts = "\n".join(
         f"{side}: {c}" for side, c in conflicts if not any(row.slot in c for row in settings.mapping)
     )
+    settings.source_body = json.dumps(source.body) if source.body is not None else ""
+    settings.target_body = json.dumps(target.body) if target.body is not None else ""
     settings.mapping_pair = pair_key(settings)
     settings.mapping_index = 0
 
 
 def mapping_from_rows(settings: MarionetteSettings, side: str) -> BoneMapping | None:
     """One side's mapping (``"SOURCE"`` or ``"TARGET"``) as the rows describe it, or ``None`` when
-    there are no rows for this pair. A bone given to two slots is refused, naming both."""
-    if not len(settings.mapping) or settings.mapping_pair != pair_key(settings):
+    there are no rows for this pair. A bone given to two slots is refused, naming both. A side
+    whose body is described as chains (loaded from a mapping file) keeps its description."""
+    body = settings.source_body if side == "SOURCE" else settings.target_body
+    if settings.mapping_pair != pair_key(settings) or not (len(settings.mapping) or settings.source_body or settings.target_body):
         return None
     slots: dict[str, MappedBone] = {}
     for row in settings.mapping:
@@ -173,7 +190,7 @@ def mapping_from_rows(settings: MarionetteSettings, side: str) -> BoneMapping | 
             conf = row.source_confidence if side == "SOURCE" else row.target_confidence
             slots[row.slot] = MappedBone(bone, conf, row.reason or "set by hand")
     # The method column belongs with the target: it says how each of its slots is driven.
-    return BoneMapping(slots, methods=methods_from_rows(settings) if side == "TARGET" else None)
+    return BoneMapping(slots, methods=methods_from_rows(settings) if side == "TARGET" else None, body=json.loads(body) if body else None)
 
 
 def mappings_from_rows(settings: MarionetteSettings) -> tuple[BoneMapping, BoneMapping] | None:

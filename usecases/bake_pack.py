@@ -33,7 +33,7 @@ from ..core.batch.plan import plan_pack
 from ..core.batch.report import BatchReport, FileOutcome
 from ..core.batch.settings import BakeSettings, mapping_key
 from ..core.batch.status import CLIP_GOOD, FILE_BAKED
-from ..core.errors import MarionetteError
+from ..core.errors import MappingError, MarionetteError
 from ..core.mapping.bone_mapping import BoneMapping
 from ..core.retarget.geometric import RetargetOptions
 from .rigs import pick_armature
@@ -51,19 +51,45 @@ def bake_settings(
     methods: Mapping[str, str] | None = None,
     match_rest: bool = False,
     control_rig: str = "fk",
+    source_mapping: BoneMapping | None = None,
 ) -> BakeSettings:
-    """The run's shared settings; refuses (naming what is missing) a target that is not a humanoid,
-    and a bad method table.
+    """The run's shared settings; refuses (naming what is missing) a target that is neither a
+    humanoid nor a quadruped nor a body its mapping describes as chains, and a bad method table.
 
     The method table is the one :func:`.retarget.retarget_action` uses: the given target mapping's
     ``methods`` (saved from the sidebar), overridden by ``methods``. A target whose mapped bones
     follow controls is keyed on its controls as ``control_rig`` says (``"fk"``, ``"ik"``, ``"off"``
     for the mapped bones; docs/control_rigs.md): its plan is found here, once for the run, and the
-    workers retarget onto the bones it reads (a Rigify rig's ``ORG-`` bones)."""
-    from .rigs import target_input
+    workers retarget onto the bones it reads (a Rigify rig's ``ORG-`` bones).
 
+    A quadruped target (mapped by shape or by a quadruped mapping) or one whose ``mapping``
+    describes its body as chains is baked chain by chain as a single retarget does it
+    (:mod:`.retarget_quadruped`); ``source_mapping`` describes every source's body as chains (a
+    chain-described target needs one; a quadruped target maps each source by shape)."""
+    from .retarget_quadruped import quadruped_binding
+    from .rigs import quadruped_input, target_input
+
+    if source_mapping is not None and source_mapping.body is None:
+        raise MappingError("a pack's source mapping describes the sources' body as chains; this one names slots (each source is mapped by shape)")
     table = {**(mapping.methods if mapping is not None else {}), **(methods or {})}
-    rig, tmap, control = target_input(target, mapping, control_rig)  # as a single retarget
+    try:
+        rig, tmap, control = target_input(target, mapping, control_rig)  # as a single retarget
+    except MappingError as refused:
+        chains = quadruped_input(target, mapping)
+        if chains is None:
+            raise
+        if table or match_rest:
+            raise MappingError("retarget methods (--method, --match-rest) are for humanoids: a quadruped is carried chain by chain") from None
+        rig, tmap = chains
+        if tmap.body is not None and source_mapping is None:
+            raise MappingError(f"{refused}; its mapping describes the body as chains: describe the sources' too (--source-mapping)") from None
+        quadruped_binding((rig, tmap), (rig, tmap), options)  # options it cannot honour, refused now
+        return BakeSettings(
+            rig, mapping_key(tmap.bones()), scene_fps(), keep_frames, options, {}, False,
+            body=tmap.body, source_body=None if source_mapping is None else source_mapping.body,
+        )
+    if source_mapping is not None:
+        raise MappingError("a source mapping describing chains needs a target described as chains or a quadruped")
     return BakeSettings(
         rig, mapping_key(tmap.bones()), scene_fps(), keep_frames, options, table, bool(match_rest),
         control_rig=control.plan.name if control is not None else None, control=control,
@@ -106,6 +132,7 @@ def bake_pack(
     report_path: str | None = None,
     target_armature: str | None = None,
     mapping: str | None = None,
+    source_mapping: str | None = None,
     resume: bool = False,
     keep_frames: bool = False,
     options: RetargetOptions | None = None,
@@ -141,12 +168,13 @@ def bake_pack(
         methods = check_method_table(methods)
         volumes = continued_volumes(out, resume, start.earlier_start)
         target_map = BoneMapping.load(mapping) if mapping else None
+        source_map = BoneMapping.load(source_mapping) if source_mapping else None
 
         def open_and_settle() -> tuple[Any, BakeSettings]:
             target = _open_target(target_path, volumes[-1] if volumes else None, target_armature)
             settings = bake_settings(
                 target, target_map, options or RetargetOptions(), keep_frames=keep_frames, methods=methods, match_rest=match_rest,
-                control_rig=control_rig,
+                control_rig=control_rig, source_mapping=source_map,
             )
             problem = nla_stack.push_problem(target) if push_to_nla else None
             if problem is not None:
@@ -251,7 +279,7 @@ def start_scene_bake(target: Any, scene_settings: Any, inputs: Sequence[str], *,
     """Plan the pack ``inputs`` and start baking it onto ``target`` in the open file, with the
     sidebar's settings (``scene_settings``: its options, mappings, method column, Keep Frames and
     Match Rest and Control Rig, as Retarget Clip takes them; ``None``: the defaults). Refuses (:class:`MarionetteError`)
-    a target that is not a humanoid, a bad method table and a selection without clip files. A run
+    a target that is neither a humanoid nor a quadruped nor described as chains, a bad method table and a selection without clip files. A run
     whose workers could not start is returned cancelled (:attr:`.BatchBake.closed`): its report
     says why."""
     from ..properties.retarget_settings import mappings_from_rows, methods_from_rows, options_of
@@ -271,6 +299,8 @@ def start_scene_bake(target: Any, scene_settings: Any, inputs: Sequence[str], *,
         match_rest=bool(s and s.match_rest),
         # The sidebar's Control Rig (FK, IK, Off); FK where the property is not there.
         control_rig=str(getattr(s, "control_rig", "FK")).lower() if s is not None else "fk",
+        # The sidebar's source rows describing chains describe every clip's body.
+        source_mapping=rows[0] if rows and rows[0].body is not None else None,
     )
     plan = plan_pack([bpy.path.abspath(p) for p in inputs])
     if not plan.files:

@@ -17,9 +17,17 @@ from ..properties.retarget_settings import fill_rows, mapping_from_rows
 
 def auto_map_pair(settings: Any) -> tuple[str, str]:
     """Map both armatures' bones into the rows; returns the report level and line (a warning
-    naming what is not retargetable as humanoid)."""
+    naming what is not retargetable as humanoid). Two rigs that are no humanoids but map as
+    quadrupeds by shape fill the rows with their chains' bones."""
+    from .rigs import quadruped_input
+
     s = settings
     maps = [_auto_map(s.source), _auto_map(s.target)]
+    if not any(m.is_humanoid for m in maps):
+        animals = [quadruped_input(s.source), quadruped_input(s.target)]
+        if animals[0] is not None and animals[1] is not None:
+            fill_rows(s, animals[0][1], animals[1][1])
+            return "INFO", f"Mapped {len(s.mapping)} quadruped slots"
     fill_rows(s, maps[0], maps[1])
     problems = [f"{o.name}: {m.refusal_message()}" for o, m in zip((s.source, s.target), maps, strict=True) if not m.is_humanoid]
     conflicts = sum(len(m.conflicts) for m in maps)
@@ -46,10 +54,13 @@ def load_mapping(settings: Any, side: str, path: str) -> str:
     loaded = BoneMapping.load(path)
     obj = s.source if side == "SOURCE" else s.target
     absent = [mb.bone for mb in loaded.slots.values() if mb.bone not in obj.data.bones]
+    absent += [b for b in body_bones(loaded.body) if b not in obj.data.bones]
     if absent:
         raise MarionetteError(f"{obj.name!r} has no bones called {', '.join(repr(b) for b in absent[:6])}")
     other = _other_side(s, side)
     fill_rows(s, *((loaded, other) if side == "SOURCE" else (other, loaded)))
+    if loaded.body is not None:
+        return f"Loaded {len(loaded.body['chains'])} chains for {obj.name!r}"
     return f"Loaded {len(loaded)} slots for {obj.name!r}"
 
 
@@ -70,6 +81,26 @@ def apply_preset(settings: Any, side: str, name: str) -> str:
         raise MarionetteError(f"{obj.name!r} has none of the {name} preset's bones")
     fill_rows(s, *((current, other) if side == "SOURCE" else (other, current)))
     return f"Applied {applied} of {len(preset)} preset slots to {obj.name!r}"
+
+
+def body_bones(body: dict[str, Any] | None) -> list[str]:
+    """Every bone a body description names (root, each chain's start and end)."""
+    if body is None:
+        return []
+    return [body["root"], *(b for c in body["chains"].values() for b in (c["start"], c["end"]))]
+
+
+def body_lines(body_json: str) -> list[str]:
+    """The Bone Mapping panel's lines for one side's body described as chains (empty: none)."""
+    import json
+
+    if not body_json:
+        return []
+    body = json.loads(body_json)
+    lines = [f"root {body['root']}"]
+    for name, c in body["chains"].items():
+        lines.append(f"{name}: {c['start']} → {c['end']}" + (" (plants)" if c.get("plants") else ""))
+    return lines
 
 
 def _side(settings: Any, side: str) -> BoneMapping:

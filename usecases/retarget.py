@@ -9,6 +9,7 @@ anything, and never modifies the source armature or its Actions.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import partial
@@ -356,8 +357,10 @@ def retarget_clip(scene: Any) -> tuple[RetargetOutcome, str]:
     if before is not None:
         done += _push_clip(s.target, outcome, before)
     if outcome.report.get("body_plan") in ("quadruped", "chains"):
-        # The Quality panel reads a humanoid's figures: a body of chains says its own in the line.
-        s.last_report = ""
+        # Measured already (on what Blender plays): the Quality panel shows the per-chain figures.
+        from .retarget_quadruped import chain_quality
+
+        s.last_report = json.dumps(chain_quality(outcome.action.name, outcome.report))
         return outcome, f"{done}: chain direction error mean {outcome.report['summary']['mean_direction_error']:.2f} deg"
     if outcome.judge_later is not None:
         deferred_summary.defer(scene, outcome, bool(s.color_bones))

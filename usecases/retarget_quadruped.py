@@ -97,3 +97,25 @@ def retarget_quadruped_action(
     report["options"] = {"root_motion": binding.root_motion, "plant_feet": bool(planted), "fingers": False}
     report["control_rig"] = None
     return new_action, binding, report
+
+
+def chain_quality(action_name: str, report: dict[str, Any]) -> dict[str, Any]:
+    """What the Quality panel shows of a quadruped's or chain-described body's retarget (its
+    ``report``): each chain's direction error, the pelvis, travel and facing figures, each paw's
+    slide against the source's, the paws held, notes and warnings."""
+    summary = report["summary"]
+    return {
+        "action": action_name,
+        "body_plan": report.get("body_plan"),
+        "chains": {c: [f["mean_direction_error"], f["max_direction_error"], f["bones"], f["source_bones"]] for c, f in report["chains"].items()},
+        "mean_direction_error": summary["mean_direction_error"],
+        "max_direction_error": summary["max_direction_error"],
+        "pelvis_orientation_error": summary["pelvis_orientation_error"],
+        "travel_gap": summary["travel"]["largest_gap_hip_heights"],
+        "facing_error": summary["facing_error"],
+        "paw_slide": {c: [f["slide"], f["source_slide"]] for c, f in report.get("paw_slide", {}).items()},
+        "planted_feet": sorted(report.get("planted_feet", {})),
+        "hip_drop": float(report.get("planted_hip_drop", {}).get("max", 0.0)),
+        "notes": list(report.get("notes", [])),
+        "warnings": list(report.get("warnings", [])),
+    }

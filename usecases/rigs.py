@@ -149,5 +149,11 @@ def pick_action(loaded: Any, source: Any, name: str | None) -> Any:
     for a in actions:
         if a.name == name or a.name.split("|")[-1] == name:
             return a
+    # Blender renames a clip whose name an Action loaded before it holds (``Walk.001``: measure
+    # loads the retargeted file, which may hold a ``Walk``, before the source).
+    for a in actions:
+        base, dot, number = a.name.rpartition(".")
+        if dot and len(number) == 3 and number.isdigit() and (base == name or base.split("|")[-1] == name):
+            return a
     raise MappingError(f"{label}: no clip called {name!r} (clips: {', '.join(repr(a.name) for a in actions)})")
 

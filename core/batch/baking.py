@@ -20,9 +20,14 @@ from ..formats.vmd import read_vmd
 from ..formats.vmd_pose import play
 from ..mapping.auto_map import auto_map_skeleton
 from ..mapping.bone_mapping import BoneMapping
+from ..mapping.quadruped import check_quadruped
+from ..measure.chains import measure_chains
 from ..retarget.binding_cache import BindingCache, native_binding
+from ..retarget.body_chains import plan_of_description
 from ..retarget.geometric import Binding, RigInput, retarget
 from ..retarget.methods import retarget_with_methods
+from ..retarget.quadruped import QuadrupedBinding, bind_quadrupeds, pose_of, retarget_quadruped
+from ..retarget.quadruped_plant import plant_paws
 from ..rig.clip import Clip
 from ..rig.rotations import FloatArray
 from ..rig.skeleton import Skeleton
@@ -80,18 +85,27 @@ class PackCache:
     a humanoid) is remembered too, so a pack of quadruped clips is refused once. ``binding()``
     binds through :class:`core.retarget.binding_cache.BindingCache`, keyed by both mappings, both layout
     signatures, both rests and the options.
+
+    For a quadruped or chain-described target (:attr:`.settings.BakeSettings.chain_bodies`) a
+    source is mapped as a quadruped by shape (or read as the settings' ``source_body``) and bound
+    once per layout by :meth:`chain_binding`.
     """
 
     def __init__(self, settings: BakeSettings, capacity: int = 64) -> None:
         self.settings = settings
         self.bindings = BindingCache(capacity)
         self._mappings: dict[str, BoneMapping | MarionetteError] = {}
+        self._chain_bindings: dict[str, QuadrupedBinding] = {}
+        self._chain_hits = 0
         self._mapping_hits = 0
         self._mapping_misses = 0
 
     @property
     def stats(self) -> CacheStats:
-        return CacheStats(self._mapping_hits, self._mapping_misses, self.bindings.hits, self.bindings.misses)
+        chain_misses = len(self._chain_bindings)
+        return CacheStats(
+            self._mapping_hits, self._mapping_misses, self.bindings.hits + self._chain_hits, self.bindings.misses + chain_misses
+        )
 
     def source(self, skeleton: Skeleton, ends: Any | None) -> tuple[RigInput, str]:
         """The source rig with its automatic mapping, and its layout key. Raises the mapping's
@@ -100,10 +114,8 @@ class PackCache:
         found = self._mappings.get(key)
         if found is None:
             self._mapping_misses += 1
-            mapping = auto_map_skeleton(skeleton, ends)
             try:
-                mapping.require_humanoid()
-                found = mapping
+                found = self._map_source(skeleton, ends)
             except MarionetteError as exc:
                 found = exc
             self._mappings[key] = found
@@ -112,6 +124,37 @@ class PackCache:
         if isinstance(found, MarionetteError):
             raise type(found)(str(found))
         return RigInput(skeleton, found.bones(), ends), key
+
+    def _map_source(self, skeleton: Skeleton, ends: Any | None) -> BoneMapping:
+        s = self.settings
+        if s.source_body is not None:
+            return BoneMapping({}, body=s.source_body)
+        if s.chain_bodies:
+            if s.body is not None:
+                raise MarionetteError("the target's body is described as chains: describe the sources' too (a source mapping with chains)")
+            heads = skeleton.rest_placements()[:, :3, 3]
+            return check_quadruped(skeleton.names, skeleton.parents, heads, ends)
+        mapping = auto_map_skeleton(skeleton, ends)
+        mapping.require_humanoid()
+        return mapping
+
+    def chain_binding(self, source: RigInput, layout: str) -> tuple[QuadrupedBinding, bool]:
+        """The chain-by-chain binding of ``source`` (of layout key ``layout``) onto a quadruped or
+        chain-described target, and whether it came from the cache."""
+        found = self._chain_bindings.get(layout)
+        if found is not None:
+            self._chain_hits += 1
+            return found, True
+        s = self.settings
+        src_plan = plan_of_description(dict(s.source_body), source.skeleton) if s.source_body is not None else dict(source.slots)
+        tgt_plan = plan_of_description(dict(s.body), s.target.skeleton) if s.body is not None else dict(s.target.slots)
+        b = bind_quadrupeds(
+            source.skeleton, src_plan, s.target.skeleton, tgt_plan,
+            None if source.ends is None else np.asarray(source.ends), None if s.target.ends is None else np.asarray(s.target.ends),
+            root_motion=s.options.root_motion,
+        )
+        self._chain_bindings[layout] = b
+        return b, False
 
     def binding(self, source: RigInput) -> tuple[Binding, bool]:
         """The binding of ``source`` onto the target, and whether it came from the cache."""
@@ -130,6 +173,8 @@ def bake_clip(cache: PackCache, source: RigInput, layout: str, clip: Clip) -> Me
     single retarget binds it). The message says which (``method``: ``native`` or the table's
     :func:`method_summary`)."""
     s = cache.settings
+    if s.chain_bodies:
+        return _bake_chain_clip(cache, source, layout, clip)
     source_frames, source_fps = clip.frame_count, clip.fps
     t0 = time.perf_counter()
     if s.uses_methods or native_binding(clip, source.skeleton, s.target.skeleton, s.options) is not None:
@@ -172,6 +217,67 @@ def bake_clip(cache: PackCache, source: RigInput, layout: str, clip: Clip) -> Me
     if out.scales is not None:  # a native clip's own scale keys, written as a single retarget does
         msg["scales"] = np.ascontiguousarray(out.scales[:, driven])
     return msg
+
+
+#: The frames (spread over the clip) the per-chain figures of a baked clip are measured on, as a
+#: single retarget measures them.
+MEASURED_FRAMES = 120
+
+
+def chain_figures(binding: QuadrupedBinding, source: Clip, result: Clip) -> dict[str, Any]:
+    """A chain-by-chain bake's per-chain figures (:func:`..measure.chains.measure_chains`) on at
+    most :data:`MEASURED_FRAMES` frames of ``source`` (timed as the result) against the baked
+    ``result``'s forward kinematics, as plain numbers for the report."""
+    picks = np.unique(np.linspace(0, source.frame_count - 1, min(source.frame_count, MEASURED_FRAMES)).astype(int))
+    played = pose_of(binding.target.skeleton, result.take(picks))
+    full = measure_chains(binding, pose_of(binding.source.skeleton, source.take(picks)), played, source.times[picks])
+    return {
+        "measured_frames": int(picks.size),
+        "chains": full["chains"],
+        "summary": full["summary"],
+        "paw_slide": full["paw_slide"],
+    }
+
+
+def _bake_chain_clip(cache: PackCache, source: RigInput, layout: str, clip: Clip) -> Message:
+    """:func:`bake_clip` onto a quadruped or chain-described target, as a single retarget does it
+    (:func:`..retarget.quadruped.retarget_quadruped`, Plant Feet by
+    :func:`..retarget.quadruped_plant.plant_paws`); the message also carries the per-chain
+    figures (``figures``: :func:`chain_figures`)."""
+    s = cache.settings
+    t0 = time.perf_counter()
+    binding, cached = cache.chain_binding(source, layout)
+    t1 = time.perf_counter()
+    timed = clip if s.keep_frames else clip.resample(s.scene_fps)
+    result = retarget_quadruped(binding, timed)
+    figures: dict[str, Any] = {}
+    if s.options.plant_feet:
+        result, planted, drop = plant_paws(binding, timed, result)
+        if planted:
+            figures["planted_feet"], figures["planted_hip_drop"] = planted, {"max": float(drop)}
+    rate = timed.fps if s.keep_frames else s.scene_fps
+    out = result.clip
+    driven = np.flatnonzero(np.asarray(out.coverage) > 0.0)
+    t2 = time.perf_counter()
+    figures.update(chain_figures(binding, timed, out))
+    return {
+        "op": "clip",
+        "names": [out.names[i] for i in driven],
+        "rotations": np.ascontiguousarray(out.rotations[:, driven]),
+        "translations": np.ascontiguousarray(out.translations[:, driven]),
+        "frames": np.asarray(timed.frame_numbers(rate), dtype=np.float64),
+        "fps": float(rate),
+        "root_motion": np.asarray(result.root_motion, dtype=np.float64),
+        "source_frames": int(clip.frame_count),
+        "source_fps": float(clip.fps),
+        "layout": layout,
+        "cached_binding": bool(cached),
+        "method": "quadruped chains",
+        "native": False,
+        "warnings": list(binding.warnings),
+        "figures": figures,
+        "timings": {"bind": t1 - t0, "retarget": t2 - t1, "measure": time.perf_counter() - t2},
+    }
 
 
 def bvh_file_events(path: str, cache: PackCache, skip: Iterable[str] = (), data: BvhData | None = None) -> Iterator[Message]:

@@ -33,6 +33,9 @@ class ClipOutcome:
     output: str | None = None
     #: Why a clip found in the output was baked again (:func:`.settings.record_difference`).
     rebaked: str | None = None
+    #: A quadruped's or chain-described body's per-chain figures, measured on the baked keys
+    #: (:func:`.baking.chain_figures`); ``None`` for humanoids.
+    figures: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {k: v for k, v in asdict(self).items() if v is not None and v != []}
@@ -166,6 +169,15 @@ class BatchReport:
         if control:
             lines.append(control_rig_line(control))
         lines.extend(f"note: {note}" for note in self.info.get("notes", []))
+        measured = [(f.label, c) for f in self.files for c in f.clips if c.figures and c.status in CLIP_GOOD]
+        if measured:
+            means = [float(c.figures["summary"]["mean_direction_error"]) for _, c in measured if c.figures]
+            worst_label, worst = max(measured, key=lambda lc: float((lc[1].figures or {})["summary"]["max_direction_error"]))
+            top = float((worst.figures or {})["summary"]["max_direction_error"])
+            lines.append(
+                f"chains: direction error {sum(means) / len(means):.2f}° mean over {len(means)} clip{'s' if len(means) != 1 else ''}, "
+                f"{top:.2f}° at most ({worst_label}, {worst.clip})"
+            )
         for f in self.files:
             if f.status != FILE_BAKED:
                 name, reason = os.path.basename(f.path), f.summary_reason() or ""

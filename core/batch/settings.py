@@ -11,6 +11,7 @@ from typing import Any
 
 from ..mapping.humanoid import SLOTS
 from ..mapping.method_names import GEOMETRIC, METHODS, check_method_table
+from ..mapping.quadruped_profile import is_quadruped_mapping
 from ..retarget.geometric import RetargetOptions, RigInput
 from .messages import Message, rig_from_message, rig_message
 
@@ -27,7 +28,12 @@ class BakeSettings:
     Rigify rig's ``ORG-`` bones), ``control_rig`` names the plan (recorded: a clip keyed on other
     controls is baked again on ``--resume``) and ``control`` is the plan itself
     (:class:`.bridge.control_target.ControlTarget`), which only the process that writes uses: it
-    is not part of the workers' message."""
+    is not part of the workers' message.
+
+    A quadruped target (its slots the quadruped profile's) or a target whose body is described as
+    chains (``body``, docs/pipeline.md#other-bodies) is retargeted chain by chain
+    (:attr:`chain_bodies`): each source is mapped as a quadruped by shape, or described by
+    ``source_body`` (the source mapping's chains, one for the whole pack)."""
 
     target: RigInput
     target_mapping: str  # fingerprint of the target mapping (see :func:`mapping_key`)
@@ -38,6 +44,8 @@ class BakeSettings:
     match_rest: bool = False
     control_rig: str | None = None  # the control-rig plan's name ("Rigify, FK"); None: the mapped bones are keyed
     control: Any = field(default=None, compare=False, repr=False)
+    body: Mapping[str, Any] | None = None  # the target's body described as chains
+    source_body: Mapping[str, Any] | None = None  # every source's body described as chains
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "methods", check_method_table(self.methods))
@@ -48,10 +56,15 @@ class BakeSettings:
         or ``match_rest`` given) rather than the geometric-frame binding alone."""
         return bool(self.methods) or self.match_rest
 
+    @property
+    def chain_bodies(self) -> bool:
+        """Whether clips are carried chain by chain (a quadruped or chain-described target)."""
+        return self.body is not None or is_quadruped_mapping(self.target.slots)
+
     def method_name(self) -> str:
         """The run's method in a few words: ``geometric``, ``rest-space``, or the methods the
-        table mixes (``geometric+local-curl``)."""
-        return method_summary(self.methods)
+        table mixes (``geometric+local-curl``); ``quadruped chains`` for a chain-by-chain run."""
+        return "quadruped chains" if self.chain_bodies else method_summary(self.methods)
 
     def record(self) -> dict[str, Any]:
         """What a baked clip's keys depend on besides the clip itself (stored on every Action and
@@ -67,6 +80,8 @@ class BakeSettings:
         }
         if self.control_rig is not None:  # absent on other targets: their records are as they were
             out["control_rig"] = self.control_rig
+        if self.chain_bodies:  # likewise absent on humanoid targets
+            out["bodies"] = json.loads(json.dumps({"target": self.body, "source": self.source_body}, sort_keys=True))
         return out
 
     def record_text(self) -> str:
@@ -82,6 +97,8 @@ class BakeSettings:
             "methods": dict(self.methods),
             "match_rest": bool(self.match_rest),
             "control_rig": self.control_rig,
+            "body": None if self.body is None else dict(self.body),
+            "source_body": None if self.source_body is None else dict(self.source_body),
         }
 
     @classmethod
@@ -99,6 +116,8 @@ class BakeSettings:
             methods={str(k): str(v) for k, v in dict(m.get("methods") or {}).items()},
             match_rest=bool(m.get("match_rest", False)),
             control_rig=None if m.get("control_rig") is None else str(m["control_rig"]),
+            body=m.get("body"),
+            source_body=m.get("source_body"),
         )
 
 

@@ -22,6 +22,8 @@ source bone's turned by the quarter turn between the two facings.
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -370,7 +372,7 @@ def test_birds_described_in_mapping_files_retarget_from_file_to_file(tmp_path):
 def test_retarget_clip_in_the_sidebar_takes_two_quadrupeds_and_fills_the_chain_rows(addon):
     """The sidebar's Retarget Clip (its operator, as a click runs it) on the Fox and the Dog: the
     rows fill with the chain slots, a second click retargets through the rows, and the Quality
-    panel (which shows a humanoid's figures) stays empty while the line gives the chain figure."""
+    panel's data holds the per-chain figures (tests/operators/test_quadruped_sidebar.py draws it)."""
     bpy = addon
     from marionette.bridge.file_import import load_file
 
@@ -385,7 +387,7 @@ def test_retarget_clip_in_the_sidebar_takes_two_quadrupeds_and_fills_the_chain_r
     assert rows["front_leg_1.L"] == ("b_LeftUpperArm_09", "Bone.017")
     assert rows["hind_leg_4.L"] == ("b_LeftFoot02_018", "")
     assert rows["pelvis"] == ("b_Hip_01", "Bone")
-    assert s.last_report == ""
+    assert json.loads(s.last_report)["body_plan"] == "quadruped"
     first = set(bpy.data.actions) - before
     assert len(first) == 1 and dog.animation_data.action in first
     assert bpy.ops.marionette.retarget_clip() == {"FINISHED"}  # now through the rows
