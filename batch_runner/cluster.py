@@ -1,0 +1,341 @@
+"""Batch Bake on a Dask cluster (``bake-pack --cluster tcp://HOST:8786`` or ``--cluster local:N``):
+the same tasks as the local worker pool (a pack file, or some of its clips), run by the workers of
+a Dask ``distributed`` scheduler instead of this machine's worker processes.
+
+:class:`ClusterPool` offers what the runner's dispatching (:mod:`.dispatch`) uses of
+:class:`.worker_pool.WorkerPool`, so everything else is the local run's: the order clips are
+written in, the volumes and their names, the parts and ``--resume``, the report, Ctrl-C. Each of
+the pool's *slots* stands for one thread of the cluster; a task handed to a slot is submitted to
+the scheduler, which runs it on whichever worker is free, and its messages come back together when
+it ends.
+
+* A Dask worker runs :func:`cluster_file`: :func:`.batch_worker.run_file`, the local workers'
+  code, in a worker process that imports ``bpy`` when it first meets an imported file. It keeps one
+  mapping and binding cache per run (the settings travel once, scattered to every worker), so a
+  pack from one capture shoot maps and binds once per worker process, as locally.
+* Parts (``OUT.blend.parts/``) are written here, as each result arrives and before its clips are
+  written: the workers need no shared folder but the pack's.
+* A worker that dies while baking a file: the scheduler gives the file to another worker, and the
+  report's clips say ``recomputed`` with the worker lost. A file that kills a second worker is
+  failed, "worker died twice", and the rest go on (the scheduler's ``allowed_failures`` is set to 1).
+* A scheduler that cannot be reached (or has no worker) refuses the run before anything is written.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ..core.batch.messages import Message
+from ..core.batch.output_files import write_part
+from ..core.batch.plan import PackPlan, bvh_clip_id
+from ..core.errors import MarionetteError
+from .worker_pool import Worker
+
+CONNECT_TIMEOUT = 5.0  # seconds to reach the scheduler
+WORKERS_TIMEOUT = 20.0  # seconds for a scheduler (or a local cluster) to have a worker
+DIED_TWICE = "worker died twice"
+
+# --- the worker's side ----------------------------------------------------------------------
+
+_CACHES: dict[str, Any] = {}  # run id -> PackCache, in each worker process
+
+
+def cluster_file(task: Message, settings: Message, run: str) -> dict[str, Any]:
+    """Run one task in a Dask worker: its messages (as :func:`.batch_worker.run_file` makes them,
+    without parts), where it ran and the cache counts it added."""
+    from ..core.batch.baking import PackCache
+    from ..core.batch.settings import BakeSettings
+    from .batch_worker import run_file
+    from .worker_process import openblas_threads
+
+    cache = _CACHES.get(run)
+    if cache is None:
+        _CACHES.clear()  # an earlier run's settings
+        blas = openblas_threads()  # one task per worker thread already
+        if blas is not None:
+            blas[1](1)
+        cache = _CACHES[run] = PackCache(BakeSettings.from_message(settings))
+    s = cache.stats
+    before = [s.mapping_hits, s.mapping_misses, s.binding_hits, s.binding_misses]
+    messages = list(run_file(task, cache, None))
+    done = messages[-1]
+    done["cache"] = [a - b for a, b in zip(done["cache"], before, strict=True)]
+    try:
+        from distributed import get_worker
+
+        address = str(get_worker().address)
+    except (ImportError, ValueError):
+        address = "here"
+    return {"messages": messages, "worker": address, "host": socket.gethostname(), "pid": os.getpid()}
+
+
+# --- the client's side ----------------------------------------------------------------------
+
+
+class _Slot:
+    """What the dispatching uses of a worker's process, for a slot (there is none to end)."""
+
+    pid = 0
+    returncode: int | None = None
+
+    def poll(self) -> int | None:
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        return self.returncode or 0
+
+    def kill(self) -> None:
+        self.returncode = -9
+
+
+def _allow_one_failure(dask_scheduler: Any) -> int:
+    """On the scheduler: a task whose worker died is given to another one once; a second death
+    fails it (KilledWorker). Returns the earlier setting."""
+    before = int(dask_scheduler.allowed_failures)
+    dask_scheduler.allowed_failures = 1
+    return before
+
+
+def _deaths(dask_scheduler: Any, keys: Sequence[str]) -> dict[str, int]:
+    """On the scheduler: how many workers died while running each of ``keys``."""
+    out: dict[str, int] = {}
+    for k in keys:
+        ts = dask_scheduler.tasks.get(k)
+        if ts is not None and ts.suspicious:
+            out[k] = int(ts.suspicious)
+    return out
+
+
+def parse_cluster(text: str) -> tuple[str | None, int]:
+    """``--cluster``: ``(scheduler address, 0)`` or ``(None, N)`` for ``local:N``; refuses the rest."""
+    if text.startswith("local:"):
+        n = text[len("local:") :]
+        if not n.isdigit() or int(n) < 1:
+            raise MarionetteError(f"--cluster {text}: give local:N with N worker processes, at least 1")
+        return None, int(n)
+    if "://" not in text or text.endswith("://"):
+        raise MarionetteError(f"--cluster {text}: give a scheduler address such as tcp://HOST:8786, or local:N")
+    return text, 0
+
+
+class ClusterPool:
+    """Slots on a Dask cluster, offering what :mod:`.dispatch` uses of a worker pool (see the
+    module docstring). Connects at once: an unreachable scheduler raises :class:`MarionetteError`."""
+
+    #: The dispatching cannot answer a task while it runs (the local workers' ``ask``).
+    answers = False
+
+    def __init__(self, cluster: str, *, connect_timeout: float = CONNECT_TIMEOUT) -> None:
+        try:
+            from distributed import Client, LocalCluster
+        except ImportError:
+            raise MarionetteError("--cluster needs dask and distributed: pip install 'marionette[cluster]' (or -e '.[cluster]')") from None
+        address, local = parse_cluster(cluster)
+        self.address = cluster
+        self.workers: dict[int, Worker] = {}
+        self.read_ahead: dict[int, list[str]] = {}
+        #: Called with one line per baked clip (progress), when set.
+        self.say: Callable[[str], None] | None = None
+        self._starting: dict[int, Worker] = {}
+        self._next_id = 0
+        self._run = uuid.uuid4().hex
+        self._settings: Any = None
+        self._parts_dir: str | None = None
+        self._futures: dict[Any, tuple[Worker, Message]] = {}
+        self._slot_cache: dict[int, list[int]] = {}
+        self._local: Any = None
+        self._t0: float | None = None
+        self._clips_done = 0
+        #: Per Dask worker: host, pid, files, clips and seconds of work.
+        self.per_worker: dict[str, dict[str, Any]] = {}
+        #: Files recomputed after their worker died: (path, workers lost).
+        self.recomputed: list[tuple[str, int]] = []
+        self.died_twice: list[str] = []
+        try:
+            if address is None:
+                env = {v: "1" for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
+                self._local = LocalCluster(
+                    n_workers=local, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=40, env=env
+                )
+                address = self._local.scheduler_address
+            self.client = Client(address, timeout=connect_timeout, set_as_default=False)
+        except (OSError, TimeoutError) as exc:
+            self._close_local()
+            raise MarionetteError(f"--cluster {cluster}: cannot reach the Dask scheduler within {connect_timeout:g} s ({exc})") from None
+        try:
+            self.client.wait_for_workers(1, timeout=WORKERS_TIMEOUT)
+            self.client.run_on_scheduler(_allow_one_failure)
+        except (OSError, TimeoutError) as exc:
+            self.close(graceful=False)
+            raise MarionetteError(f"--cluster {cluster}: the scheduler has no worker ({exc})") from None
+
+    # --- size ---
+
+    @property
+    def slots(self) -> int:
+        """Tasks the cluster runs at once (its workers' threads)."""
+        return max(1, sum(self.client.nthreads().values()))
+
+    def jobs_for(self, plan: PackPlan) -> tuple[int, str | None]:
+        """Slots a run of ``plan`` uses: one per thread of the cluster, no more than its files."""
+        n = self.slots
+        if len(plan.files) < n:
+            return len(plan.files), f"using {len(plan.files)} of the cluster's {n} worker threads: the pack has {len(plan.files)} files"
+        return n, None
+
+    # --- what the dispatching uses ---
+
+    @property
+    def launching(self) -> int:
+        return len(self._starting)
+
+    def launch(self, count: int, needs_blender: bool, read_ahead: Sequence[Sequence[str]] = (), fork: bool = False) -> None:
+        for _ in range(count):
+            wid = self._next_id
+            self._next_id += 1
+            self._starting[wid] = Worker(wid, needs_blender, _Slot(), "")
+
+    def connect(self) -> list[Worker]:
+        started, self._starting = self._starting, {}
+        self.workers.update(started)
+        return list(started.values())
+
+    def send(self, w: Worker, msg: Message) -> bool:
+        op = msg.get("op")
+        if op == "setup":
+            if self._settings is None:
+                self._settings = self.client.scatter(msg["settings"], broadcast=True, hash=False)
+                self._parts_dir = msg.get("parts_dir")
+            return True
+        if op != "file":
+            return True  # "take" and "stop" mean nothing here
+        task = {k: v for k, v in msg.items() if k != "ask"}
+        key = f"marionette-{self._run[:8]}-{task['file']}-{uuid.uuid4().hex[:8]}"
+        with self.client.as_current():  # the settings' future travels with the task
+            fut = self.client.submit(cluster_file, task, self._settings, self._run, key=key, pure=False, retries=0)
+        self._futures[fut] = (w, task)
+        if self._t0 is None:
+            self._t0 = time.perf_counter()
+        return True
+
+    def receive(self, timeout: float) -> list[tuple[Worker, Message | None]]:
+        if not self._futures:
+            time.sleep(min(timeout, 0.05))
+            return []
+        deadline = time.monotonic() + timeout
+        while True:
+            done = [f for f in self._futures if f.done()]
+            if done or time.monotonic() >= deadline:
+                break
+            time.sleep(min(0.005, max(0.0, deadline - time.monotonic())))
+        if not done:
+            return []
+        deaths: dict[str, int] = {}
+        try:
+            deaths = self.client.run_on_scheduler(_deaths, [f.key for f in done])
+        except Exception:  # the scheduler went away: the results in hand still count
+            deaths = {}
+        out: list[tuple[Worker, Message | None]] = []
+        for fut in done:
+            w, task = self._futures.pop(fut)
+            if fut.status == "cancelled":
+                continue
+            if fut.status == "error":
+                out.extend((w, m) for m in self._failed(w, task, fut))
+                continue
+            result = fut.result()
+            out.extend((w, m) for m in self._arrived(w, task, result, deaths.get(fut.key, 0)))
+        return out
+
+    def _arrived(self, w: Worker, task: Message, result: dict[str, Any], died: int) -> list[Message]:
+        where = f"{result['host']} {result['worker']} (pid {result['pid']})"
+        stats = self.per_worker.setdefault(result["worker"], {"host": result["host"], "pid": result["pid"], "files": 0, "clips": 0, "seconds": 0.0})
+        stats["pid"] = result["pid"]
+        if died:
+            self.recomputed.append((str(task["path"]), died))
+        for msg in result["messages"]:
+            msg["worker"] = result["worker"]
+            if msg["op"] == "clip":
+                if died:
+                    msg.setdefault("warnings", []).append(f"recomputed: the worker baking it died ({died} lost), baked again on {result['worker']}")
+                if self._parts_dir:
+                    t = time.perf_counter()
+                    write_part(self._parts_dir, msg)
+                    msg["timings"]["part"] = time.perf_counter() - t
+                stats["clips"] += 1
+                self._clips_done += 1
+                if self.say is not None:
+                    rate = self._clips_done / max(time.perf_counter() - (self._t0 or 0.0), 1e-9)
+                    name = os.path.basename(str(msg["path"])) + ("" if str(msg["path"]).lower().endswith(".bvh") else f"|{msg['clip']}")
+                    self.say(f"  clip {self._clips_done}: {name} on {where}, {rate:.1f} clips/s")
+            elif msg["op"] == "file_done":
+                stats["files"] += 1
+                stats["seconds"] += float(msg["seconds"])
+                cum = self._slot_cache.setdefault(w.wid, [0, 0, 0, 0])
+                cum[:] = [a + int(b) for a, b in zip(cum, msg["cache"], strict=True)]
+                msg["cache"] = list(cum)
+        return list(result["messages"])
+
+    def _failed(self, w: Worker, task: Message, fut: Any) -> list[Message]:
+        """The messages of a task the cluster gave up on: a worker died twice running it (or the
+        task could not run at all)."""
+        exc = fut.exception()
+        fid, path = task["file"], str(task["path"])
+        if type(exc).__name__ == "KilledWorker":
+            reason = f"{DIED_TWICE} while baking it (a clip that kills its worker: {exc})"
+            self.died_twice.append(path)
+        else:
+            reason = f"the cluster could not run it: {type(exc).__name__}: {exc}"
+        out: list[Message] = [{"op": "start", "file": fid, "path": path}]
+        clips = task.get("clips") or ([bvh_clip_id(path)] if path.lower().endswith((".bvh", ".vmd")) else [])
+        out += [{"op": "clip_failed", "file": fid, "path": path, "clip": c, "reason": reason} for c in clips]
+        out.append({"op": "file_failed", "file": fid, "path": path, "reason": reason})
+        cum = self._slot_cache.setdefault(w.wid, [0, 0, 0, 0])
+        out.append({"op": "file_done", "file": fid, "path": path, "seconds": 0.0, "cache": list(cum), "peak_mb": 0.0, "blender": False})
+        return out
+
+    def kill(self, w: Worker) -> None:
+        """Give up the slot's tasks (past ``--timeout``)."""
+        for fut, (slot, _task) in list(self._futures.items()):
+            if slot is w:
+                fut.cancel()
+                del self._futures[fut]
+
+    def retire(self, w: Worker) -> str:
+        self.kill(w)
+        self.workers.pop(w.wid, None)
+        return f"its task was given up on the cluster {self.address}"
+
+    def stop(self) -> None:
+        self.workers.clear()
+
+    def close(self, graceful: bool = True) -> None:
+        self._starting.clear()
+        self.workers.clear()
+        if self._futures:
+            self.client.cancel(list(self._futures))
+            self._futures.clear()
+        client = getattr(self, "client", None)
+        if client is not None:
+            client.close()
+            self.client = None
+        self._close_local()
+
+    def _close_local(self) -> None:
+        if self._local is not None:
+            self._local.close()
+            self._local = None
+
+    def describe(self) -> dict[str, Any]:
+        """The report's ``cluster`` entry: the scheduler, and per worker its files, clips and time."""
+        return {
+            "scheduler": self.address,
+            "workers": {a: {**s, "seconds": round(s["seconds"], 3)} for a, s in sorted(self.per_worker.items())},
+            "files_recomputed": [{"path": p, "workers_lost": n} for p, n in self.recomputed],
+            "files_killing_workers": list(self.died_twice),
+        }
