@@ -42,10 +42,34 @@ DIED_TWICE = "worker died twice"
 
 # --- the worker's side ----------------------------------------------------------------------
 
+try:
+    from distributed import WorkerPlugin as _Plugin
+except ImportError:  # the module still loads (and refuses --cluster) without the extra
+    _Plugin = object  # type: ignore[assignment,misc]
+
+_SETTINGS: dict[str, Message] = {}  # run id -> the run's settings, in each worker process
 _CACHES: dict[str, Any] = {}  # run id -> PackCache, in each worker process
 
 
-def cluster_file(task: Message, settings: Message, run: str) -> dict[str, Any]:
+class RunSettings(_Plugin):  # type: ignore[misc,valid-type]
+    """The run's settings, given once to every worker of the cluster (and to each one that joins
+    or is restarted) rather than with every task: a task that depends on nothing is sent to a
+    worker only when one of its threads is free."""
+
+    def __init__(self, run: str, settings: Message) -> None:
+        self.run = run
+        self.settings = settings
+        self.name = f"marionette-{run}"
+
+    def setup(self, worker: Any) -> None:
+        _SETTINGS[self.run] = self.settings
+
+    def teardown(self, worker: Any) -> None:
+        _SETTINGS.pop(self.run, None)
+        _CACHES.pop(self.run, None)
+
+
+def cluster_file(task: Message, run: str) -> dict[str, Any]:
     """Run one task in a Dask worker: its messages (as :func:`.batch_worker.run_file` makes them,
     without parts), where it ran and the cache counts it added."""
     from ..core.batch.baking import PackCache
@@ -55,7 +79,7 @@ def cluster_file(task: Message, settings: Message, run: str) -> dict[str, Any]:
 
     cache = _CACHES.get(run)
     if cache is None:
-        _CACHES.clear()  # an earlier run's settings
+        settings = _SETTINGS[run]
         blas = openblas_threads()  # one task per worker thread already
         if blas is not None:
             blas[1](1)
@@ -95,13 +119,16 @@ class _Slot:
 
 def _allow_one_failure(dask_scheduler: Any) -> int:
     """On the scheduler: a task whose worker died is given to another one once; a second death
-    fails it (KilledWorker). Returns the earlier setting."""
+    fails it (KilledWorker). A worker is sent only what its threads run (worker saturation 1):
+    every task held by a worker that dies counts that death, so a task queued behind a clip that
+    kills its worker would otherwise be blamed with it. Returns the earlier failure setting."""
     before = int(dask_scheduler.allowed_failures)
     dask_scheduler.allowed_failures = 1
+    dask_scheduler.WORKER_SATURATION = 1.0
     return before
 
 
-def _deaths(dask_scheduler: Any, keys: Sequence[str]) -> dict[str, int]:
+def _deaths(keys: Sequence[str], dask_scheduler: Any = None) -> dict[str, int]:
     """On the scheduler: how many workers died while running each of ``keys``."""
     out: dict[str, int] = {}
     for k in keys:
@@ -163,8 +190,11 @@ class ClusterPool:
                     n_workers=local, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=40, env=env
                 )
                 address = self._local.scheduler_address
+            elif address.startswith("tcp://"):  # a refused connection is known at once
+                host, _, port = address[len("tcp://") :].rpartition(":")
+                socket.create_connection((host.strip("[]"), int(port or 8786)), timeout=connect_timeout).close()
             self.client = Client(address, timeout=connect_timeout, set_as_default=False)
-        except (OSError, TimeoutError) as exc:
+        except (OSError, TimeoutError, ValueError) as exc:
             self._close_local()
             raise MarionetteError(f"--cluster {cluster}: cannot reach the Dask scheduler within {connect_timeout:g} s ({exc})") from None
         try:
@@ -209,15 +239,16 @@ class ClusterPool:
         op = msg.get("op")
         if op == "setup":
             if self._settings is None:
-                self._settings = self.client.scatter(msg["settings"], broadcast=True, hash=False)
+                self._settings = RunSettings(self._run, msg["settings"])
+                self.client.register_plugin(self._settings)
                 self._parts_dir = msg.get("parts_dir")
             return True
         if op != "file":
             return True  # "take" and "stop" mean nothing here
         task = {k: v for k, v in msg.items() if k != "ask"}
-        key = f"marionette-{self._run[:8]}-{task['file']}-{uuid.uuid4().hex[:8]}"
-        with self.client.as_current():  # the settings' future travels with the task
-            fut = self.client.submit(cluster_file, task, self._settings, self._run, key=key, pure=False, retries=0)
+        stem = os.path.splitext(os.path.basename(str(task["path"])))[0]  # the dashboard names the file
+        key = f"marionette-{task['file']}-{stem}-{uuid.uuid4().hex[:8]}"
+        fut = self.client.submit(cluster_file, task, self._run, key=key, pure=False, retries=0)
         self._futures[fut] = (w, task)
         if self._t0 is None:
             self._t0 = time.perf_counter()
@@ -321,6 +352,11 @@ class ClusterPool:
             self.client.cancel(list(self._futures))
             self._futures.clear()
         client = getattr(self, "client", None)
+        if client is not None and self._settings is not None and self._local is None:
+            try:  # a shared scheduler's workers forget the run
+                client.unregister_worker_plugin(self._settings.name)
+            except Exception:  # the scheduler went away meanwhile: nothing to forget
+                pass
         if client is not None:
             client.close()
             self.client = None
