@@ -23,8 +23,10 @@ it ends.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
+import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -69,20 +71,29 @@ class RunSettings(_Plugin):  # type: ignore[misc,valid-type]
         _CACHES.pop(self.run, None)
 
 
+def warm_up() -> int:
+    """In each worker, while the main process loads Blender: import what a task runs (numpy, the
+    retarget, the BVH reader), so the first task's time is its own."""
+    from . import batch_worker  # noqa: F401
+    from .worker_process import openblas_threads
+
+    blas = openblas_threads()  # one task per worker thread already
+    if blas is not None:
+        blas[1](1)
+    return os.getpid()
+
+
 def cluster_file(task: Message, run: str) -> dict[str, Any]:
     """Run one task in a Dask worker: its messages (as :func:`.batch_worker.run_file` makes them,
     without parts), where it ran and the cache counts it added."""
     from ..core.batch.baking import PackCache
     from ..core.batch.settings import BakeSettings
     from .batch_worker import run_file
-    from .worker_process import openblas_threads
 
     cache = _CACHES.get(run)
     if cache is None:
         settings = _SETTINGS[run]
-        blas = openblas_threads()  # one task per worker thread already
-        if blas is not None:
-            blas[1](1)
+        warm_up()
         cache = _CACHES[run] = PackCache(BakeSettings.from_message(settings))
     s = cache.stats
     before = [s.mapping_hits, s.mapping_misses, s.binding_hits, s.binding_misses]
@@ -159,7 +170,7 @@ class ClusterPool:
 
     def __init__(self, cluster: str, *, connect_timeout: float = CONNECT_TIMEOUT) -> None:
         try:
-            from distributed import Client, LocalCluster
+            from distributed import Client, LocalCluster, as_completed
         except ImportError:
             raise MarionetteError("--cluster needs dask and distributed: pip install 'marionette[cluster]' (or -e '.[cluster]')") from None
         address, local = parse_cluster(cluster)
@@ -194,15 +205,22 @@ class ClusterPool:
                 host, _, port = address[len("tcp://") :].rpartition(":")
                 socket.create_connection((host.strip("[]"), int(port or 8786)), timeout=connect_timeout).close()
             self.client = Client(address, timeout=connect_timeout, set_as_default=False)
+            self._completed = as_completed(loop=self.client.loop, with_results=True, raise_errors=False)
         except (OSError, TimeoutError, ValueError) as exc:
             self._close_local()
             raise MarionetteError(f"--cluster {cluster}: cannot reach the Dask scheduler within {connect_timeout:g} s ({exc})") from None
         try:
             self.client.wait_for_workers(1, timeout=WORKERS_TIMEOUT)
             self.client.run_on_scheduler(_allow_one_failure)
+            # While this process loads Blender (a worker that fails it is met again by its tasks).
+            threading.Thread(target=self._warm_up, name="cluster-warm-up", daemon=True).start()
         except (OSError, TimeoutError) as exc:
             self.close(graceful=False)
             raise MarionetteError(f"--cluster {cluster}: the scheduler has no worker ({exc})") from None
+
+    def _warm_up(self) -> None:
+        with contextlib.suppress(Exception):
+            self.client.run(warm_up)
 
     # --- size ---
 
@@ -250,36 +268,37 @@ class ClusterPool:
         key = f"marionette-{task['file']}-{stem}-{uuid.uuid4().hex[:8]}"
         fut = self.client.submit(cluster_file, task, self._run, key=key, pure=False, retries=0)
         self._futures[fut] = (w, task)
+        self._completed.add(fut)
         if self._t0 is None:
             self._t0 = time.perf_counter()
         return True
 
     def receive(self, timeout: float) -> list[tuple[Worker, Message | None]]:
+        """The messages of the tasks that ended within ``timeout``. Their results were fetched
+        meanwhile by the client's own thread (``as_completed`` with results), not by this one,
+        which writes the clips."""
         if not self._futures:
             time.sleep(min(timeout, 0.05))
             return []
         deadline = time.monotonic() + timeout
-        while True:
-            done = [f for f in self._futures if f.done()]
-            if done or time.monotonic() >= deadline:
-                break
-            time.sleep(min(0.005, max(0.0, deadline - time.monotonic())))
+        while not self._completed.has_ready() and time.monotonic() < deadline:
+            time.sleep(min(0.002, max(0.0, deadline - time.monotonic())))
+        done = [(f, r) for f, r in self._completed.next_batch(block=False) if f in self._futures]
         if not done:
             return []
         deaths: dict[str, int] = {}
         try:
-            deaths = self.client.run_on_scheduler(_deaths, [f.key for f in done])
+            deaths = self.client.run_on_scheduler(_deaths, [f.key for f, _ in done])
         except Exception:  # the scheduler went away: the results in hand still count
             deaths = {}
         out: list[tuple[Worker, Message | None]] = []
-        for fut in done:
+        for fut, result in done:
             w, task = self._futures.pop(fut)
             if fut.status == "cancelled":
                 continue
-            if fut.status == "error":
-                out.extend((w, m) for m in self._failed(w, task, fut))
+            if fut.status == "error" or not isinstance(result, dict):
+                out.extend((w, m) for m in self._failed(w, task, result))
                 continue
-            result = fut.result()
             out.extend((w, m) for m in self._arrived(w, task, result, deaths.get(fut.key, 0)))
         return out
 
@@ -312,10 +331,11 @@ class ClusterPool:
                 msg["cache"] = list(cum)
         return list(result["messages"])
 
-    def _failed(self, w: Worker, task: Message, fut: Any) -> list[Message]:
-        """The messages of a task the cluster gave up on: a worker died twice running it (or the
-        task could not run at all)."""
-        exc = fut.exception()
+    def _failed(self, w: Worker, task: Message, exc: Any) -> list[Message]:
+        """The messages of a task the cluster gave up on (``exc``, what it raised): a worker died
+        twice running it (or the task could not run at all)."""
+        if isinstance(exc, tuple) and len(exc) == 3:  # (type, value, traceback), as as_completed gives it
+            exc = exc[1]
         fid, path = task["file"], str(task["path"])
         if type(exc).__name__ == "KilledWorker":
             reason = f"{DIED_TWICE} while baking it (a clip that kills its worker: {exc})"
