@@ -41,6 +41,9 @@ from .worker_pool import Worker
 CONNECT_TIMEOUT = 5.0  # seconds to reach the scheduler
 WORKERS_TIMEOUT = 20.0  # seconds for a scheduler (or a local cluster) to have a worker
 DIED_TWICE = "worker died twice"
+#: A Dask worker samples its threads' stacks every 10 ms for the dashboard's profile, holding the
+#: interpreter meanwhile; a local cluster's workers are started without it (README: Many machines).
+PROFILER_OFF = ("DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED", "False")
 
 # --- the worker's side ----------------------------------------------------------------------
 
@@ -196,10 +199,14 @@ class ClusterPool:
         self.died_twice: list[str] = []
         try:
             if address is None:
+                import dask
+
                 env = {v: "1" for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
-                self._local = LocalCluster(
-                    n_workers=local, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=40, env=env
-                )
+                env[PROFILER_OFF[0]] = PROFILER_OFF[1]
+                with dask.config.set({"distributed.worker.profile.enabled": False}):  # see PROFILER_OFF
+                    self._local = LocalCluster(
+                        n_workers=local, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=40, env=env
+                    )
                 address = self._local.scheduler_address
             elif address.startswith("tcp://"):  # a refused connection is known at once
                 host, _, port = address[len("tcp://") :].rpartition(":")
