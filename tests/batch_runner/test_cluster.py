@@ -169,3 +169,30 @@ def test_a_clip_that_kills_two_workers_is_reported_and_the_rest_bake(blender, tm
     assert [c["status"] for c in poison["clips"]] == ["failed"] and "worker died twice" in poison["clips"][0]["reason"]
     assert [os.path.basename(p) for p in r["cluster"]["files_killing_workers"]] == ["poison_walk.bvh"]
     assert len(_read_output(blender, out)) == 2
+
+
+@pytest.mark.slow
+def test_ctrl_c_keeps_what_the_cluster_baked_and_a_local_run_resumes_it(blender, tmp_path) -> None:
+    pack = tmp_path / "pack"
+    pack.mkdir()
+    for k in range(40):
+        shutil.copy(shared_file((CMU, DAZ)[k % 2]), pack / f"{k:03d}.bvh")
+    out, report = tmp_path / "out.blend", tmp_path / "r.json"
+    proc = subprocess.Popen(
+        _bake_command(str(pack), str(shared_file(TARGET)), "-o", str(out), "--cluster", "local:2", "--report", str(report)),
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if line.startswith("  clip 5:"):
+            proc.send_signal(signal.SIGINT)
+            break
+    proc.communicate(timeout=120)
+    assert proc.returncode == 130
+    first = _report(report)
+    kept = first["clips_by_status"]["baked"]
+    assert 5 <= kept < 40 and first["interrupted"]
+    assert len(_read_output(blender, out)) == kept
+    proc2 = _bake(str(pack), str(shared_file(TARGET)), "-o", str(out), "--jobs", "2", "--resume", "--report", str(report))
+    assert proc2.returncode == 0, proc2.stderr[-3000:]
+    assert _report(report)["clips_by_status"] == {"already baked": kept, "baked": 40 - kept}
