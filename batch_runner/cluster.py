@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
+import sys
 import threading
 import time
 import uuid
@@ -74,9 +75,22 @@ class RunSettings(_Plugin):  # type: ignore[misc,valid-type]
         _CACHES.pop(self.run, None)
 
 
+def _without_blender_paths() -> None:
+    """Before this worker first imports ``bpy``: drop the folders of Blender's scripts from the
+    search path. A worker process started by a process that had loaded Blender (a local cluster's
+    nanny restarting a worker, a test's cluster) is given that process's search path, which Blender
+    extended with its ``scripts/modules``; there ``bpy`` is Blender's Python half, and importing it
+    before the ``bpy`` module itself fails (``No module named '_bpy'``)."""
+    if "bpy" in sys.modules:
+        return
+    mark = f"{os.sep}bpy{os.sep}"
+    sys.path[:] = [p for p in sys.path if not (mark in p and f"{os.sep}scripts" in p)]
+
+
 def warm_up() -> int:
     """In each worker, while the main process loads Blender: import what a task runs (numpy, the
     retarget, the BVH reader), so the first task's time is its own."""
+    _without_blender_paths()
     from . import batch_worker  # noqa: F401
     from .worker_process import openblas_threads
 
@@ -89,6 +103,7 @@ def warm_up() -> int:
 def cluster_file(task: Message, run: str) -> dict[str, Any]:
     """Run one task in a Dask worker: its messages (as :func:`.batch_worker.run_file` makes them,
     without parts), where it ran and the cache counts it added."""
+    _without_blender_paths()
     from ..core.batch.baking import PackCache
     from ..core.batch.settings import BakeSettings
     from .batch_worker import run_file
@@ -173,11 +188,12 @@ class ClusterPool:
 
     def __init__(self, cluster: str, *, connect_timeout: float = CONNECT_TIMEOUT) -> None:
         try:
-            from distributed import Client, LocalCluster, as_completed
+            import distributed  # noqa: F401
         except ImportError:
             raise MarionetteError("--cluster needs dask and distributed: pip install 'marionette[cluster]' (or -e '.[cluster]')") from None
         address, local = parse_cluster(cluster)
         self.address = cluster
+        self.client: Any = None
         self.workers: dict[int, Worker] = {}
         self.read_ahead: dict[int, list[str]] = {}
         #: Called with one line per baked clip (progress), when set.
@@ -197,25 +213,53 @@ class ClusterPool:
         #: Files recomputed after their worker died: (path, workers lost).
         self.recomputed: list[tuple[str, int]] = []
         self.died_twice: list[str] = []
-        try:
-            if address is None:
-                import dask
+        self._local_n = local
+        self._start_error: BaseException | None = None
+        self._starter: threading.Thread | None = None
+        if address is None:
+            # A cluster of our own cannot be unreachable: it starts while this process loads Blender.
+            self._starter = threading.Thread(target=self._start_local, args=(connect_timeout,), name="cluster-start", daemon=True)
+            self._starter.start()
+        else:
+            self._connect(address, connect_timeout)
 
-                env = {v: "1" for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
-                env[PROFILER_OFF[0]] = PROFILER_OFF[1]
-                with dask.config.set({"distributed.worker.profile.enabled": False}):  # see PROFILER_OFF
-                    self._local = LocalCluster(
-                        n_workers=local, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=40, env=env
-                    )
-                address = self._local.scheduler_address
-            elif address.startswith("tcp://"):  # a refused connection is known at once
+    def _start_local(self, connect_timeout: float) -> None:
+        from distributed import LocalCluster
+
+        try:
+            import dask
+
+            env = {v: "1" for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
+            env[PROFILER_OFF[0]] = PROFILER_OFF[1]
+            with dask.config.set({"distributed.worker.profile.enabled": False}):  # see PROFILER_OFF
+                self._local = LocalCluster(
+                    n_workers=self._local_n, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=40, env=env
+                )
+            self._connect(self._local.scheduler_address, connect_timeout)
+        except BaseException as exc:  # said by _ready, on this process's thread
+            self._start_error = exc
+
+    def _ready(self) -> None:
+        """Wait for a local cluster started in the background; raise what stopped it."""
+        if self._starter is not None:
+            self._starter.join()
+            self._starter = None
+            if self._start_error is not None:
+                self.close(graceful=False)
+                raise MarionetteError(f"--cluster {self.address}: the local Dask cluster did not start ({self._start_error})")
+
+    def _connect(self, address: str, connect_timeout: float) -> None:
+        from distributed import Client, as_completed
+
+        try:
+            if address.startswith("tcp://"):  # a refused connection is known at once
                 host, _, port = address[len("tcp://") :].rpartition(":")
                 socket.create_connection((host.strip("[]"), int(port or 8786)), timeout=connect_timeout).close()
             self.client = Client(address, timeout=connect_timeout, set_as_default=False)
             self._completed = as_completed(loop=self.client.loop, with_results=True, raise_errors=False)
         except (OSError, TimeoutError, ValueError) as exc:
             self._close_local()
-            raise MarionetteError(f"--cluster {cluster}: cannot reach the Dask scheduler within {connect_timeout:g} s ({exc})") from None
+            raise MarionetteError(f"--cluster {self.address}: cannot reach the Dask scheduler within {connect_timeout:g} s ({exc})") from None
         try:
             self.client.wait_for_workers(1, timeout=WORKERS_TIMEOUT)
             self.client.run_on_scheduler(_allow_one_failure)
@@ -223,7 +267,7 @@ class ClusterPool:
             threading.Thread(target=self._warm_up, name="cluster-warm-up", daemon=True).start()
         except (OSError, TimeoutError) as exc:
             self.close(graceful=False)
-            raise MarionetteError(f"--cluster {cluster}: the scheduler has no worker ({exc})") from None
+            raise MarionetteError(f"--cluster {self.address}: the scheduler has no worker ({exc})") from None
 
     def _warm_up(self) -> None:
         with contextlib.suppress(Exception):
@@ -234,6 +278,8 @@ class ClusterPool:
     @property
     def slots(self) -> int:
         """Tasks the cluster runs at once (its workers' threads)."""
+        if self._starter is not None:
+            return self._local_n
         return max(1, sum(self.client.nthreads().values()))
 
     def jobs_for(self, plan: PackPlan) -> tuple[int, str | None]:
@@ -261,6 +307,7 @@ class ClusterPool:
         return list(started.values())
 
     def send(self, w: Worker, msg: Message) -> bool:
+        self._ready()
         op = msg.get("op")
         if op == "setup":
             if self._settings is None:
@@ -373,6 +420,9 @@ class ClusterPool:
         self.workers.clear()
 
     def close(self, graceful: bool = True) -> None:
+        if self._starter is not None:
+            self._starter.join()
+            self._starter = None
         self._starting.clear()
         self.workers.clear()
         if self._futures:
