@@ -85,10 +85,14 @@ def _note_run(parts: str, resume: bool) -> float | None:
     return earlier
 
 
-def start_pack(inputs: Sequence[str], output: str, *, jobs: int | None = None, resume: bool = False, read_ahead: bool = True) -> PackStart:
+def start_pack(
+    inputs: Sequence[str], output: str, *, jobs: int | None = None, resume: bool = False, read_ahead: bool = True, cluster: str | None = None
+) -> PackStart:
     """Plan the pack and start its workers (with files to read ahead on a fresh run) without
     importing Blender; refuses a pack without clip files (an empty or missing folder, only
-    entries that cannot be read) before anything is written."""
+    entries that cannot be read) before anything is written. ``cluster``: the tasks go to a Dask
+    cluster instead (:class:`.cluster.ClusterPool`, connected here: an unreachable scheduler
+    refuses the run before anything is written)."""
     out = str(Path(output).resolve())
     parts = parts_directory(out)
     own = [out, parts, out + ".partial.blend", *existing_volumes(out), *stray_volumes(out, 0)]
@@ -96,6 +100,21 @@ def start_pack(inputs: Sequence[str], output: str, *, jobs: int | None = None, r
     if not plan.files:
         said = "; ".join(f"{p}: {why}" for p, why in plan.refused[:3])
         raise MarionetteError((said + " (no clip files to bake)") if said else "no clip files (.bvh, .fbx, .glb/.gltf, .blend, .vmd) in " + ", ".join(map(str, inputs)))
+    if cluster is not None:
+        from .cluster import ClusterPool
+
+        cpool = ClusterPool(cluster)
+        try:
+            made = not os.path.isdir(parts)
+            if not resume and not made:
+                shutil.rmtree(parts)
+                made = True
+            earlier = _note_run(parts, resume)
+        except BaseException:
+            cpool.close(graceful=False)
+            raise
+        count, note = cpool.jobs_for(plan)
+        return PackStart(out, parts, plan, count, resume, earlier, cpool, requested=jobs, jobs_note=note, made_parts=made)  # type: ignore[arg-type]
     if not resume and os.path.isdir(parts):
         shutil.rmtree(parts)  # leftovers of an earlier run that nobody resumed
     made = not os.path.isdir(parts)

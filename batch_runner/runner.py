@@ -149,7 +149,7 @@ class BatchBake(WorkDispatch, OutputWriting):
         self.settings = settings
         self.plan = plan
         #: Workers used, and why fewer than ``jobs`` (``None``: as asked).
-        self.jobs, self.jobs_note = pack_jobs(jobs, plan)
+        self.jobs, self.jobs_note = pool.jobs_for(plan) if hasattr(pool, "jobs_for") else pack_jobs(jobs, plan)
         self.jobs_requested = jobs
         self.parts_dir = parts_dir
         self.report = BatchReport(plan)
@@ -303,7 +303,7 @@ class BatchBake(WorkDispatch, OutputWriting):
             if prefer is not None:
                 self._prefer_left[prefer] = self._prefer_left.get(prefer, 0) + 1
             skip = [c.clip for c in f.clips if c.status in (CLIP_ALREADY, CLIP_RECOVERED)]
-            self._pending.append(Task(i, skip, prefer=prefer, ask=self.jobs > 1 and not pf.one_clip))
+            self._pending.append(Task(i, skip, prefer=prefer, ask=self.jobs > 1 and not pf.one_clip and getattr(self._pool, "answers", True)))
             self._open_tasks[i] = 1
         self._flush()
         self.report.add_time("start", time.perf_counter() - t0)
@@ -416,6 +416,9 @@ class BatchBake(WorkDispatch, OutputWriting):
         self._flush()
         self._close_volume(final=True)
         if self._pool is not None:
+            if hasattr(self._pool, "describe"):  # a Dask cluster's (.cluster.ClusterPool)
+                self.report.info["cluster"] = self._pool.describe()
+                self.report.count("files_recomputed", len(self.report.info["cluster"]["files_recomputed"]))
             self._pool.close()  # reap the workers asked to stop (they have exited by now)
         st = self._state
         if st.pose:

@@ -307,6 +307,10 @@ def _bake_pack_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         help="worker processes (default: one per core; lowered to the cores and to what the pack can use, saying so)",
     )
+    p.add_argument(
+        "--cluster", metavar="tcp://HOST:8786|local:N",
+        help="run the clips on the workers of a Dask scheduler (pip install '.[cluster]'), or on a local Dask cluster of N processes",
+    )
     p.add_argument("--report", help="write the JSON report here (per file: baked, failed with the reason, lost)")
     p.add_argument("--target-armature", help="name of the armature to bake onto when the target file holds several")
     p.add_argument("--mapping", metavar="FILE_OR_PRESET", help=_mapping_help())
@@ -405,7 +409,7 @@ def bake_pack(args: argparse.Namespace) -> int:
     _check_mapping(args.source_mapping)
     with job_output(args.verbose) as terminal:  # progress, one line per file, goes to the terminal
         # Workers start (and read their first files) while this process loads Blender and the target.
-        start = start_pack(args.pack, args.output, jobs=args.jobs, resume=args.resume)
+        start = start_pack(args.pack, args.output, jobs=args.jobs, resume=args.resume, cluster=args.cluster)
         if start.jobs_note:
             print(f"marionette: {start.jobs_note}", file=terminal, flush=True)
         from ..usecases.bake_pack import bake_pack as run_bake_pack

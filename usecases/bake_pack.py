@@ -198,6 +198,8 @@ def bake_pack(
         why = f.summary_reason()
         progress(f"[{done:>{len(str(total))}}/{total}] {f.status:9s} {f.label} ({good} clip{'s' if good != 1 else ''})" + (f": {why}" if why and f.status != FILE_BAKED else ""))
 
+    if progress is not None and hasattr(start.pool, "say"):  # a Dask cluster's: one line per clip
+        start.pool.say = progress
     runner = BatchBake(
         target,
         settings,

@@ -1,0 +1,199 @@
+"""bake-pack on a Dask cluster (``--cluster``): the same keys as ``--jobs 1``, a worker killed
+mid-clip costing nothing, a clip that kills its workers reported, an unreachable scheduler refused
+before anything is written. The clusters are real: ``local:2``, and a scheduler with two workers
+started on 127.0.0.1 by these tests."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.helpers.batch_bake import CMU, DAZ, TARGET, _bake, _bake_command, _big_bvh, _read_output, _report, _statuses
+from tests.helpers.data import shared_file
+
+distributed = pytest.importorskip("distributed", reason="bake-pack --cluster needs the cluster extra (dask, distributed)")
+
+pytestmark = [pytest.mark.bpy, pytest.mark.data]
+
+WALK = "bvh/makehuman/walk1_zup.bvh"
+FBX = "fbx/quaternius_male_casual.fbx"  # 11 clips
+
+
+def _pack(root: Path, files: list[str]) -> Path:
+    root.mkdir()
+    for rel in files:
+        shutil.copy(shared_file(rel), root / Path(rel).name)
+    return root
+
+
+@pytest.fixture(scope="module")
+def dask_cluster():
+    """A scheduler and two single-thread worker processes (with nannies) on 127.0.0.1."""
+    from distributed import Client, LocalCluster
+
+    cluster = LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None, silence_logs=40
+    )
+    client = Client(cluster, set_as_default=False)
+    try:
+        yield cluster, client
+    finally:
+        client.close()
+        cluster.close()
+
+
+def test_parse_cluster_refuses_what_is_no_address() -> None:
+    from marionette.batch_runner.cluster import parse_cluster
+    from marionette.core.errors import MarionetteError
+
+    assert parse_cluster("local:3") == (None, 3)
+    assert parse_cluster("tcp://10.0.0.5:8786") == ("tcp://10.0.0.5:8786", 0)
+    for bad in ("local:0", "local:x", "10.0.0.5:8786", "tcp://"):
+        with pytest.raises(MarionetteError, match="--cluster"):
+            parse_cluster(bad)
+
+
+def test_unreachable_scheduler_is_refused_and_nothing_written(tmp_path) -> None:
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    pack = _pack(tmp_path / "pack", [CMU])
+    out = tmp_path / "out.blend"
+    t0 = time.perf_counter()
+    proc = _bake(str(pack), str(shared_file(TARGET)), "-o", str(out), "--cluster", f"tcp://127.0.0.1:{port}", "--report", str(tmp_path / "r.json"))
+    seconds = time.perf_counter() - t0
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    assert "cannot reach the Dask scheduler" in proc.stderr and str(port) in proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pack"]  # no output, no parts, no report
+    print(f"refused in {seconds:.1f} s")
+
+
+@pytest.mark.slow
+def test_local_cluster_writes_the_keys_of_jobs_1_and_resumes_a_local_run(blender, tmp_path) -> None:
+    pack = _pack(tmp_path / "pack", [CMU, DAZ, WALK, FBX])
+    target = str(shared_file(TARGET))
+    runs = {}
+    for name, how in (("jobs1", ["--jobs", "1"]), ("local2", ["--cluster", "local:2"])):
+        blend, report = tmp_path / f"{name}.blend", tmp_path / f"{name}.json"
+        proc = _bake(str(pack), target, "-o", str(blend), *how, "--report", str(report))
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        runs[name] = (proc, blend, _report(report))
+    (_, b1, r1), (p2, b2, r2) = runs["jobs1"], runs["local2"]
+    assert _statuses(r1) == _statuses(r2)
+    a1, a2 = _read_output(blender, b1), _read_output(blender, b2)
+    assert sorted(a1) == sorted(a2) and len(a1) == 14
+    for name in a1:
+        assert a1[name][:2] == a2[name][:2]
+        assert a1[name][2] == a2[name][2], name  # byte-identical keys
+    # The report says which worker baked what; progress named them per clip.
+    workers = r2["cluster"]["workers"]
+    assert len(workers) >= 1 and sum(w["clips"] for w in workers.values()) == 14
+    assert sum(w["files"] for w in workers.values()) == 4
+    assert all(w["seconds"] > 0 for w in workers.values())
+    lines = [ln for ln in (p2.stdout + p2.stderr).splitlines() if ln.startswith("  clip ")]
+    assert len(lines) == 14 and all(" on " in ln and "(pid " in ln and "clips/s" in ln for ln in lines), lines[:3]
+    assert r2["cluster"]["files_recomputed"] == [] and r2["binding_cache"]["binding_misses"] >= 1
+    # A cluster run continues a local run's output: everything is there already.
+    shutil.copy(b1, tmp_path / "cont.blend")
+    proc = _bake(str(pack), target, "-o", str(tmp_path / "cont.blend"), "--cluster", "local:2", "--resume", "--report", str(tmp_path / "cont.json"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    cont = _report(tmp_path / "cont.json")
+    assert cont["clips_by_status"] == {"already baked": 14}
+
+
+@pytest.mark.slow
+def test_worker_killed_mid_clip_the_clip_is_recomputed_elsewhere(blender, tmp_path, dask_cluster) -> None:
+    cluster, client = dask_cluster
+    client.wait_for_workers(2, timeout=60)
+    pack = tmp_path / "pack"
+    pack.mkdir()
+    for k in range(4):
+        _big_bvh(pack / f"long_{k}.bvh", repeat=30)
+    pids = dict(client.run(os.getpid))
+    out, report = tmp_path / "out.blend", tmp_path / "r.json"
+    proc = subprocess.Popen(
+        _bake_command(str(pack), str(shared_file(TARGET)), "-o", str(out), "--cluster", cluster.scheduler_address, "--report", str(report)),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    killed = None
+    deadline = time.monotonic() + 120
+    while killed is None and time.monotonic() < deadline and proc.poll() is None:
+        for addr, keys in client.processing().items():
+            if any(str(k).startswith("marionette-") for k in keys) and addr in pids:
+                time.sleep(0.3)  # well into the clip
+                os.kill(pids[addr], signal.SIGKILL)
+                killed = (addr, [str(k) for k in keys])
+                break
+        time.sleep(0.02)
+    stdout, stderr = proc.communicate(timeout=300)
+    assert killed is not None, "no task was seen running"
+    assert proc.returncode == 0, stderr[-3000:]
+    r = _report(report)
+    assert set(_statuses(r).values()) == {"baked"} and r["clips_by_status"] == {"baked": 4}
+    recomputed = r["cluster"]["files_recomputed"]
+    assert len(recomputed) >= 1 and all(x["workers_lost"] == 1 for x in recomputed)
+    lost = {os.path.basename(x["path"]) for x in recomputed}
+    assert any(name.removesuffix(".bvh") in k for name in lost for k in killed[1])
+    warned = [c for f in r["files"] for c in f["clips"] if any("recomputed" in w for w in c.get("warnings", []))]
+    assert {c["clip"] + ".bvh" for c in warned} == lost
+    assert len(_read_output(blender, out)) == 4
+
+
+@pytest.mark.slow
+def test_a_clip_that_kills_two_workers_is_reported_and_the_rest_bake(blender, tmp_path, dask_cluster) -> None:
+    from tests.helpers.dask_cluster import KillOnFile
+
+    cluster, client = dask_cluster
+    client.wait_for_workers(2, timeout=60)
+    # The FBX is imported by workers started from this process, which has loaded Blender.
+    pack = _pack(tmp_path / "pack", [CMU, DAZ, FBX])
+    shutil.copy(shared_file(WALK), pack / "poison_walk.bvh")
+    client.register_plugin(KillOnFile("poison"))
+    try:
+        out, report = tmp_path / "out.blend", tmp_path / "r.json"
+        proc = _bake(str(pack), str(shared_file(TARGET)), "-o", str(out), "--cluster", cluster.scheduler_address, "--report", str(report))
+    finally:
+        client.unregister_worker_plugin("kill-on-file")
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    r = _report(report)
+    expected = {"02_02_daz": "baked", "12_03_motionbuilder": "baked", "quaternius_male_casual": "baked", "poison_walk": "failed"}
+    assert _statuses(r) == expected, r["files"]
+    poison = next(f for f in r["files"] if f["label"] == "poison_walk")
+    assert "worker died twice" in poison["reason"]
+    assert [c["status"] for c in poison["clips"]] == ["failed"] and "worker died twice" in poison["clips"][0]["reason"]
+    assert [os.path.basename(p) for p in r["cluster"]["files_killing_workers"]] == ["poison_walk.bvh"]
+    assert len(_read_output(blender, out)) == 2 + 11
+
+
+@pytest.mark.slow
+def test_ctrl_c_keeps_what_the_cluster_baked_and_a_local_run_resumes_it(blender, tmp_path) -> None:
+    pack = tmp_path / "pack"
+    pack.mkdir()
+    for k in range(40):
+        shutil.copy(shared_file((CMU, DAZ)[k % 2]), pack / f"{k:03d}.bvh")
+    out, report = tmp_path / "out.blend", tmp_path / "r.json"
+    proc = subprocess.Popen(
+        _bake_command(str(pack), str(shared_file(TARGET)), "-o", str(out), "--cluster", "local:2", "--report", str(report)),
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if line.startswith("  clip 5:"):
+            proc.send_signal(signal.SIGINT)
+            break
+    proc.communicate(timeout=120)
+    assert proc.returncode == 130
+    first = _report(report)
+    kept = first["clips_by_status"]["baked"]
+    assert 5 <= kept < 40 and first["interrupted"]
+    assert len(_read_output(blender, out)) == kept
+    proc2 = _bake(str(pack), str(shared_file(TARGET)), "-o", str(out), "--jobs", "2", "--resume", "--report", str(report))
+    assert proc2.returncode == 0, proc2.stderr[-3000:]
+    assert _report(report)["clips_by_status"] == {"already baked": kept, "baked": 40 - kept}

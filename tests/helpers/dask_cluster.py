@@ -1,0 +1,28 @@
+"""A Dask cluster on 127.0.0.1 for the ``bake-pack --cluster`` tests, started with
+``distributed``'s own classes, and a worker plugin that makes one pack file kill its worker."""
+
+from __future__ import annotations
+
+import os
+import signal
+from typing import Any
+
+from distributed import WorkerPlugin
+
+
+class KillOnFile(WorkerPlugin):
+    """A worker process that starts a task of a file whose name holds ``word`` kills itself
+    (SIGKILL), as a clip that crashes its importer would."""
+
+    name = "kill-on-file"
+
+    def __init__(self, word: str) -> None:
+        self.word = word
+
+    def transition(self, key: Any, start: str, finish: str, **kwargs: Any) -> None:
+        if finish == "executing" and str(key).startswith("marionette-") and self.word in str(key):
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
+def worker_pids(client: Any) -> dict[str, int]:
+    return dict(client.run(os.getpid))
