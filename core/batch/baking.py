@@ -133,7 +133,14 @@ class PackCache:
             if s.body is not None:
                 raise MarionetteError("the target's body is described as chains: describe the sources' too (a source mapping with chains)")
             heads = skeleton.rest_placements()[:, :3, 3]
-            return check_quadruped(skeleton.names, skeleton.parents, heads, ends)
+            try:
+                return check_quadruped(skeleton.names, skeleton.parents, heads, ends)
+            except MarionetteError as exc:
+                try:
+                    auto_map_skeleton(skeleton, ends).require_humanoid()
+                except MarionetteError:
+                    raise exc from None
+                raise MarionetteError(f"a humanoid's clip, and the target is a quadruped: a humanoid drives a humanoid, a quadruped a quadruped ({exc})") from None
         mapping = auto_map_skeleton(skeleton, ends)
         mapping.require_humanoid()
         return mapping

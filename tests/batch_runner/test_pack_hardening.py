@@ -306,8 +306,9 @@ def _no_armature() -> str:
     return str(shared_file("gltf/kenney_character_no_armature.glb"))
 
 
-def _quadruped() -> str:
-    return str(shared_file("gltf/khronos_fox_quadruped.glb"))
+def _no_body() -> str:
+    """A rig that is neither a humanoid nor a quadruped (two bones)."""
+    return str(shared_file("gltf/khronos_simple_skin.gltf"))
 
 
 @pytest.mark.slow
@@ -319,7 +320,7 @@ def _quadruped() -> str:
         ("missing target", "nothere.glb: no such file"),
         ("bad mapping", "mapping"),
         ("no armature", "the file has no armature"),
-        ("quadruped target", "not a humanoid rig"),
+        ("target of no body Marionette reads", "not a humanoid rig"),
     ],
 )
 def test_a_refused_run_leaves_no_parts_folder_and_no_output(tmp_path, case, message) -> None:
@@ -334,7 +335,7 @@ def test_a_refused_run_leaves_no_parts_folder_and_no_output(tmp_path, case, mess
     elif case == "no armature":
         target = _no_armature()
     else:
-        target = _quadruped()
+        target = _no_body()
     before = _tree(tmp_path)
     proc = _bake(str(pack), target, "-o", str(tmp_path / "out.blend"), "--jobs", "2", *extra)
     assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
@@ -353,7 +354,7 @@ def test_a_refused_resume_keeps_the_interrupted_runs_parts(tmp_path) -> None:
     parts.mkdir()
     kept = parts / "clip-from-the-interrupted-run.npz"
     kept.write_bytes(b"computed before the interruption")
-    proc = _bake(str(pack), _quadruped(), "-o", str(tmp_path / "out.blend"), "--resume")
+    proc = _bake(str(pack), _no_body(), "-o", str(tmp_path / "out.blend"), "--resume")
     assert proc.returncode == 1 and "not a humanoid rig" in proc.stderr
     assert kept.read_bytes() == b"computed before the interruption"
     assert not (tmp_path / "out.blend").exists()
@@ -397,3 +398,16 @@ def test_a_named_pipe_given_as_the_mapping_is_refused_unopened(tmp_path) -> None
     assert proc.returncode == 1 and proc.stdout == ""
     assert proc.stderr.splitlines() == [f"marionette: error: cannot read bone mapping {fifo}: not a regular file (a named pipe (FIFO))"]
     assert _tree(tmp_path) == before
+
+
+@pytest.mark.slow
+@pytest.mark.bpy
+@pytest.mark.data
+def test_humanoid_clips_onto_a_quadruped_say_so(tmp_path) -> None:
+    """A quadruped is a target of its own now: a pack of humanoid clips onto the shared Fox fails
+    clip by clip, each saying the clip is a humanoid's and the target a quadruped."""
+    pack = _pack(tmp_path)
+    proc = _bake(str(pack), str(shared_file("gltf/khronos_fox_quadruped.glb")), "-o", str(tmp_path / "out.blend"), "--jobs", "1")
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    failed = [ln for ln in proc.stdout.splitlines() if ln.strip().startswith("failed")]
+    assert failed and all("a humanoid's clip, and the target is a quadruped" in ln for ln in failed), proc.stdout[-2000:]
