@@ -141,7 +141,7 @@ def bake_file(
     if physics:
         from .bake_physics import bake_physics
 
-        report = bake_physics(obj, f, action_name, scene=scene)
+        report = bake_physics(obj, f, action_name, scene=scene).report
     else:
         report = bake_controls(obj, f, action_name, disable_live=True, scene=scene).as_dict(obj.name)
     save_blend(output)

@@ -24,6 +24,7 @@ their bodies muted, so the Action plays as baked.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import bpy
@@ -58,10 +59,21 @@ def _matrices(objs: list[Any]) -> np.ndarray:
     return np.array([np.array(o.matrix_world, dtype=np.float64) for o in objs]).reshape(len(objs), 4, 4)
 
 
-def bake_physics(obj: Any, frames: np.ndarray | None = None, name: str | None = None, scene: Any = None) -> dict[str, Any]:
+@dataclass
+class PhysicsBake:
+    """What :func:`bake_physics` did: the report (JSON-ready), the new Action, and the bodies'
+    simulated placements ``(T, N, 4, 4)`` (armature space) over the simulated frames, by body index."""
+
+    report: dict[str, Any]
+    action: Any
+    frames: np.ndarray
+    placements: np.ndarray
+
+
+def bake_physics(obj: Any, frames: np.ndarray | None = None, name: str | None = None, scene: Any = None) -> PhysicsBake:
     """Simulate and write back (see the module docstring) over ``frames`` (whole, increasing,
     contiguous; default the scene's range). Refuses (``RigError``/``ClipError``) before changing
-    anything. Returns the report, with ``first_step`` (the largest distance a body moved over the
+    anything. The report has ``first_step`` (the largest distance a body moved over the
     first simulated frame, metres) and ``start_offset`` (how far a dynamic body started from where
     the first frame's pose carries it, metres)."""
     t0 = time.perf_counter()
@@ -81,6 +93,9 @@ def bake_physics(obj: Any, frames: np.ndarray | None = None, name: str | None = 
     previous = compat.current_action(obj)
     built = build_controls(obj)
     intermediate = None
+    # The bones' tracks toward their bodies are muted while the controls bake (they read the
+    # keyed pose, which the tracks would override).
+    set_tracks(obj, False)
     if built.stack is not None and not built.errors:
         outcome = bake_controls(obj, steps, f"{obj.name}_controls_for_physics", disable_live=True, scene=scene)
         intermediate = outcome.action
@@ -159,7 +174,7 @@ def bake_physics(obj: Any, frames: np.ndarray | None = None, name: str | None = 
             bpy.data.actions.remove(intermediate)
     set_tracks(obj, False)
     world.enabled = False
-    return {
+    report = {
         "object": obj.name,
         "action": new.name,
         "frames": [float(f[0]), float(f[-1])],
@@ -172,3 +187,4 @@ def bake_physics(obj: Any, frames: np.ndarray | None = None, name: str | None = 
         "start_offset": round(start_offset, 6),
         "seconds": round(time.perf_counter() - t0, 4),
     }
+    return PhysicsBake(report, new, steps, all_track)
