@@ -33,7 +33,7 @@ import numpy as np
 from mathutils import Matrix
 
 from ..core.formats.pmx import BodyMode
-from ..core.formats.pmx_physics import PhysicsModel, body_bone_offsets
+from ..core.formats.pmx_physics import PhysicsModel, body_bone_offsets, collides
 
 ARMATURE_PROPERTY = "pmx_armature"
 BODY_PROPERTY = "pmx_rigid_body"
@@ -99,11 +99,11 @@ def _with_active(obj: Any, view_layer: Any, run: Any) -> None:
         view_layer.objects.active = before
 
 
-def _add_rigid_body(obj: Any, scene: Any, view_layer: Any) -> None:
+def _add_rigid_body(obj: Any, view_layer: Any) -> None:
     _with_active(obj, view_layer, lambda: bpy.ops.rigidbody.object_add(type="ACTIVE"))
 
 
-def _add_constraint(obj: Any, scene: Any, view_layer: Any, kind: str) -> None:
+def _add_constraint(obj: Any, view_layer: Any, kind: str) -> None:
     _with_active(obj, view_layer, lambda: bpy.ops.rigidbody.constraint_add(type=kind))
 
 
@@ -131,7 +131,7 @@ def build_rigid_bodies(arm: Any, physics: PhysicsModel, bone_names: dict[int, st
         obj[REST_PROPERTY] = [float(v) for v in spec.matrix.ravel()]
         world = arm_world @ spec.matrix
         obj.matrix_world = Matrix(world.tolist())
-        _add_rigid_body(obj, scene, view_layer)
+        _add_rigid_body(obj, view_layer)
         rb = obj.rigid_body
         rb.collision_shape = spec.shape
         rb.mass = max(spec.mass, 1e-3)
@@ -164,7 +164,7 @@ def build_rigid_bodies(arm: Any, physics: PhysicsModel, bone_names: dict[int, st
         _track(arm, bone, body, coll, arm_world)
     for k, j in enumerate(physics.joints):
         obj = _constraint_object(f"J.{j.name or k}", coll, arm_world @ j.matrix, arm.name)
-        _add_constraint(obj, scene, view_layer, "GENERIC_SPRING")
+        _add_constraint(obj, view_layer, "GENERIC_SPRING")
         c = obj.rigid_body_constraint
         c.object1, c.object2 = out.bodies[j.body_a], out.bodies[j.body_b]
         c.disable_collisions = not _collide(physics, j.body_a, j.body_b)
@@ -183,7 +183,7 @@ def build_rigid_bodies(arm: Any, physics: PhysicsModel, bone_names: dict[int, st
         out.joints.append(obj)
     for a, b in physics.non_colliding:
         obj = _constraint_object(f"NC.{physics.bodies[a].name}.{physics.bodies[b].name}", coll, arm_world, arm.name)
-        _add_constraint(obj, scene, view_layer, "GENERIC")
+        _add_constraint(obj, view_layer, "GENERIC")
         c = obj.rigid_body_constraint
         c.object1, c.object2 = out.bodies[a], out.bodies[b]
         c.disable_collisions = True
@@ -195,8 +195,6 @@ def build_rigid_bodies(arm: Any, physics: PhysicsModel, bone_names: dict[int, st
 
 
 def _collide(physics: PhysicsModel, a: int, b: int) -> bool:
-    from ..core.formats.pmx_physics import collides
-
     return collides(physics.bodies[a], physics.bodies[b])
 
 

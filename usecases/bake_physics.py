@@ -40,7 +40,6 @@ from ..bridge.rigid_bodies import (
     BONE_PROPERTY,
     MODE_PROPERTY,
     TRACK_CONSTRAINT,
-    ensure_world,
     physics_objects,
     rest_matrix,
     set_tracks,
@@ -52,7 +51,7 @@ from ..core.formats.pmx_physics import write_back
 from ..core.rig.clip import Clip
 from ..core.rig.rotations import parts_from_transform
 from ..viewport import live_preview
-from .bake_controls import bake_controls
+from .bake_controls import bake_controls, check_bakeable
 
 
 def _matrices(objs: list[Any]) -> np.ndarray:
@@ -84,19 +83,24 @@ def bake_physics(obj: Any, frames: np.ndarray | None = None, name: str | None = 
     f = np.arange(scene.frame_start, scene.frame_end + 1, dtype=np.float64) if frames is None else np.asarray(frames, dtype=np.float64).reshape(-1)
     if f.size == 0 or not np.all(np.diff(f) == 1.0) or not np.all(f == np.round(f)):
         raise ClipError("frames to bake with physics must be whole, increasing one by one")
-    world = ensure_world(scene)
+    world = scene.rigidbody_world
+    if world is None:
+        raise RigError(f"the scene {scene.name!r} has no rigid-body world; import the model with physics (import-pmx --physics)")
     start = int(world.point_cache.frame_start)
     if f[0] < start:
         raise ClipError(f"the rigid-body cache starts at frame {start}; physics cannot be baked from frame {int(f[0])}")
+    built = build_controls(obj)
+    if built.stack is not None or built.errors:
+        check_bakeable(obj)  # the controls' own refusals, before anything changes
+    world.enabled = True
     world.point_cache.frame_end = max(int(world.point_cache.frame_end), int(f[-1]))
     steps = np.arange(start, f[-1] + 1, dtype=np.float64)
     previous = compat.current_action(obj)
-    built = build_controls(obj)
     intermediate = None
     # The bones' tracks toward their bodies are muted while the controls bake (they read the
     # keyed pose, which the tracks would override).
     set_tracks(obj, False)
-    if built.stack is not None and not built.errors:
+    if built.stack is not None:
         outcome = bake_controls(obj, steps, f"{obj.name}_controls_for_physics", disable_live=True, scene=scene)
         intermediate = outcome.action
         skeleton = built.stack.skeleton

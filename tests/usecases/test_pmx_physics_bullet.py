@@ -225,3 +225,22 @@ def test_command_line_imports_and_bakes_physics(tmp_path, files):
     out = json.loads(done.stdout[done.stdout.index("{"):])
     assert out["bones_written_back"] == sorted(HAIR) and out["start_offset"] < 1e-4 and out["first_step"] < 0.02
     assert math.isclose(out["frames"][0], 1.0)
+
+
+def test_the_importer_option_builds_physics_and_a_rig_without_it_is_refused(addon, files):
+    bpy = addon
+    from marionette.core.errors import RigError
+    from marionette.usecases.bake_physics import bake_physics
+
+    pmx, _ = files
+    assert bpy.ops.marionette.import_pmx_rig(filepath=str(pmx)) == {"FINISHED"}
+    plain = bpy.context.view_layer.objects.active
+    actions = len(bpy.data.actions)
+    with pytest.raises(RigError, match="no rigid bodies"):
+        bake_physics(plain)
+    assert len(bpy.data.actions) == actions and bpy.context.scene.rigidbody_world is None
+    assert bpy.ops.marionette.import_pmx_rig(filepath=str(pmx), physics=True) == {"FINISHED"}
+    rig = bpy.context.view_layer.objects.active
+    bodies = [o for o in bpy.data.objects if o.get("pmx_armature") == rig.name and "pmx_rigid_body" in o]
+    assert len(bodies) == 4 and bpy.context.scene.rigidbody_world is not None
+    assert sorted(pb.name for pb in rig.pose.bones if "Rigid body track" in pb.constraints) == sorted(HAIR)
