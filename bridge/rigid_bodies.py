@@ -246,3 +246,18 @@ def set_tracks(arm: Any, on: bool) -> None:
 def rest_matrix(body: Any) -> np.ndarray:
     """A body's rest placement in armature space (4x4)."""
     return np.array(body[REST_PROPERTY], dtype=np.float64).reshape(4, 4)
+
+
+def physics_enabled(arm: Any, scene: Any) -> bool:
+    """Whether ``arm``'s physics runs: the scene's rigid-body world on and its bones' tracks unmuted."""
+    world = scene.rigidbody_world
+    tracks = [pb.constraints[TRACK_CONSTRAINT] for pb in arm.pose.bones if TRACK_CONSTRAINT in pb.constraints]
+    return world is not None and world.enabled and any(not c.mute for c in tracks)
+
+
+def set_physics(arm: Any, scene: Any, on: bool) -> None:
+    """Switch ``arm``'s physics on (the world on, the tracks unmuted) or off (the bones play their keys)."""
+    world = ensure_world(scene) if on else scene.rigidbody_world
+    if world is not None:
+        world.enabled = on
+    set_tracks(arm, on)

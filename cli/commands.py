@@ -471,10 +471,12 @@ def bake_controls(args: argparse.Namespace) -> int:
     check_inputs([("input file", args.file)])
     _check_blend(args.file)
     from ..usecases.bake_controls import bake_file  # loads Blender
+    from ..usecases.bake_physics import bake_physics_file
     from ..usecases.controls import registered
 
     with job_output(args.verbose), registered():
-        report = bake_file(args.file, args.object, args.output, args.frames, args.action_name, physics=args.physics)
+        job = bake_physics_file if args.physics else bake_file
+        report = job(args.file, args.object, args.output, args.frames, args.action_name)
     print(json.dumps(report, indent=1))
     _write_report(report, args.report)
     return 0

@@ -117,13 +117,20 @@ def bake_controls(
     return BakeOutcome(new, f, time.perf_counter() - t0, reports)
 
 
-def bake_file(
-    path: str, object_name: str, output: str, frames: Sequence[int] | None = None, action_name: str | None = None, *, physics: bool = False
-) -> dict[str, Any]:
+def bake_file(path: str, object_name: str, output: str, frames: Sequence[int] | None = None, action_name: str | None = None) -> dict[str, Any]:
     """The ``bake-controls`` job: open ``path``, bake ``object_name``'s controls over ``frames``
-    (``(first, last)``, default the scene's range), with ``physics`` its rigid-body simulation too
-    (:func:`.bake_physics.bake_physics`), save everything to ``output`` (``path`` itself is not
-    written). Returns the report."""
+    (``(first, last)``, default the scene's range), save everything to ``output`` (``path``
+    itself is not written). Returns the report."""
+    obj, scene, f = open_for_bake(path, object_name, frames)
+    report = bake_controls(obj, f, action_name, disable_live=True, scene=scene).as_dict(obj.name)
+    save_blend(output)
+    report["output"] = str(Path(output).resolve())
+    return report
+
+
+def open_for_bake(path: str, object_name: str, frames: Sequence[int] | None) -> tuple[bpy.types.Object, bpy.types.Scene, np.ndarray]:
+    """Open ``path`` and find the armature ``object_name`` in its active scene, and the frames
+    to bake (``(first, last)``, default the scene's range); refuses naming what is wrong."""
     src = Path(path)
     if not src.is_file():
         raise FileNotFoundError(f"no such file: {path}")
@@ -137,16 +144,7 @@ def bake_file(
     scene = bpy.context.scene
     if scene.objects.get(obj.name) is None:
         raise RigError(f"{object_name!r} is not in the file's active scene {scene.name!r}")
-    f = frames_of(scene, *(frames if frames is not None else (None, None)))
-    if physics:
-        from .bake_physics import bake_physics
-
-        report = bake_physics(obj, f, action_name, scene=scene).report
-    else:
-        report = bake_controls(obj, f, action_name, disable_live=True, scene=scene).as_dict(obj.name)
-    save_blend(output)
-    report["output"] = str(Path(output).resolve())
-    return report
+    return obj, scene, frames_of(scene, *(frames if frames is not None else (None, None)))
 
 
 def frames_of(scene: bpy.types.Scene, start: int | None, end: int | None) -> np.ndarray:

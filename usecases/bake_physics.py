@@ -24,7 +24,9 @@ their bodies muted, so the Action plays as baked.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import bpy
@@ -44,6 +46,7 @@ from ..bridge.rigid_bodies import (
     rest_matrix,
     set_tracks,
 )
+from ..bridge.session import save_blend
 from ..bridge.skeleton_read import skeleton_from_armature
 from ..core.errors import ClipError, RigError
 from ..core.formats.pmx import BodyMode
@@ -51,7 +54,7 @@ from ..core.formats.pmx_physics import write_back
 from ..core.rig.clip import Clip
 from ..core.rig.rotations import parts_from_transform
 from ..viewport import live_preview
-from .bake_controls import bake_controls, check_bakeable
+from .bake_controls import bake_controls, check_bakeable, open_for_bake
 
 
 def _matrices(objs: list[Any]) -> np.ndarray:
@@ -192,3 +195,14 @@ def bake_physics(obj: Any, frames: np.ndarray | None = None, name: str | None = 
         "seconds": round(time.perf_counter() - t0, 4),
     }
     return PhysicsBake(report, new, steps, all_track)
+
+
+def bake_physics_file(path: str, object_name: str, output: str, frames: Sequence[int] | None = None, action_name: str | None = None) -> dict[str, Any]:
+    """The ``bake-controls --physics`` job: open ``path``, bake ``object_name``'s controls and
+    physics over ``frames`` (``(first, last)``, default the scene's range), save everything to
+    ``output`` (``path`` itself is not written). Returns the report."""
+    obj, scene, f = open_for_bake(path, object_name, frames)
+    report = bake_physics(obj, f, action_name, scene=scene).report
+    save_blend(output)
+    report["output"] = str(Path(output).resolve())
+    return report
