@@ -164,6 +164,7 @@ def build_rigid_bodies(arm: Any, physics: PhysicsModel, bone_names: dict[int, st
         _track(arm, bone, body, coll, arm_world)
     for k, j in enumerate(physics.joints):
         obj = _constraint_object(f"J.{j.name or k}", coll, arm_world @ j.matrix, arm.name)
+        obj[REST_PROPERTY] = [float(v) for v in j.matrix.ravel()]
         _add_constraint(obj, view_layer, "GENERIC_SPRING")
         c = obj.rigid_body_constraint
         c.object1, c.object2 = out.bodies[j.body_a], out.bodies[j.body_b]
@@ -256,8 +257,47 @@ def physics_enabled(arm: Any, scene: Any) -> bool:
 
 
 def set_physics(arm: Any, scene: Any, on: bool) -> None:
-    """Switch ``arm``'s physics on (the world on, the tracks unmuted) or off (the bones play their keys)."""
+    """Switch ``arm``'s physics on (the world on, bodies and joints placed at the first frame's
+    pose, the tracks unmuted) or off (the bones play their keys)."""
     world = ensure_world(scene) if on else scene.rigidbody_world
     if world is not None:
         world.enabled = on
+    if on:
+        place_at_first_frame(arm, scene)
     set_tracks(arm, on)
+
+
+def place_at_first_frame(arm: Any, scene: Any) -> dict[str, np.ndarray]:
+    """Put every dynamic body, and every joint, where the pose of the rigid-body cache's first
+    frame carries them (the bodies' bones at that frame, the joints with their first body), so
+    the simulation starts at rest relative to the bones, as Bullet reads the constraints' frames
+    from where their objects stand at the start. The bones' tracks are muted meanwhile and
+    restored. Returns the placements given (world space), by body object name."""
+    world = scene.rigidbody_world
+    start = scene.frame_start if world is None else int(world.point_cache.frame_start)
+    arm_world = np.array(arm.matrix_world, dtype=np.float64)
+    tracked = [pb.constraints[TRACK_CONSTRAINT] for pb in arm.pose.bones if TRACK_CONSTRAINT in pb.constraints]
+    was = [c.mute for c in tracked]
+    set_tracks(arm, False)
+    scene.frame_set(start)
+    placed: dict[str, np.ndarray] = {}
+    for b in physics_objects(arm):
+        bone = b.get(BONE_PROPERTY)
+        if int(b[MODE_PROPERTY]) == int(BodyMode.FOLLOW_BONE) or bone is None or bone not in arm.pose.bones:
+            continue
+        pose = np.array(arm.pose.bones[bone].matrix, dtype=np.float64)
+        bone_rest = np.array(arm.data.bones[bone].matrix_local, dtype=np.float64)
+        placed[b.name] = arm_world @ pose @ np.linalg.solve(bone_rest, rest_matrix(b))
+        b.matrix_world = Matrix(placed[b.name].tolist())
+    for j in bpy.data.objects:
+        c = j.rigid_body_constraint
+        if j.get(ARMATURE_PROPERTY) != arm.name or REST_PROPERTY not in j or c is None or c.object1 is None:
+            continue
+        body = c.object1
+        now = placed.get(body.name)
+        now = np.array(body.matrix_world, dtype=np.float64) if now is None else now
+        delta = now @ np.linalg.inv(arm_world @ rest_matrix(body))
+        j.matrix_world = Matrix((delta @ arm_world @ rest_matrix(j)).tolist())
+    for c, m in zip(tracked, was, strict=True):
+        c.mute = m
+    return placed

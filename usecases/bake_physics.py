@@ -31,7 +31,6 @@ from typing import Any
 
 import bpy
 import numpy as np
-from mathutils import Matrix
 
 from ..bridge import compat
 from ..bridge.action_write import write_action
@@ -39,10 +38,10 @@ from ..bridge.animated_pose import carry_other_curves
 from ..bridge.control_rows import build_controls
 from ..bridge.file_import import FPS_PROPERTY, scene_fps
 from ..bridge.rigid_bodies import (
-    BONE_PROPERTY,
     MODE_PROPERTY,
     TRACK_CONSTRAINT,
     physics_objects,
+    place_at_first_frame,
     rest_matrix,
     set_tracks,
 )
@@ -100,9 +99,6 @@ def bake_physics(obj: Any, frames: np.ndarray | None = None, name: str | None = 
     steps = np.arange(start, f[-1] + 1, dtype=np.float64)
     previous = compat.current_action(obj)
     intermediate = None
-    # The bones' tracks toward their bodies are muted while the controls bake (they read the
-    # keyed pose, which the tracks would override).
-    set_tracks(obj, False)
     if built.stack is not None:
         outcome = bake_controls(obj, steps, f"{obj.name}_controls_for_physics", disable_live=True, scene=scene)
         intermediate = outcome.action
@@ -120,18 +116,8 @@ def bake_physics(obj: Any, frames: np.ndarray | None = None, name: str | None = 
             tracks[pb.name] = c.target.parent
     arm_world = np.array(obj.matrix_world, dtype=np.float64)
 
-    # Stable start: every dynamic body where the first frame's (controlled) pose carries its bone.
-    set_tracks(obj, False)
-    scene.frame_set(start)
-    placed: dict[str, np.ndarray] = {}
-    for b in dynamic:
-        bone = b.get(BONE_PROPERTY)
-        if bone is None or bone not in obj.pose.bones:
-            continue
-        pose = np.array(obj.pose.bones[bone].matrix, dtype=np.float64)
-        bone_rest = np.array(obj.data.bones[bone].matrix_local, dtype=np.float64)
-        placed[b.name] = arm_world @ pose @ np.linalg.solve(bone_rest, rest_matrix(b))
-        b.matrix_world = Matrix(placed[b.name].tolist())
+    # Stable start: bodies and joints where the first frame's (controlled) pose carries them.
+    placed = place_at_first_frame(obj, scene)
     set_tracks(obj, True)
     carried_bones = [n for n in names if n in tracks]
     carried_objs = [tracks[n] for n in carried_bones]

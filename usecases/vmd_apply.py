@@ -130,9 +130,10 @@ def import_with_motion(pmx: str, vmd: str, output: str, *, physics: bool = False
     applied = apply_vmd(result.obj, vmd)
     scene.frame_start, scene.frame_end = (round(f) for f in applied["frames"])
     if physics:
-        from ..bridge.rigid_bodies import ensure_world
+        from ..bridge.rigid_bodies import ensure_world, place_at_first_frame
 
         ensure_world(scene)
+        place_at_first_frame(result.obj, scene)  # the simulation starts on the motion's first pose
     save_blend(output)
     report = result.report()
     report["motion"] = applied

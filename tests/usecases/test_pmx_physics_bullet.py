@@ -199,6 +199,15 @@ def test_bake_writes_back_after_ik_from_a_stable_start(addon, files):
     )
     assert angle.max() < 0.05, angle.max()
     assert gap < 0.003
+    # The hair's root stays where the head carries it (its joint was moved with the first pose).
+    root_gap = []
+    for f in frames[::5]:
+        bpy.context.scene.frame_set(int(f))
+        head = obj.pose.bones["頭"]
+        carried_root = np.array(head.matrix) @ np.linalg.inv(np.array(head.bone.matrix_local)) @ np.append(np.array(obj.data.bones[HAIR[0]].head_local), 1.0)
+        root_gap.append(np.linalg.norm(np.array(obj.pose.bones[HAIR[0]].head) - carried_root[:3]))
+    print(f"hair root off the head by at most {max(root_gap) * 1000:.2f} mm")
+    assert max(root_gap) < 0.002
     # The hair hangs at the end; the IK leg is the controls bake's, untouched by physics.
     assert played[-1, 2, 2, 3] < played[-1, 0, 2, 3] - 0.1
     obj.animation_data.action = controls
