@@ -279,6 +279,12 @@ def place_at_first_frame(arm: Any, scene: Any) -> dict[str, np.ndarray]:
     tracked = [pb.constraints[TRACK_CONSTRAINT] for pb in arm.pose.bones if TRACK_CONSTRAINT in pb.constraints]
     was = [c.mute for c in tracked]
     set_tracks(arm, False)
+    # A dynamic bone its action does not key keeps whatever pose was last put on it (a bake played
+    # before): it starts from its rest, as MMD's do; a keyed one gets its keys back below.
+    for b in physics_objects(arm):
+        pb = arm.pose.bones.get(b.get(BONE_PROPERTY) or "")
+        if pb is not None and int(b[MODE_PROPERTY]) != int(BodyMode.FOLLOW_BONE):
+            pb.matrix_basis = Matrix.Identity(4)
     scene.frame_set(start)
     placed: dict[str, np.ndarray] = {}
     for b in physics_objects(arm):

@@ -253,3 +253,29 @@ def test_the_importer_option_builds_physics_and_a_rig_without_it_is_refused(addo
     bodies = [o for o in bpy.data.objects if o.get("pmx_armature") == rig.name and "pmx_rigid_body" in o]
     assert len(bodies) == 4 and bpy.context.scene.rigidbody_world is not None
     assert sorted(pb.name for pb in rig.pose.bones if "Rigid body track" in pb.constraints) == sorted(HAIR)
+
+
+def test_a_later_range_is_simulated_from_the_cache_start(addon, files):
+    bpy = addon
+    from marionette.core.errors import ClipError
+    from marionette.usecases.bake_physics import bake_physics
+
+    pmx, vmd = files
+    result = _import(bpy, pmx, vmd)
+    obj = result.obj
+    user = obj.animation_data.action
+    whole = bake_physics(obj, np.arange(1, 31, dtype=float))
+    full = _poses(bpy, obj, list(HAIR), np.arange(20, 31))
+    obj.animation_data.action = user
+    obj.animation_data.action_slot = user.slots[0]
+    cache = bpy.context.scene.rigidbody_world.point_cache
+    cache.frame_start = 5
+    actions = len(bpy.data.actions)
+    with pytest.raises(ClipError, match="cache starts at frame 5"):
+        bake_physics(obj, np.arange(1, 31, dtype=float))
+    assert len(bpy.data.actions) == actions
+    cache.frame_start = 1
+    part = bake_physics(obj, np.arange(20, 31, dtype=float))
+    assert part.report["simulated_from"] == 1 and part.report["frame_count"] == 11 and whole.report["frame_count"] == 30
+    later = _poses(bpy, obj, list(HAIR), np.arange(20, 31))
+    np.testing.assert_allclose(later, full, atol=1e-5)
