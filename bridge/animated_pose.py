@@ -39,6 +39,7 @@ from . import compat
 from .clip_read import needs_evaluation
 from .fcurve_eval import evaluate_fcurves
 from .pose_channels import SIZES, PoseIO, rotation_prop
+from .rigid_bodies import TRACK_CONSTRAINT
 
 _BONE_PATH = re.compile(r'^pose\.bones\["((?:[^"\\]|\\.)*)"\]\.([A-Za-z_]+)$')
 _UNESCAPE = re.compile(r"\\(.)")
@@ -57,7 +58,9 @@ def pose_problems(obj: bpy.types.Object) -> list[str]:
     if obj.library is not None:
         out.append(f"{obj.name!r} is linked from a library: make a library override to give it controls")
     action, _slot = compat.current_action(obj)
-    out.extend(needs_evaluation(obj, action))
+    # A bone's track toward its rigid body acts after the controls (physics write-back): the
+    # animated pose the controls read is the keys' (see usecases/bake_physics.py).
+    out.extend(needs_evaluation(obj, action, ignore=frozenset({TRACK_CONSTRAINT})))
     ad = obj.animation_data
     if ad is not None:
         if ad.use_tweak_mode:

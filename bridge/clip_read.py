@@ -95,17 +95,18 @@ def _bone_curves(obj: bpy.types.Object, action: bpy.types.Action) -> tuple[Any, 
     return action_slot, out
 
 
-def needs_evaluation(obj: bpy.types.Object, action: bpy.types.Action | None = None) -> list[str]:
+def needs_evaluation(obj: bpy.types.Object, action: bpy.types.Action | None = None, ignore: frozenset[str] = frozenset()) -> list[str]:
     """Why the pose of ``obj`` cannot be read from the action's keys alone (empty: it can).
 
-    Each reason names what shapes the pose: an active bone constraint, a driver on a pose bone,
-    a bone that does not fully inherit its parent's transform, a layered action.
+    Each reason names what shapes the pose: an active bone constraint (except those named in
+    ``ignore``), a driver on a pose bone, a bone that does not fully inherit its parent's
+    transform, a layered action.
     """
     obj = _armature(obj)
     reasons = []
     for pb in obj.pose.bones:
         for c in pb.constraints:
-            if not c.mute and c.influence > 0.0:
+            if not c.mute and c.influence > 0.0 and c.name not in ignore:
                 reasons.append(f"bone {pb.name!r} has a {c.type} constraint ({c.name!r})")
                 break
     ad = obj.animation_data

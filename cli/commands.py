@@ -457,7 +457,11 @@ def _bake_controls_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--object", required=True, help="the armature object whose controls are baked")
     p.add_argument("-o", "--output", required=True, help="result .blend: the file with the new Action on the armature")
     p.add_argument("--frames", nargs=2, type=int, metavar=("A", "B"), help="first and last frame to bake (default: the scene's range)")
-    p.add_argument("--action-name", help="name of the new Action (default: the current one's with '_controls')")
+    p.add_argument("--action-name", help="name of the new Action (default: the current one's with '_controls', or '_physics')")
+    p.add_argument(
+        "--physics", action="store_true",
+        help="also simulate the rig's rigid bodies (from import-pmx --physics) after the controls and write the dynamic bones' poses into the Action",
+    )
     p.add_argument("--report", help="also write the JSON report here")
 
 
@@ -474,10 +478,12 @@ def bake_controls(args: argparse.Namespace) -> int:
     check_inputs([("input file", args.file)])
     _check_blend(args.file)
     from ..usecases.bake_controls import bake_file  # loads Blender
+    from ..usecases.bake_physics import bake_physics_file
     from ..usecases.controls import registered
 
     with job_output(args.verbose), registered():
-        report = bake_file(args.file, args.object, args.output, args.frames, args.action_name)
+        job = bake_physics_file if args.physics else bake_file
+        report = job(args.file, args.object, args.output, args.frames, args.action_name)
     print(json.dumps(report, indent=1))
     _write_report(report, args.report)
     return 0
@@ -491,6 +497,10 @@ def _import_pmx_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--vmd", metavar="MOTION.vmd",
         help="also key this MikuMikuDance motion onto the rig (a new Action at 30 fps; its IK switches keyed on the IK controls' Enabled)",
+    )
+    p.add_argument(
+        "--physics", action="store_true",
+        help="also build the model's rigid bodies and joints in the scene's rigid-body world (Blender's Bullet); bake them with bake-controls --physics",
     )
     p.add_argument("--report", help="also write the JSON report here")
 
@@ -510,9 +520,9 @@ def import_pmx(args: argparse.Namespace) -> int:
 
     with job_output(args.verbose), registered():
         if args.vmd:
-            report = import_with_motion(args.pmx, args.vmd, args.output, scale=args.scale, names=args.names)
+            report = import_with_motion(args.pmx, args.vmd, args.output, scale=args.scale, names=args.names, physics=args.physics)
         else:
-            report = import_pmx_file(args.pmx, args.output, scale=args.scale, names=args.names)
+            report = import_pmx_file(args.pmx, args.output, scale=args.scale, names=args.names, physics=args.physics)
     print(json.dumps(report, indent=1))
     _write_report(report, args.report)
     return 0

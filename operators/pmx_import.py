@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import bpy
-from bpy.props import EnumProperty, FloatProperty, StringProperty
+from bpy.props import BoolProperty, EnumProperty, FloatProperty, StringProperty
 from bpy_extras.io_utils import ImportHelper
 
 from ..core.errors import MarionetteError
@@ -35,6 +35,12 @@ class MARIONETTE_OT_import_pmx_rig(bpy.types.Operator, ImportHelper):
         ],
         default="JAPANESE",
     )
+    physics: BoolProperty(  # type: ignore[valid-type]
+        name="Physics",
+        default=False,
+        description="Also build the model's rigid bodies and joints in the scene's rigid-body world: hair and skirts move by "
+        "Blender's simulation and their bones follow their bodies",
+    )
 
     @classmethod
     def poll(cls, context: Any) -> bool:
@@ -48,7 +54,7 @@ class MARIONETTE_OT_import_pmx_rig(bpy.types.Operator, ImportHelper):
 
     def execute(self, context: Any) -> set[str]:
         try:
-            result = import_pmx_rig(self.filepath, scale=self.scale, names=self.bone_names.lower())
+            result = import_pmx_rig(self.filepath, scale=self.scale, names=self.bone_names.lower(), physics=self.physics)
         except (MarionetteError, FileNotFoundError) as exc:
             self.report({"ERROR"}, str(exc))
             return {"CANCELLED"}
@@ -63,6 +69,9 @@ class MARIONETTE_OT_import_pmx_rig(bpy.types.Operator, ImportHelper):
             f"Imported {obj.name!r}: {len(result.rig.skeleton)} bones, {counts['ik']} IK chains, "
             f"{counts['inherit']} inheriting bones, {counts['fixed_axis']} fixed axes",
         )
+        if result.physics is not None:
+            p = result.physics_report()
+            self.report({"INFO"}, f"Physics: {p['bodies']} rigid bodies ({p['dynamic'] + p['dynamic_bone_position']} simulated), {p['joints']} joints")
         for note in result.notes:
             self.report({"WARNING"}, note)
         return {"FINISHED"}

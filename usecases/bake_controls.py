@@ -121,6 +121,16 @@ def bake_file(path: str, object_name: str, output: str, frames: Sequence[int] | 
     """The ``bake-controls`` job: open ``path``, bake ``object_name``'s controls over ``frames``
     (``(first, last)``, default the scene's range), save everything to ``output`` (``path``
     itself is not written). Returns the report."""
+    obj, scene, f = open_for_bake(path, object_name, frames)
+    report = bake_controls(obj, f, action_name, disable_live=True, scene=scene).as_dict(obj.name)
+    save_blend(output)
+    report["output"] = str(Path(output).resolve())
+    return report
+
+
+def open_for_bake(path: str, object_name: str, frames: Sequence[int] | None) -> tuple[bpy.types.Object, bpy.types.Scene, np.ndarray]:
+    """Open ``path`` and find the armature ``object_name`` in its active scene, and the frames
+    to bake (``(first, last)``, default the scene's range); refuses naming what is wrong."""
     src = Path(path)
     if not src.is_file():
         raise FileNotFoundError(f"no such file: {path}")
@@ -134,12 +144,7 @@ def bake_file(path: str, object_name: str, output: str, frames: Sequence[int] | 
     scene = bpy.context.scene
     if scene.objects.get(obj.name) is None:
         raise RigError(f"{object_name!r} is not in the file's active scene {scene.name!r}")
-    f = frames_of(scene, *(frames if frames is not None else (None, None)))
-    outcome = bake_controls(obj, f, action_name, disable_live=True, scene=scene)
-    save_blend(output)
-    report = outcome.as_dict(obj.name)
-    report["output"] = str(Path(output).resolve())
-    return report
+    return obj, scene, frames_of(scene, *(frames if frames is not None else (None, None)))
 
 
 def frames_of(scene: bpy.types.Scene, start: int | None, end: int | None) -> np.ndarray:

@@ -37,10 +37,12 @@ import bpy
 import numpy as np
 
 from ..bridge.action_write import create_armature
+from ..bridge.rigid_bodies import build_rigid_bodies
 from ..bridge.session import fresh_session, save_blend
 from ..core.controls.stack import FixedAxisControl, IKControl, InheritControl
 from ..core.errors import RigError
 from ..core.formats.pmx import PmxModel, read_pmx
+from ..core.formats.pmx_physics import build_physics
 from ..core.formats.pmx_rig import DEFAULT_SCALE, PmxRig, build_rig
 
 NAME_PROPERTY = "mmd_name"
@@ -61,6 +63,8 @@ class PmxImport:
     rig: PmxRig
     model: PmxModel
     notes: list[str] = field(default_factory=list)
+    #: The rigid bodies and joints built with ``physics=True`` (else ``None``).
+    physics: Any = None
 
     def report(self) -> dict[str, Any]:
         kinds = {"IKControl": "ik", "InheritControl": "inherit", "FixedAxisControl": "fixed_axis"}
@@ -76,6 +80,21 @@ class PmxImport:
             },
             "stored_controls": [{"name": r.name, "kind": r.kind, "priority": int(r.priority)} for r in rows],
             "notes": list(self.notes),
+            **({} if self.physics is None else {"physics": self.physics_report()}),
+        }
+
+    def physics_report(self) -> dict[str, Any]:
+        p = self.physics
+        modes = [int(o["pmx_body_mode"]) for o in p.bodies]
+        return {
+            "collection": p.collection.name,
+            "bodies": len(p.bodies),
+            "kinematic": modes.count(0),
+            "dynamic": modes.count(1),
+            "dynamic_bone_position": modes.count(2),
+            "joints": len(p.joints),
+            "non_collision_pairs": len(p.non_collision),
+            "bones_written_back": sorted(p.carried),
         }
 
 
@@ -84,15 +103,21 @@ def controls_available() -> bool:
     return hasattr(bpy.types.Object, "marionette_controls")
 
 
-def import_pmx_rig(path: str | Path, *, scale: float = DEFAULT_SCALE, names: str = "japanese", collection: Any = None) -> PmxImport:
+def import_pmx_rig(
+    path: str | Path, *, scale: float = DEFAULT_SCALE, names: str = "japanese", collection: Any = None, physics: bool = False
+) -> PmxImport:
     """Read ``path``, build its rig and an armature with its controls in ``collection`` (default:
-    the active one). Refuses (:class:`~..core.errors.MarionetteError`) before changing anything."""
+    the active one); with ``physics``, its rigid bodies and joints too
+    (:mod:`..bridge.rigid_bodies`). Refuses (:class:`~..core.errors.MarionetteError`) before
+    changing anything."""
     model = read_pmx(path)
-    return create_pmx_armature(model, build_rig(model, scale=scale, names=names), collection)
+    return create_pmx_armature(model, build_rig(model, scale=scale, names=names), collection, physics=physics)
 
 
-def create_pmx_armature(model: PmxModel, rig: PmxRig, collection: Any = None) -> PmxImport:
-    """The armature of an already built rig, its names kept and its controls stored."""
+def create_pmx_armature(model: PmxModel, rig: PmxRig, collection: Any = None, *, physics: bool = False) -> PmxImport:
+    """The armature of an already built rig, its names kept and its controls stored; with
+    ``physics`` its rigid bodies and joints in the scene's rigid-body world."""
+    converted = build_physics(model, rig.scale) if physics else None
     if not controls_available():
         raise RigError("the Controls workflow is not registered; the rig's controls would have nowhere to go")
     name = model.name.strip() or Path(model.path).stem
@@ -103,13 +128,18 @@ def create_pmx_armature(model: PmxModel, rig: PmxRig, collection: Any = None) ->
         notes += _store_controls(obj, rig)
         obj[SOURCE_PROPERTY] = str(Path(model.path).resolve())
         obj[SCALE_PROPERTY] = rig.scale
+        built = None
+        if converted is not None:
+            bone_names = {rig.pmx_index[j]: nm for j, nm in enumerate(rig.skeleton.names)}
+            built = build_rigid_bodies(obj, converted, bone_names, collection)
+            notes += built.notes
     except Exception:
         # Half an import is worse than none: the armature goes with whatever failed.
         arm = obj.data
         bpy.data.objects.remove(obj)
         bpy.data.armatures.remove(arm)
         raise
-    return PmxImport(obj, rig, model, notes)
+    return PmxImport(obj, rig, model, notes, built)
 
 
 def _keep_names(obj: Any, rig: PmxRig) -> None:
@@ -207,7 +237,7 @@ def _within_half_turn(angle: float) -> float:
     return float(v)
 
 
-def import_pmx_file(path: str, output: str, *, scale: float = DEFAULT_SCALE, names: str = "japanese") -> dict[str, Any]:
+def import_pmx_file(path: str, output: str, *, scale: float = DEFAULT_SCALE, names: str = "japanese", physics: bool = False) -> dict[str, Any]:
     """The ``import-pmx`` job: a new empty file holding the rig of ``path``, saved to ``output``;
     returns the report. A file that cannot be read is refused before anything is written.
     The Controls workflow must be registered (the command line registers it for the job)."""
@@ -219,7 +249,7 @@ def import_pmx_file(path: str, output: str, *, scale: float = DEFAULT_SCALE, nam
     fresh_session()
     scene = bpy.context.scene
     assert scene is not None
-    result = create_pmx_armature(model, rig, scene.collection)
+    result = create_pmx_armature(model, rig, scene.collection, physics=physics)
     save_blend(output)
     report = result.report()
     report["output"] = str(Path(output).resolve())

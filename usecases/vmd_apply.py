@@ -109,8 +109,9 @@ def _key_switches(obj: Any, action: Any, motion: Any, frames: np.ndarray, fps: f
     return out
 
 
-def import_with_motion(pmx: str, vmd: str, output: str, **import_options: Any) -> dict[str, Any]:
-    """``import-pmx MODEL --vmd MOTION``: the rig imported into a new file with the motion applied."""
+def import_with_motion(pmx: str, vmd: str, output: str, *, physics: bool = False, **import_options: Any) -> dict[str, Any]:
+    """``import-pmx MODEL --vmd MOTION``: the rig imported into a new file with the motion applied
+    (with ``physics``, its rigid bodies too, the simulation's cache over the motion's frames)."""
     from ..bridge.session import fresh_session, save_blend
     from ..core.formats.pmx import read_pmx
     from ..core.formats.pmx_rig import build_rig
@@ -125,9 +126,14 @@ def import_with_motion(pmx: str, vmd: str, output: str, **import_options: Any) -
     fresh_session()
     scene = bpy.context.scene
     scene.render.fps, scene.render.fps_base = int(FPS), 1.0  # a new file: at MMD's own rate
-    result = create_pmx_armature(model, rig, scene.collection)
+    result = create_pmx_armature(model, rig, scene.collection, physics=physics)
     applied = apply_vmd(result.obj, vmd)
     scene.frame_start, scene.frame_end = (round(f) for f in applied["frames"])
+    if physics:
+        from ..bridge.rigid_bodies import ensure_world, place_at_first_frame
+
+        ensure_world(scene)
+        place_at_first_frame(result.obj, scene)  # the simulation starts on the motion's first pose
     save_blend(output)
     report = result.report()
     report["motion"] = applied

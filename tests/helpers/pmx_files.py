@@ -437,3 +437,44 @@ def humanoid_bones() -> list[Bone]:
             ),
         ]
     return bones
+
+
+HAIR = ("髪1", "髪2", "髪3")
+#: The head's collision sphere (MMD units): centre and radius; the hair capsules' radius.
+HEAD_CENTRE, HEAD_RADIUS, HAIR_RADIUS = (0.0, 18.0, 0.2), 2.0, 0.3
+
+
+def hair_model() -> tuple[list[Bone], list[Body], list[JointRecord]]:
+    """:func:`humanoid_bones` with a hair chain of three bones from the head, held out sideways
+    (+X) at rest: a head sphere following the head bone (group 0), three dynamic capsules along the
+    chain joined to it and each other by 6-DOF springs free to swing in the model's X-Y plane.
+    The first capsule (group 2) ignores the head, the other two (group 1) collide with it; the hair
+    capsules ignore each other."""
+    t = ROTATABLE | VISIBLE | ENABLED
+    bones = humanoid_bones()
+    head = next(i for i, b in enumerate(bones) if b.name == "頭")
+    k = len(bones)
+    xs = (1.5, 3.0, 4.5, 6.0)
+    y, z = 19.5, 0.2
+    for i, name in enumerate(HAIR):
+        bones.append(Bone(name, (xs[i], y, z), head if i == 0 else k + i - 1, f"hair{i + 1}", flags=t, tail_bone=k + i + 1))
+    bones.append(Bone("髪先", (xs[3], y, z), k + 2, "hair tip", flags=t, tail_offset=(1.0, 0.0, 0.0)))
+    no_hair = 0xFFFF & ~(1 << 1)
+    bodies = [Body("頭", head, 0, (HEAD_RADIUS, 0.0, 0.0), HEAD_CENTRE, group=0, mask=0xFFFF, mode=0, mass=5.0)]
+    for i in range(3):
+        mid = (0.5 * (xs[i] + xs[i + 1]), y, z)
+        group, mask = (2, no_hair & ~(1 << 0) & ~(1 << 2)) if i == 0 else (1, no_hair & ~(1 << 2))
+        # A capsule lies along its local Y; turned 90 degrees about Z it lies along the chain (X).
+        bodies.append(Body(HAIR[i], k + i, 2, (HAIR_RADIUS, 0.9, 0.0), mid, (0.0, 0.0, math.pi / 2), group=group, mask=mask, mass=0.5, mode=1))
+    joints = []
+    for i in range(3):
+        # The joint's X turned onto the model's Z (Ry 90 degrees): the hair swings about it freely.
+        joints.append(
+            JointRecord(
+                f"髪J{i + 1}", i, i + 1, (xs[i], y, z), (0.0, math.pi / 2, 0.0),
+                move=((0.0, 0.0, 0.0), (0.0, 0.0, 0.0)),
+                turn=((-3.0, -0.2, -0.2), (3.0, 0.2, 0.2)),
+                springs=((0.0, 0.0, 0.0), (0.0, 0.0, 0.0)),
+            )
+        )
+    return bones, bodies, joints

@@ -1,0 +1,281 @@
+"""PMX physics on Blender's own rigid-body engine (Bullet): a humanoid PMX written by the tests
+with a hair chain of three dynamic capsules jointed to a head sphere that follows the head bone
+(:func:`tests.helpers.pmx_files.hair_model`), driven by a VMD the tests write (the centre raised one
+MMD unit from the first frame, the left leg IK bone moved so the leg bends).
+
+Measured: the import builds what the model says (kinds, shapes, sizes, places, joint limits as the
+core converts them); the hair hangs under gravity and stays out of the head sphere; the bake writes
+each hair bone where its body went, leaves the IK leg exactly as the controls bake puts it
+(physics after IK, IK not solved again), starts the bodies where the first frame's pose carries
+them, and does not change the user's Action; scrubbing back simulates the same again."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from tests.helpers.pmx_files import HAIR, HAIR_RADIUS, HEAD_CENTRE, HEAD_RADIUS, hair_model, write_pmx
+from tests.helpers.vmd_files import Key, Motion, vmd_bytes
+
+pytestmark = pytest.mark.bpy
+
+SCALE = 0.08
+#: How far a hair capsule may sink into the head sphere (metres): Bullet resolves contacts over a
+#: few steps, so a body can be found a little inside for a frame.
+PENETRATION = 0.006
+LEG = ("左足", "左ひざ", "左足首")
+
+
+def _m(p):
+    x, y, z = p
+    return SCALE * np.array([x, z, y])
+
+
+@pytest.fixture
+def files(tmp_path):
+    bones, bodies, joints = hair_model()
+    pmx, vmd = tmp_path / "hair.pmx", tmp_path / "motion.vmd"
+    pmx.write_bytes(write_pmx(bones, bodies=bodies, joints=joints)[0])
+    keys = [Key("センター", 0, (0.0, 1.0, 0.0)), Key("センター", 45, (0.0, 1.0, 0.0)), Key("左足ＩＫ", 0, (0.0, 3.0, -1.0)), Key("左足ＩＫ", 45, (0.0, 3.0, -1.0))]
+    vmd.write_bytes(vmd_bytes(Motion(keys=keys)))
+    return pmx, vmd
+
+
+def _import(bpy, pmx, vmd=None):
+    from marionette.usecases.import_pmx import import_pmx_rig
+    from marionette.usecases.vmd_apply import apply_vmd
+
+    scene = bpy.context.scene
+    scene.render.fps = 30
+    scene.frame_start, scene.frame_end = 1, 46
+    result = import_pmx_rig(pmx, physics=True)
+    if vmd is not None:
+        apply_vmd(result.obj, vmd)
+    return result
+
+
+def _poses(bpy, obj, names, frames):
+    out = np.empty((len(frames), len(names), 4, 4))
+    for i, f in enumerate(frames):
+        bpy.context.scene.frame_set(int(f))
+        out[i] = [np.array(obj.matrix_world) @ np.array(obj.pose.bones[n].matrix) for n in names]
+    return out
+
+
+def _keys(action):
+    from marionette.bridge import compat
+
+    out = {}
+    for slot in action.slots:
+        for fc in compat.action_fcurves(action, slot):
+            buf = np.empty(2 * len(fc.keyframe_points), dtype=np.float32)
+            fc.keyframe_points.foreach_get("co", buf)
+            out[(fc.data_path, fc.array_index)] = buf
+    return out
+
+
+def test_import_builds_the_bodies_and_joints_the_core_converts(addon, files):
+    bpy = addon
+    from marionette.core.formats.pmx import read_pmx
+    from marionette.core.formats.pmx_physics import build_physics
+
+    pmx, _ = files
+    result = _import(bpy, pmx)
+    core = build_physics(read_pmx(pmx), SCALE)
+    phys = result.physics
+    report = result.report()["physics"]
+    assert report["bodies"] == 4 and report["kinematic"] == 1 and report["dynamic"] == 3 and report["joints"] == 3
+    assert report["bones_written_back"] == sorted(HAIR)
+    world = bpy.context.scene.rigidbody_world
+    assert world is not None and world.point_cache.frame_start == 1
+    for obj, spec in zip(phys.bodies, core.bodies, strict=True):
+        rb = obj.rigid_body
+        assert rb.collision_shape == spec.shape and rb.kinematic == spec.kinematic and rb.mass == pytest.approx(spec.mass)
+        np.testing.assert_allclose(np.array(obj.matrix_world), spec.matrix, atol=1e-6)
+    head = phys.bodies[0]
+    assert head.parent == result.obj and head.parent_bone == "頭"
+    np.testing.assert_allclose(head.dimensions, [2 * SCALE * HEAD_RADIUS] * 3, rtol=1e-6)
+    np.testing.assert_allclose(phys.bodies[1].dimensions, [2 * SCALE * HAIR_RADIUS] * 2 + [SCALE * (2 * HAIR_RADIUS + 0.9)], rtol=1e-6)
+    for obj, spec in zip(phys.joints, core.joints, strict=True):
+        c = obj.rigid_body_constraint
+        assert c.type == "GENERIC_SPRING" and c.object1 == phys.bodies[spec.body_a] and c.object2 == phys.bodies[spec.body_b]
+        got = [getattr(c, f"limit_ang_{a}_{e}") for e in ("lower", "upper") for a in "xyz"]
+        np.testing.assert_allclose(got, np.concatenate([spec.rotation_min, spec.rotation_max]), atol=1e-6)
+        np.testing.assert_allclose(np.array(obj.matrix_world), spec.matrix, atol=1e-6)
+    # MMD's masks: the first capsule ignores the head, so its joint to the head disables collisions;
+    # the other joints link capsules that ignore each other.
+    assert all(j.rigid_body_constraint.disable_collisions for j in phys.joints)
+
+
+def test_hair_hangs_clear_of_the_head_and_bones_follow_their_bodies(addon, files):
+    bpy = addon
+    pmx, _ = files
+    result = _import(bpy, pmx)
+    obj, phys = result.obj, result.physics
+    scene = bpy.context.scene
+    tip0 = np.array(obj.pose.bones["髪3"].tail)
+    root = np.array(obj.pose.bones["髪1"].head)
+    placements = []
+    for f in range(1, 47):
+        scene.frame_set(f)
+        placements.append([np.array(b.matrix_world) for b in phys.bodies])
+        # Write-back as Blender plays: each hair bone sits where its track constraint puts it.
+        for name in HAIR:
+            track = obj.pose.bones[name].constraints["Rigid body track"].target
+            np.testing.assert_allclose(np.array(obj.pose.bones[name].matrix), np.array(track.matrix_world), atol=1e-5)
+    placements = np.array(placements)
+    tip = np.array(obj.pose.bones["髪3"].tail)
+    assert abs(tip0[2] - root[2]) < 1e-6 and tip[2] < root[2] - 0.15, (tip0, tip, root)
+    centre, r = _m(HEAD_CENTRE), SCALE * HEAD_RADIUS
+    depth = _deepest(placements[:, 2:], centre, r, SCALE * HAIR_RADIUS, SCALE * 0.9)
+    print(f"\nhair: tip {root[2] - tip[2]:.3f} m below its root after 46 frames; deepest into the head {depth * 1000:.2f} mm")
+    assert depth < PENETRATION, depth
+    # Going back to the cache's first frame and playing again simulates the same.
+    again = []
+    for f in range(1, 21):
+        scene.frame_set(f)
+        again.append([np.array(b.matrix_world) for b in phys.bodies])
+    np.testing.assert_allclose(np.array(again), placements[:20], atol=1e-6)
+
+
+def _deepest(bodies, centre, head_r, hair_r, height):
+    """Deepest a capsule (axis its local Z, cylinder ``height``) reaches into the sphere."""
+    a = bodies[..., :3, 3] - 0.5 * height * bodies[..., :3, 2]
+    b = bodies[..., :3, 3] + 0.5 * height * bodies[..., :3, 2]
+    ab = b - a
+    t = np.clip(np.einsum("...i,...i", centre - a, ab) / np.einsum("...i,...i", ab, ab), 0.0, 1.0)
+    nearest = a + t[..., None] * ab
+    return float((head_r + hair_r - np.linalg.norm(nearest - centre, axis=-1)).max())
+
+
+def test_bake_writes_back_after_ik_from_a_stable_start(addon, files):
+    bpy = addon
+    from marionette.usecases.bake_controls import bake_controls
+    from marionette.usecases.bake_physics import bake_physics
+
+    pmx, vmd = files
+    result = _import(bpy, pmx, vmd)
+    obj = result.obj
+    user = obj.animation_data.action
+    user_keys = _keys(user)
+    frames = np.arange(1, 47, dtype=float)
+    # Bake Controls alone works on a rig with physics (the tracks act after the controls).
+    controls = bake_controls(obj, frames).action
+    obj.animation_data.action = user
+    obj.animation_data.action_slot = user.slots[0]
+    baked = bake_physics(obj, frames)
+    report = baked.report
+    assert baked.action.name != user.name and report["bones_written_back"] == sorted(HAIR)
+    after = _keys(user)
+    assert after.keys() == user_keys.keys() and all(np.array_equal(user_keys[k], v) for k, v in after.items())
+
+    # Stable start: the bodies begin where the first frame's pose (raised one MMD unit) carries them.
+    rest_z = _m((0.0, 19.5, 0.0))[2]
+    assert report["start_offset"] < 1e-4 and report["first_step"] < 0.02, report
+    assert baked.placements[0, 1, 2, 3] == pytest.approx(rest_z + SCALE, abs=1e-4)
+
+    names = list(HAIR) + list(LEG)
+    played = _poses(bpy, obj, names, frames)
+    # Each hair bone where its body went (rotation exactly; the head may lag the joint by its slack).
+    offsets = []
+    for k, name in enumerate(HAIR, start=1):
+        from marionette.bridge.rigid_bodies import rest_matrix
+
+        offsets.append(np.linalg.solve(rest_matrix(result.physics.bodies[k]), np.array(obj.data.bones[name].matrix_local)))
+    carried = baked.placements[:, 1:4] @ np.array(offsets)
+    # The angle between two rotations from the norm of their difference (exact near zero, where
+    # arccos of the trace is not): ||R1 - R2|| = 2 sqrt(2) sin(angle / 2).
+    diff = np.linalg.norm(played[:, :3, :3, :3] - carried[..., :3, :3], axis=(-2, -1))
+    angle = np.degrees(2.0 * np.arcsin(np.clip(diff / (2.0 * math.sqrt(2.0)), 0.0, 1.0)))
+    gap = np.linalg.norm(played[:, :3, :3, 3] - carried[..., :3, 3], axis=-1).max()
+    print(
+        f"\nbake: bones on their bodies within {angle.max():.2e} deg and {gap * 1000:.2f} mm; first step {report['first_step'] * 1000:.2f} mm, "
+        f"start offset {report['start_offset'] * 1000:.4f} mm; {report['seconds']:.2f} s for {report['frame_count']} frames"
+    )
+    assert angle.max() < 0.05, angle.max()
+    assert gap < 0.003
+    # The hair's root stays where the head carries it (its joint was moved with the first pose).
+    root_gap = []
+    for f in frames[::5]:
+        bpy.context.scene.frame_set(int(f))
+        head = obj.pose.bones["頭"]
+        carried_root = np.array(head.matrix) @ np.linalg.inv(np.array(head.bone.matrix_local)) @ np.append(np.array(obj.data.bones[HAIR[0]].head_local), 1.0)
+        root_gap.append(np.linalg.norm(np.array(obj.pose.bones[HAIR[0]].head) - carried_root[:3]))
+    print(f"hair root off the head by at most {max(root_gap) * 1000:.2f} mm")
+    assert max(root_gap) < 0.002
+    # The hair hangs at the end; the IK leg is the controls bake's, untouched by physics.
+    assert played[-1, 2, 2, 3] < played[-1, 0, 2, 3] - 0.1
+    obj.animation_data.action = controls
+    obj.animation_data.action_slot = controls.slots[0]
+    leg = _poses(bpy, obj, list(LEG), frames)
+    np.testing.assert_allclose(played[:, 3:], leg, atol=1e-6)
+    print(f"IK leg with physics against without: {np.abs(played[:, 3:] - leg).max():.1e} (matrix entries)")
+    ankle_target = _m((1.0, 1.0 + 3.0, 0.3 - 1.0))
+    assert np.linalg.norm(leg[-1, 2, :3, 3] - ankle_target) < 1e-3  # the IK reached its target
+
+
+def test_command_line_imports_and_bakes_physics(tmp_path, files):
+    pmx, vmd = files
+    blend, baked = tmp_path / "rig.blend", tmp_path / "baked.blend"
+    run = [sys.executable, "-m", "marionette"]
+    done = subprocess.run([*run, "import-pmx", str(pmx), "--vmd", str(vmd), "--physics", "-o", str(blend)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["physics"]["dynamic"] == 3 and report["physics"]["joints"] == 3
+    done = subprocess.run(
+        [*run, "bake-controls", str(blend), "--object", report["object"], "--physics", "-o", str(baked)], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout[done.stdout.index("{"):])
+    assert out["bones_written_back"] == sorted(HAIR) and out["start_offset"] < 1e-4 and out["first_step"] < 0.02
+    assert math.isclose(out["frames"][0], 1.0)
+
+
+def test_the_importer_option_builds_physics_and_a_rig_without_it_is_refused(addon, files):
+    bpy = addon
+    from marionette.core.errors import RigError
+    from marionette.usecases.bake_physics import bake_physics
+
+    pmx, _ = files
+    assert bpy.ops.marionette.import_pmx_rig(filepath=str(pmx)) == {"FINISHED"}
+    plain = bpy.context.view_layer.objects.active
+    actions = len(bpy.data.actions)
+    with pytest.raises(RigError, match="no rigid bodies"):
+        bake_physics(plain)
+    assert len(bpy.data.actions) == actions and bpy.context.scene.rigidbody_world is None
+    assert bpy.ops.marionette.import_pmx_rig(filepath=str(pmx), physics=True) == {"FINISHED"}
+    rig = bpy.context.view_layer.objects.active
+    bodies = [o for o in bpy.data.objects if o.get("pmx_armature") == rig.name and "pmx_rigid_body" in o]
+    assert len(bodies) == 4 and bpy.context.scene.rigidbody_world is not None
+    assert sorted(pb.name for pb in rig.pose.bones if "Rigid body track" in pb.constraints) == sorted(HAIR)
+
+
+def test_a_later_range_is_simulated_from_the_cache_start(addon, files):
+    bpy = addon
+    from marionette.core.errors import ClipError
+    from marionette.usecases.bake_physics import bake_physics
+
+    pmx, vmd = files
+    result = _import(bpy, pmx, vmd)
+    obj = result.obj
+    user = obj.animation_data.action
+    whole = bake_physics(obj, np.arange(1, 31, dtype=float))
+    full = _poses(bpy, obj, list(HAIR), np.arange(20, 31))
+    obj.animation_data.action = user
+    obj.animation_data.action_slot = user.slots[0]
+    cache = bpy.context.scene.rigidbody_world.point_cache
+    cache.frame_start = 5
+    actions = len(bpy.data.actions)
+    with pytest.raises(ClipError, match="cache starts at frame 5"):
+        bake_physics(obj, np.arange(1, 31, dtype=float))
+    assert len(bpy.data.actions) == actions
+    cache.frame_start = 1
+    part = bake_physics(obj, np.arange(20, 31, dtype=float))
+    assert part.report["simulated_from"] == 1 and part.report["frame_count"] == 11 and whole.report["frame_count"] == 30
+    later = _poses(bpy, obj, list(HAIR), np.arange(20, 31))
+    np.testing.assert_allclose(later, full, atol=1e-5)
