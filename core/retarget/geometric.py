@@ -289,7 +289,12 @@ def source_placements(binding: Binding, clip: Clip) -> FloatArray:
     """Skeleton-space placements ``(T, Bs, 4, 4)`` of the source rig playing ``clip``.
 
     Bones the clip does not carry stay at rest."""
-    sk = binding.source.skeleton
+    return pose_of(binding.source.skeleton, clip)
+
+
+def pose_of(sk: Skeleton, clip: Clip) -> FloatArray:
+    """Skeleton-space placements ``(T, B, 4, 4)`` of ``sk`` playing ``clip`` (bones the clip
+    does not carry stay at rest)."""
     n = len(sk)
     t = clip.frame_count
     rot = np.zeros((t, n, 4))

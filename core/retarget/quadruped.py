@@ -31,6 +31,7 @@ from ..rig.rotation_kernels import quats_of_matrices
 from ..rig.rotations import FloatArray, make_quat_continuous, matrix_between_vectors
 from ..rig.skeleton import Skeleton
 from .body_chains import BodyPlan, ChainBody, arc_chord, canonical_direction, canonical_frame, read_body, rest_points
+from .geometric import pose_of as pose_of  # where the chain transfer and its callers read it
 
 ROOT_MODES = ("HIPS", "ROOT_BONE", "OBJECT", "IN_PLACE")
 
@@ -147,26 +148,6 @@ def bind_quadrupeds(
         src_rot[src.pelvis].T @ src.axes.basis(), tgt_rot[tgt.pelvis].T @ tgt.axes.basis(),
         shared, float(scale), root_motion, tuple(warnings), root_bone,
     )
-
-
-def pose_of(skeleton: Skeleton, clip: Clip) -> FloatArray:
-    """Skeleton-space placements ``(T, B, 4, 4)`` of ``skeleton`` playing ``clip`` (bones the clip
-    does not carry stay at rest)."""
-    t, n = clip.frame_count, len(skeleton)
-    rot = np.zeros((t, n, 4))
-    rot[..., 0] = 1.0
-    tr = np.zeros((t, n, 3))
-    sc = np.ones((t, n, 3))
-    cols = [(i, skeleton.find(name)) for i, name in enumerate(clip.names)]
-    src_cols = [i for i, j in cols if j is not None]
-    dst = [j for _, j in cols if j is not None]
-    if not dst:
-        raise MappingError(f"clip {clip.name!r} animates none of the source rig's bones")
-    rot[:, dst] = clip.rotations[:, src_cols]
-    tr[:, dst] = clip.translations[:, src_cols]
-    if clip.scales is not None:
-        sc[:, dst] = clip.scales[:, src_cols]
-    return skeleton.forward_kinematics(rot, tr, sc if clip.scales is not None else None)
 
 
 def carried_orientations(binding: QuadrupedBinding, placements: FloatArray) -> dict[int, FloatArray]:
