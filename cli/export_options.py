@@ -78,10 +78,7 @@ def check_export_dir(args: argparse.Namespace) -> Any:
         preset = preset_for(args.export_format, args.engine)
     except MarionetteError as exc:  # an engine that does not read the format
         raise OutputRefused(str(exc), USAGE) from None
-    folder = os.path.abspath(args.export_dir)
-    if os.path.lexists(folder) and not os.path.isdir(folder):
-        raise OutputRefused(f"--export-dir {args.export_dir}: exists and is not a folder")
-    problem = folder_write_problem(folder)
+    problem = folder_write_problem(args.export_dir)
     if problem is not None:
         raise OutputRefused(f"--export-dir {args.export_dir}: cannot be written, {problem}")
     return preset

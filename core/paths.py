@@ -88,6 +88,8 @@ def folder_write_problem(folder: str) -> str | None:
     file is written, so the nearest existing one decides), or ``None``: a file is made and removed
     there to find out."""
     nearest = os.path.abspath(folder)
+    if os.path.lexists(nearest) and not os.path.isdir(nearest):
+        return f"{nearest} is not a folder"
     while not os.path.exists(nearest):
         parent = os.path.dirname(nearest)
         if parent == nearest:

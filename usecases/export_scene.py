@@ -110,8 +110,6 @@ def writable_folder(folder: str) -> str:
     if folder.startswith("//") and not bpy.data.filepath:
         raise MarionetteError(f"{folder}: a folder relative to the .blend file, which is not saved yet; save it or choose another folder")
     path = os.path.abspath(bpy.path.abspath(folder))
-    if os.path.lexists(path) and not os.path.isdir(path):
-        raise MarionetteError(f"{path}: exists and is not a folder")
     problem = folder_write_problem(path)
     if problem is not None:
         raise MarionetteError(f"{path}: cannot be written, {problem}")

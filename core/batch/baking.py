@@ -307,17 +307,22 @@ def bvh_file_events(path: str, cache: PackCache, skip: Iterable[str] = (), data:
     skeleton = data.skeleton()
     tails = bvh_rest_tails(data)
     source, layout = cache.source(skeleton, tails)
+    yield _one_clip(cache, source, layout, clip_id, lambda: data.clip(clip_id), t1)
+
+
+def _one_clip(cache: PackCache, source: RigInput, layout: str, clip_id: str, read: Any, t1: float) -> Message:
+    """The message of a file's one clip: ``read()`` gives the clip, then it is baked; or the
+    clip's failure. ``t1``: when mapping the source began."""
     t2 = time.perf_counter()
     try:
-        clip = data.clip(clip_id)
+        clip = read()
         t3 = time.perf_counter()
         msg = bake_clip(cache, source, layout, clip)
     except MarionetteError as exc:
-        yield {"op": "clip_failed", "clip": clip_id, "reason": str(exc)}
-        return
+        return {"op": "clip_failed", "clip": clip_id, "reason": str(exc)}
     msg["clip"] = clip_id
     msg["timings"].update(map=t2 - t1, read=t3 - t2)
-    yield msg
+    return msg
 
 
 
@@ -343,14 +348,4 @@ def vmd_file_events(path: str, cache: PackCache, skip: Iterable[str] = ()) -> It
     t1 = time.perf_counter()
     rig = standard_rig()
     source, layout = cache.source(rig.skeleton, rig.tails)
-    t2 = time.perf_counter()
-    try:
-        clip = play(rig, motion, name=clip_id).clip
-        t3 = time.perf_counter()
-        msg = bake_clip(cache, source, layout, clip)
-    except MarionetteError as exc:
-        yield {"op": "clip_failed", "clip": clip_id, "reason": str(exc)}
-        return
-    msg["clip"] = clip_id
-    msg["timings"].update(map=t2 - t1, read=t3 - t2)
-    yield msg
+    yield _one_clip(cache, source, layout, clip_id, lambda: play(rig, motion, name=clip_id).clip, t1)
