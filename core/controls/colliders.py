@@ -499,14 +499,68 @@ def collide(p: Sequence[float], x: Vec, length: float, r: float, prepared: Seque
     return out
 
 
+def room_from(x0: float, x1: float, x2: float, r: float, one: Prepared) -> float:
+    """:func:`clearance`'s first value for the one collider ``one`` (the same arithmetic): the
+    test a point resting on a collider makes at every step, so it is made without the loop."""
+    code, ax, ay, az, ex, ey, ez, inv, radius, _c = one[4]
+    if code == PLANE:
+        return (x0 - ax) * ex + (x1 - ay) * ey + (x2 - az) * ez - r
+    dx, dy, dz = x0 - ax, x1 - ay, x2 - az
+    if inv:
+        t = (dx * ex + dy * ey + dz * ez) * inv
+        t = 0.0 if t < 0.0 else (1.0 if t > 1.0 else t)
+        dx, dy, dz = dx - t * ex, dy - t * ey, dz - t * ez
+    dist = math.sqrt(dx * dx + dy * dy + dz * dz)
+    if code <= CAPSULE:
+        return dist - radius - r
+    inner = radius - r
+    return (inner if inner > 0.0 else 0.0) - dist
+
+
 def collide_nearest(
     p: Sequence[float], x: Vec, length: float, r: float, nearest: Prepared, others: float
 ) -> tuple[Vec, float] | None:
     """:func:`collide` when only ``nearest`` can be touched: the other colliders are at least
     ``others`` (> 0) away from ``x``. While no move takes the point that far from ``x`` they
     stay untouched, so :func:`collide` with all of them would make the very same moves;
-    ``None`` when one does (the caller then runs :func:`collide`)."""
-    return _sweeps(p, x, length, r, (nearest,), others)
+    ``None`` when one does (the caller then runs :func:`collide`).
+
+    The sweeps of :func:`_sweeps` over one collider, written out for it (a point resting on a
+    collider comes here at every step): the same tests and moves, bit for bit."""
+    cx, cy, cz, extent, detail = nearest
+    code, ax, ay, az, ex, ey, ez, inv, radius, c = detail
+    s0, s1, s2 = x
+    for sweep in range(SWEEPS + 1):
+        x0, x1, x2 = x
+        if extent >= 0.0:
+            dx, dy, dz = x0 - cx, x1 - cy, x2 - cz
+            reach = extent + r
+            if dx * dx + dy * dy + dz * dz >= reach * reach:
+                return x, 0.0
+        if code == PLANE:
+            d = r - ((x0 - ax) * ex + (x1 - ay) * ey + (x2 - az) * ez)
+        else:
+            dx, dy, dz = x0 - ax, x1 - ay, x2 - az
+            if inv:
+                t = (dx * ex + dy * ey + dz * ez) * inv
+                t = 0.0 if t < 0.0 else (1.0 if t > 1.0 else t)
+                dx, dy, dz = dx - t * ex, dy - t * ey, dz - t * ez
+            dist = math.sqrt(dx * dx + dy * dy + dz * dz)
+            if code <= CAPSULE:
+                d = radius + r - dist
+            else:
+                inner = radius - r
+                d = dist - (inner if inner > 0.0 else 0.0)
+        if not d > TOLERANCE:
+            return x, 0.0
+        if sweep == SWEEPS:
+            return x, d
+        x = _fix(c, p, x, length, r)
+        mx, my, mz = x[0] - s0, x[1] - s1, x[2] - s2
+        # Short of the others by more than the tests' own tolerance (and rounding).
+        if not math.sqrt(mx * mx + my * my + mz * mz) < others - 1e-6:
+            return None
+    return x, 0.0  # not reached: the last sweep returns
 
 
 def _sweeps(

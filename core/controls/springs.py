@@ -81,6 +81,7 @@ from .colliders import (
     clearance,
     collide,
     collide_nearest,
+    room_from,
     deepest,
     motion,
     near,
@@ -550,7 +551,7 @@ def _step(
                 elif not room > 0.0:
                     # Only the nearest collider can be touched: the others are still clear.
                     j = nearest[k]
-                    room = clearance(nx, ny, nz, radii[k], (frame.collider(j, s) if placed is None else placed[j],))[0]
+                    room = room_from(nx, ny, nz, radii[k], frame.collider(j, s) if placed is None else placed[j])
                 if room < -TOLERANCE:
                     pivot, at = (px, py, pz), (nx, ny, nz)
                     j = nearest[k]

@@ -187,15 +187,35 @@ def group_placed(chains: Sequence[SpringChain], pose: PoseBuffers, places: Float
     if not union:
         return [[[] for _ in range(pose.frames)] for _ in chains]
     if pose.frames == 1:
-        joints = sorted({c.joint for c in union})
-        full = places[0] @ np.stack([pose.world(j)[0] for j in joints])
-        at = dict(zip(joints, full.tolist(), strict=True))
-        scale = dict(zip(joints, np.cbrt(np.abs(np.linalg.det(full[:, :3, :3]))).tolist(), strict=True))
-        one = place_one(union, [at[c.joint] for c in union], [scale[c.joint] for c in union])
+        one = place_one(union, *_joint_placements(union, pose, places[0].tolist()))
         return [[[one[i] for i in row]] for row in rows]
     mats = np.stack([pose.world(c.joint) for c in union], axis=1)
     placed = place(union, places[:, None] @ mats)
     return [[[at[i] for i in row] for at in placed] for row in rows]
+
+
+def _joint_placements(
+    colliders: Sequence[Collider], pose: PoseBuffers, place: list[list[float]]
+) -> tuple[list[list[list[float]]], list[float]]:
+    """Each collider's joint placement at a one-frame ``pose`` in world space (the top three
+    rows of ``place @ world``) and its uniform scale (the cube root of the determinant), in plain
+    floats: a live frame's few 4 x 4 products cost more per numpy call than their arithmetic."""
+    rows: dict[int, list[list[float]]] = {}
+    scales: dict[int, float] = {}
+    for c in colliders:
+        j = c.joint
+        if j in rows:
+            continue
+        w = pose.world(j)[0].tolist()
+        w0, w1, w2, w3 = w
+        m = [
+            [p[0] * w0[k] + p[1] * w1[k] + p[2] * w2[k] + p[3] * w3[k] for k in range(4)]
+            for p in place[:3]
+        ]
+        (a, b, c_), (d, e, f), (g, h, i) = m[0][:3], m[1][:3], m[2][:3]
+        rows[j] = m
+        scales[j] = math.cbrt(abs(a * (e * i - f * h) - b * (d * i - f * g) + c_ * (d * h - e * g)))
+    return [rows[c.joint] for c in colliders], [scales[c.joint] for c in colliders]
 
 
 def _finite(placed: list[Placed]) -> bool:
