@@ -81,12 +81,12 @@ from .colliders import (
     clearance,
     collide,
     collide_nearest,
-    room_from,
     deepest,
     motion,
     near,
     prepare,
     prepare_spans,
+    room_from,
     spans,
 )
 from .wind import Wind
