@@ -171,3 +171,43 @@ def test_the_drawn_colliders_follow_the_pose_shown(addon):
     centre = head[:3, :3] @ np.array(arm.marionette_controls.colliders[0].offset) + head[:3, 3]
     radii = np.linalg.norm(drawn[0][1].reshape(-1, 3) - centre, axis=1)
     assert np.abs(radii - arm.marionette_controls.colliders[0].radius).max() < 1e-5
+
+
+def test_the_collider_handles_sit_on_the_collider_as_posed(addon):
+    """The viewport handles of the active collider (their placements; dragging needs a window):
+    the centre handle's offset is the collider's offset in its bone's placement, a capsule's
+    second handle its tail, and the radius arrow starts on the collider's surface, square to a
+    capsule's axis, scaled with the armature's placement (here under a parent twice its size)."""
+    bpy = addon
+    from marionette.core.controls.colliders import Collider, depth, place
+    from marionette.viewport import collider_gizmos
+
+    arm, first, _last = _man(bpy)
+    assert "bl_rna" in collider_gizmos.MARIONETTE_GGT_collider.__dict__  # registered with Blender
+    bpy.ops.marionette.collider_add(kind="SPHERE", bone="Head")
+    bpy.ops.marionette.collider_add(kind="CAPSULE", bone="Shoulder.L")
+    holder = bpy.data.objects.new("Holder", None)
+    bpy.context.scene.collection.objects.link(holder)
+    holder.scale = (2.0, 2.0, 2.0)
+    arm.parent = holder
+    bpy.context.scene.frame_set(first + 5)
+    s = arm.marionette_controls
+    for i, kind in enumerate(("sphere", "capsule")):
+        c = s.colliders[i]
+        mats = collider_gizmos.handle_matrices(arm, i)
+        assert mats is not None and ("tail" in mats) == (kind == "capsule")
+        bone = np.array(arm.matrix_world) @ np.array(arm.pose.bones[c.bone].matrix)
+        placed = place([Collider(kind, 0, tuple(c.offset), tuple(c.tail), c.radius)], bone[None, None])[0][0]
+        at = mats["offset"] @ [*c.offset, 1.0]
+        assert np.abs(at[:3] - placed[1:4]).max() < 1e-6
+        if kind == "capsule":
+            end = mats["tail"] @ [*c.tail, 1.0]
+            assert np.abs(end[:3] - placed[4:7]).max() < 1e-6
+            axis = np.array(placed[4:7]) - placed[1:4]
+            assert abs(mats["radius"][:3, 2] @ axis) < 1e-6 * np.linalg.norm(axis) * np.linalg.norm(mats["radius"][:3, 2])
+        tip = mats["radius"] @ [0.0, 0.0, c.radius, 1.0]
+        assert abs(np.linalg.norm(tip[:3] - mats["radius"][:3, 3]) - placed[7]) < 1e-6 and placed[7] > 1.9 * c.radius
+        assert abs(depth(placed, tip[:3], 0.0)) < 1e-6
+    s.colliders[1].bone = "nothing"
+    assert collider_gizmos.handle_matrices(arm, 1) is None
+    assert collider_gizmos.handle_matrices(arm, 7) is None
