@@ -375,38 +375,36 @@ def spans(start: Sequence[Placed], end: Sequence[Placed]) -> list[Span]:
     ]
 
 
+def prepare_span(span: Span, s: float) -> Prepared:
+    """:func:`prepare` of one collider at fraction ``s`` of the window ``span`` describes
+    (:func:`between`, in line for every kind: the same arithmetic, ``c0 + s * (c1 - c0)``, then
+    :func:`_prepared`'s)."""
+    code, a0, a1, a2, da0, da1, da2, b0, b1, b2, db0, db1, db2, r0, dr, c1 = span
+    ax, ay, az = a0 + s * da0, a1 + s * da1, a2 + s * da2
+    radius = r0 + s * dr
+    if code == SPHERE:
+        return (ax, ay, az, radius, (SPHERE, ax, ay, az, 0.0, 0.0, 0.0, 0.0, radius, (SPHERE, ax, ay, az, ax, ay, az, radius)))
+    bx, by, bz = b0 + s * db0, b1 + s * db1, b2 + s * db2
+    if code == PLANE:
+        n = math.sqrt(bx * bx + by * by + bz * bz)
+        if n > _EPS:
+            bx, by, bz = bx / n, by / n, bz / n
+        else:
+            bx, by, bz = c1[4], c1[5], c1[6]
+        return (0.0, 0.0, 0.0, -1.0, (code, ax, ay, az, bx, by, bz, 0.0, radius, (code, ax, ay, az, bx, by, bz, radius)))
+    placed: Placed = (code, ax, ay, az, bx, by, bz, radius)
+    if code == INSIDE_SPHERE:
+        return (ax, ay, az, -1.0, (code, ax, ay, az, 0.0, 0.0, 0.0, 0.0, radius, placed))
+    ex, ey, ez = bx - ax, by - ay, bz - az
+    ee = ex * ex + ey * ey + ez * ez
+    inv = 1.0 / ee if ee > _EPS else 0.0
+    extent = radius + 0.5 * math.sqrt(ee) if code == CAPSULE else -1.0
+    return (ax + 0.5 * ex, ay + 0.5 * ey, az + 0.5 * ez, extent, (code, ax, ay, az, ex, ey, ez, inv, radius, placed))
+
+
 def prepare_spans(window: Sequence[Span], s: float) -> list[Prepared]:
-    """:func:`prepare` of the colliders at fraction ``s`` of the window :func:`spans` describes
-    (:func:`between` of each), in line for every kind: the same arithmetic
-    (``c0 + s * (c1 - c0)``, then :func:`_prepared`'s)."""
-    out: list[Prepared] = []
-    for code, a0, a1, a2, da0, da1, da2, b0, b1, b2, db0, db1, db2, r0, dr, c1 in window:
-        ax, ay, az = a0 + s * da0, a1 + s * da1, a2 + s * da2
-        radius = r0 + s * dr
-        if code == SPHERE:
-            placed: Placed = (SPHERE, ax, ay, az, ax, ay, az, radius)
-            out.append((ax, ay, az, radius, (SPHERE, ax, ay, az, 0.0, 0.0, 0.0, 0.0, radius, placed)))
-            continue
-        bx, by, bz = b0 + s * db0, b1 + s * db1, b2 + s * db2
-        if code == PLANE:
-            n = math.sqrt(bx * bx + by * by + bz * bz)
-            if n > _EPS:
-                bx, by, bz = bx / n, by / n, bz / n
-            else:
-                bx, by, bz = c1[4], c1[5], c1[6]
-            placed = (code, ax, ay, az, bx, by, bz, radius)
-            out.append((0.0, 0.0, 0.0, -1.0, (code, ax, ay, az, bx, by, bz, 0.0, radius, placed)))
-            continue
-        placed = (code, ax, ay, az, bx, by, bz, radius)
-        if code == INSIDE_SPHERE:
-            out.append((ax, ay, az, -1.0, (code, ax, ay, az, 0.0, 0.0, 0.0, 0.0, radius, placed)))
-            continue
-        ex, ey, ez = bx - ax, by - ay, bz - az
-        ee = ex * ex + ey * ey + ez * ez
-        inv = 1.0 / ee if ee > _EPS else 0.0
-        extent = radius + 0.5 * math.sqrt(ee) if code == CAPSULE else -1.0
-        out.append((ax + 0.5 * ex, ay + 0.5 * ey, az + 0.5 * ez, extent, (code, ax, ay, az, ex, ey, ez, inv, radius, placed)))
-    return out
+    """:func:`prepare_span` of every collider of the window :func:`spans` describes."""
+    return [prepare_span(span, s) for span in window]
 
 
 def motion(c0: Placed, c1: Placed, carried: Sequence[float] = (0.0, 0.0, 0.0)) -> float:

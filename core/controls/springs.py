@@ -85,6 +85,7 @@ from .colliders import (
     motion,
     near,
     prepare,
+    prepare_span,
     prepare_spans,
     room_from,
     spans,
@@ -356,7 +357,7 @@ class _Frame:
             self.ready = [None] * len(self.spans)
         one = self.ready[j]
         if one is None:
-            one = self.ready[j] = prepare_spans(self.spans[j : j + 1], s)[0]
+            one = self.ready[j] = prepare_span(self.spans[j], s)
         return one
 
     def ends(self, s: float) -> list[Vec]:
