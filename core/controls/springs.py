@@ -458,6 +458,7 @@ def _step(
 
     Pinning always runs from a segment to the chain's end, so it is kept as the index of the
     first pinned segment (``n``: none)."""
+    sqrt, isfinite = math.sqrt, math.isfinite  # looked up once: the loops below run per point
     r0, dr = frame.pts0[0], frame.moves[0]
     px, py, pz = r0[0] + s * dr[0], r0[1] + s * dr[1], r0[2] + s * dr[2]
     gx, gy, gz = chain.gravity if accel is None else accel
@@ -485,7 +486,7 @@ def _step(
             ex, ey, ez = x0 - y0, x1 - y1, x2 - y2
             # One test for six values: a sum is finite only if they are (or overflows, which
             # is as bad).
-            if not math.isfinite(x0 + x1 + x2 + v0 + v1 + v2):
+            if not isfinite(x0 + x1 + x2 + v0 + v1 + v2):
                 reason = reason or "non_finite"
                 pinned = k
             elif ex * ex + ey * ey + ez * ez > stray[k]:
@@ -529,20 +530,23 @@ def _step(
         if k < pinned:
             b0, b1, b2 = pred[k]
             qx, qy, qz = b0 - px, b1 - py, b2 - pz
-            lq = math.sqrt(qx * qx + qy * qy + qz * qz)
-            if not (lq > _EPS and math.isfinite(lq)):
+            lq = sqrt(qx * qx + qy * qy + qz * qz)
+            if not (lq > _EPS and isfinite(lq)):
                 # On the pivot (or overflowed): no direction to restore along, take the target's.
                 qx, qy, qz = y0 - px, y1 - py, y2 - pz
-                lq = math.sqrt(qx * qx + qy * qy + qz * qz)
+                lq = sqrt(qx * qx + qy * qy + qz * qz)
             f = lengths[k] / lq if lq > _EPS else 0.0
             nx, ny, nz = px + qx * f, py + qy * f, pz + qz * f
+            xk = x[k]
+            # The move over the step (the velocity when committed; with the root's carry taken
+            # off, what the point used of its clearance).
+            d0, d1, d2 = nx - xk[0], ny - xk[1], nz - xk[2]
             if colliding:
-                xk = x[k]
                 room = clear[k] - used
                 rest = others[k] - used
                 if rest > 0.0:
-                    mx, my, mz = nx - xk[0] - cx, ny - xk[1] - cy, nz - xk[2] - cz
-                    travel = math.sqrt(mx * mx + my * my + mz * mz)
+                    mx, my, mz = d0 - cx, d1 - cy, d2 - cz
+                    travel = sqrt(mx * mx + my * my + mz * mz)
                     room -= travel
                     rest -= travel
                 if not rest > 0.0:
@@ -566,19 +570,19 @@ def _step(
                         done = collide(pivot, at, lengths[k], radii[k], placed)
                     (mx, my, mz), left = done
                     # The others' clearance less how far the collision moved the point.
-                    rest -= math.sqrt((mx - nx) ** 2 + (my - ny) ** 2 + (mz - nz) ** 2)
+                    rest -= sqrt((mx - nx) ** 2 + (my - ny) ** 2 + (mz - nz) ** 2)
                     nx, ny, nz = mx, my, mz
+                    d0, d1, d2 = nx - xk[0], ny - xk[1], nz - xk[2]
                     room = 0.0
                     if left > worst:
                         worst = left
                 clear[k] = room
                 others[k] = rest
             if commit:
-                xk = x[k]
-                vk = ((nx - xk[0]) / h, (ny - xk[1]) / h, (nz - xk[2]) / h)
+                vk = (d0 / h, d1 / h, d2 / h)
             else:
                 vk = v[k]
-            if math.isfinite(nx + ny + nz + vk[0] + vk[1] + vk[2]):
+            if isfinite(nx + ny + nz + vk[0] + vk[1] + vk[2]):
                 x[k] = (nx, ny, nz)
                 v[k] = vk
                 px, py, pz = nx, ny, nz
