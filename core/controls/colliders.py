@@ -429,22 +429,8 @@ def clearance(x0: float, x1: float, x2: float, r: float, prepared: Sequence[Prep
     nearest collider alone while only its share has run out."""
     least = second = math.inf
     nearest = 0
-    for i, (_cx, _cy, _cz, _extent, detail) in enumerate(prepared):
-        code, ax, ay, az, ex, ey, ez, inv, radius, _c = detail
-        if code == PLANE:
-            room = (x0 - ax) * ex + (x1 - ay) * ey + (x2 - az) * ez - r
-        else:
-            dx, dy, dz = x0 - ax, x1 - ay, x2 - az
-            if inv:
-                t = (dx * ex + dy * ey + dz * ez) * inv
-                t = 0.0 if t < 0.0 else (1.0 if t > 1.0 else t)
-                dx, dy, dz = dx - t * ex, dy - t * ey, dz - t * ez
-            dist = math.sqrt(dx * dx + dy * dy + dz * dz)
-            if code <= CAPSULE:
-                room = dist - radius - r
-            else:
-                inner = radius - r
-                room = (inner if inner > 0.0 else 0.0) - dist
+    for i, one in enumerate(prepared):
+        room = room_from(x0, x1, x2, r, one)
         if room < least:
             second = least
             least = room
@@ -454,61 +440,33 @@ def clearance(x0: float, x1: float, x2: float, r: float, prepared: Sequence[Prep
     return least, nearest, second
 
 
-def touching(x0: float, x1: float, x2: float, r: float, prepared: Sequence[Prepared]) -> bool:
-    """Whether the point ``(x0, x1, x2)`` of radius ``r`` is where some collider of ``prepared``
-    does not allow it (the test :func:`collide` starts with; most points touch nothing, so this
-    is the one made for every end point at every step)."""
-    for cx, cy, cz, extent, detail in prepared:
-        if extent >= 0.0:
-            dx, dy, dz = x0 - cx, x1 - cy, x2 - cz
-            reach = extent + r
-            if dx * dx + dy * dy + dz * dz >= reach * reach:
-                continue
-        code, ax, ay, az, ex, ey, ez, inv, radius, _c = detail
-        if code == PLANE:
-            if r - ((x0 - ax) * ex + (x1 - ay) * ey + (x2 - az) * ez) > TOLERANCE:
-                return True
-            continue
-        dx, dy, dz = x0 - ax, x1 - ay, x2 - az
-        if inv:
-            t = (dx * ex + dy * ey + dz * ez) * inv
-            t = 0.0 if t < 0.0 else (1.0 if t > 1.0 else t)
-            dx, dy, dz = dx - t * ex, dy - t * ey, dz - t * ez
-        dd = dx * dx + dy * dy + dz * dz
-        if code <= CAPSULE:
-            big = radius + r - TOLERANCE
-            if big > 0.0 and dd < big * big:
-                return True
-        else:
-            inner = radius - r
-            small = (inner if inner > 0.0 else 0.0) + TOLERANCE
-            if dd > small * small:
-                return True
-    return False
-
-
 def collide(p: Sequence[float], x: Vec, length: float, r: float, prepared: Sequence[Prepared]) -> tuple[Vec, float]:
     """The end point ``x`` of a segment of ``length`` from the pivot ``p``, moved where every
     collider of ``prepared`` (:func:`prepare`) allows it, and the deepest penetration left (0
     when none). Runs for every end point at every fixed step: the tests are plain arithmetic,
     and the common case (no collider near) is one bound test per outer collider."""
-    out = _sweeps(p, x, length, r, prepared, math.inf)
-    assert out is not None
-    return out
+    return _sweeps(p, x, length, r, prepared)
 
 
-def room_from(x0: float, x1: float, x2: float, r: float, one: Prepared) -> float:
-    """:func:`clearance`'s first value for the one collider ``one`` (the same arithmetic): the
-    test a point resting on a collider makes at every step, so it is made without the loop."""
-    code, ax, ay, az, ex, ey, ez, inv, radius, _c = one[4]
-    if code == PLANE:
-        return (x0 - ax) * ex + (x1 - ay) * ey + (x2 - az) * ez - r
+def _from_axis(detail: Detail, x0: float, x1: float, x2: float) -> float:
+    """The distance of ``(x0, x1, x2)`` from a sphere's centre or a capsule's axis."""
+    _code, ax, ay, az, ex, ey, ez, inv, _radius, _c = detail
     dx, dy, dz = x0 - ax, x1 - ay, x2 - az
     if inv:
         t = (dx * ex + dy * ey + dz * ez) * inv
         t = 0.0 if t < 0.0 else (1.0 if t > 1.0 else t)
         dx, dy, dz = dx - t * ex, dy - t * ey, dz - t * ez
-    dist = math.sqrt(dx * dx + dy * dy + dz * dz)
+    return math.sqrt(dx * dx + dy * dy + dz * dz)
+
+
+def room_from(x0: float, x1: float, x2: float, r: float, one: Prepared) -> float:
+    """:func:`clearance`'s first value for the one collider ``one`` (the same arithmetic): the
+    test a point resting on a collider makes at every step, so it is made without the loop."""
+    detail = one[4]
+    code, ax, ay, az, ex, ey, ez, _inv, radius, _c = detail
+    if code == PLANE:
+        return (x0 - ax) * ex + (x1 - ay) * ey + (x2 - az) * ez - r
+    dist = _from_axis(detail, x0, x1, x2)
     if code <= CAPSULE:
         return dist - radius - r
     inner = radius - r
@@ -525,30 +483,10 @@ def collide_nearest(
 
     The sweeps of :func:`_sweeps` over one collider, written out for it (a point resting on a
     collider comes here at every step): the same tests and moves, bit for bit."""
-    cx, cy, cz, extent, detail = nearest
-    code, ax, ay, az, ex, ey, ez, inv, radius, c = detail
+    c = nearest[4][9]
     s0, s1, s2 = x
     for sweep in range(SWEEPS + 1):
-        x0, x1, x2 = x
-        if extent >= 0.0:
-            dx, dy, dz = x0 - cx, x1 - cy, x2 - cz
-            reach = extent + r
-            if dx * dx + dy * dy + dz * dz >= reach * reach:
-                return x, 0.0
-        if code == PLANE:
-            d = r - ((x0 - ax) * ex + (x1 - ay) * ey + (x2 - az) * ez)
-        else:
-            dx, dy, dz = x0 - ax, x1 - ay, x2 - az
-            if inv:
-                t = (dx * ex + dy * ey + dz * ez) * inv
-                t = 0.0 if t < 0.0 else (1.0 if t > 1.0 else t)
-                dx, dy, dz = dx - t * ex, dy - t * ey, dz - t * ez
-            dist = math.sqrt(dx * dx + dy * dy + dz * dz)
-            if code <= CAPSULE:
-                d = radius + r - dist
-            else:
-                inner = radius - r
-                d = dist - (inner if inner > 0.0 else 0.0)
+        d = _inside(nearest, x[0], x[1], x[2], r)
         if not d > TOLERANCE:
             return x, 0.0
         if sweep == SWEEPS:
@@ -561,48 +499,40 @@ def collide_nearest(
     return x, 0.0  # not reached: the last sweep returns
 
 
-def _sweeps(
-    p: Sequence[float], x: Vec, length: float, r: float, prepared: Sequence[Prepared], within: float
-) -> tuple[Vec, float] | None:
+def _inside(one: Prepared, x0: float, x1: float, x2: float, r: float) -> float:
+    """How deep the point ``(x0, x1, x2)`` of radius ``r`` is where the collider ``one`` does not
+    allow it (0 or less: allowed; the bound settles most points far from an outer collider)."""
+    cx, cy, cz, extent, detail = one
+    if extent >= 0.0:
+        dx, dy, dz = x0 - cx, x1 - cy, x2 - cz
+        reach = extent + r
+        if dx * dx + dy * dy + dz * dz >= reach * reach:
+            return 0.0
+    code, ax, ay, az, ex, ey, ez, _inv, radius, _c = detail
+    if code == PLANE:
+        return r - ((x0 - ax) * ex + (x1 - ay) * ey + (x2 - az) * ez)
+    dist = _from_axis(detail, x0, x1, x2)
+    if code <= CAPSULE:
+        return radius + r - dist
+    inner = radius - r
+    return dist - (inner if inner > 0.0 else 0.0)
+
+
+def _sweeps(p: Sequence[float], x: Vec, length: float, r: float, prepared: Sequence[Prepared]) -> tuple[Vec, float]:
+    """Up to ``SWEEPS`` passes over the colliders, each moving the point out of every one it is
+    in; the deepest penetration the last pass finds is what is left."""
     worst = 0.0
-    start = x
     for sweep in range(SWEEPS + 1):
         moved = False
         worst = 0.0
-        x0, x1, x2 = x
-        for cx, cy, cz, extent, detail in prepared:
-            if extent >= 0.0:
-                dx, dy, dz = x0 - cx, x1 - cy, x2 - cz
-                reach = extent + r
-                if dx * dx + dy * dy + dz * dz >= reach * reach:
-                    continue
-            code, ax, ay, az, ex, ey, ez, inv, radius, c = detail
-            if code == PLANE:
-                d = r - ((x0 - ax) * ex + (x1 - ay) * ey + (x2 - az) * ez)
-            else:
-                dx, dy, dz = x0 - ax, x1 - ay, x2 - az
-                if inv:
-                    t = (dx * ex + dy * ey + dz * ez) * inv
-                    t = 0.0 if t < 0.0 else (1.0 if t > 1.0 else t)
-                    dx, dy, dz = dx - t * ex, dy - t * ey, dz - t * ez
-                dist = math.sqrt(dx * dx + dy * dy + dz * dz)
-                if code <= CAPSULE:
-                    d = radius + r - dist
-                else:
-                    inner = radius - r
-                    d = dist - (inner if inner > 0.0 else 0.0)
+        for one in prepared:
+            d = _inside(one, x[0], x[1], x[2], r)
             if d > TOLERANCE:
                 if sweep == SWEEPS:
                     worst = max(worst, d)
                     continue
-                x = _fix(c, p, x, length, r)
-                x0, x1, x2 = x
+                x = _fix(one[4][9], p, x, length, r)
                 moved = True
-                if within < math.inf:
-                    mx, my, mz = x0 - start[0], x1 - start[1], x2 - start[2]
-                    # Short of the others by more than the tests' own tolerance (and rounding).
-                    if not math.sqrt(mx * mx + my * my + mz * mz) < within - 1e-6:
-                        return None
         if not moved:
             return x, worst
     return x, worst
