@@ -90,23 +90,25 @@ def walk(sk: Skeleton, fps: int, seconds: float) -> tuple[np.ndarray, np.ndarray
     return t, rot, tr
 
 
-def live_per_frame(stacks: dict[str, ControlStack], times: np.ndarray, rot: np.ndarray, tr: np.ndarray, repeat: int) -> dict[str, float]:
+def live_per_frame(
+    stacks: dict[str, ControlStack], times: np.ndarray, rot: np.ndarray, tr: np.ndarray, repeat: int
+) -> dict[str, tuple[float, float]]:
     """CPU seconds per live frame (one frame per call, as the viewport evaluates) of each stack:
-    the clip played ``repeat`` times, the stacks taking turns frame by frame, each frame's best
-    time kept and the best times averaged. Every play computes the very same frames, so a
-    frame's best is its cost; a busy spell on the shared machine slows a few frames of one play,
-    not the same frame in every play."""
-    best = {name: np.full(len(times), np.inf) for name in stacks}
-    for _ in range(repeat + 1):  # the first play warms up as much as the others
+    the clip played ``repeat`` times, the stacks taking turns frame by frame; per stack the mean
+    over the frames of each frame's best and of its median time. Every play computes the very
+    same frames, so a frame's best is its cost; a busy spell on the shared machine slows a few
+    frames of one play, not the same frame in every play. The median keeps what a frame often
+    pays besides (the garbage collector, the machine's other work)."""
+    spent = {name: np.empty((repeat, len(times))) for name in stacks}
+    for r in range(-1, repeat):  # the first play warms up
         insts = {name: stack.instance() for name, stack in stacks.items()}
         for f in range(len(times)):
             for name, inst in insts.items():
                 t0 = time.process_time()
                 inst.evaluate(rot[f : f + 1], tr[f : f + 1], time=times[f])
-                spent = time.process_time() - t0
-                if spent < best[name][f]:
-                    best[name][f] = spent
-    return {name: float(b.mean()) for name, b in best.items()}
+                if r >= 0:
+                    spent[name][r, f] = time.process_time() - t0
+    return {name: (float(s.min(axis=0).mean()), float(np.median(s, axis=0).mean())) for name, s in spent.items()}
 
 
 def baked_runner(stack: ControlStack, times: np.ndarray, rot: np.ndarray, tr: np.ndarray) -> Callable[[], None]:
@@ -131,24 +133,25 @@ def main() -> None:
         )
         for name, c in (("without", []), ("with", cols))
     }
-    print(f"two {SEGMENTS}-bone spring chains, six colliders; ms per frame (best of {args.repeat})")
-    print(f"{'':<16} {'live, no colliders':>19} {'live, colliders':>16} {'added':>8} {'baked, no':>10} {'baked, with':>12}  deepest")
+    print(f"two {SEGMENTS}-bone spring chains, six colliders; ms per frame (live: each frame's best and median of {args.repeat} plays; baked: best of {args.repeat})")
+    print(
+        f"{'':<7} {'live, no colliders':>19} {'live, colliders':>16} {'added':>6} {'added (median)':>15}"
+        f" {'baked, no':>10} {'baked, with':>12}  deepest"
+    )
     for fps in (24, 60):
         times, rot, tr = walk(sk, fps, 4.0)
         frames = len(times)
         live = live_per_frame(stacks, times, rot, tr, args.repeat)
         best = best_of_each({name: baked_runner(stack, times, rot, tr) for name, stack in stacks.items()}, args.repeat)
-        cost = {name: (live[name], best[name] / frames) for name in stacks}
         out = stacks["with"].instance().evaluate(rot, tr, time=times)
         deepest = max(float(r.details["step_penetration"].max()) for r in out.reports.values())
 
         ms = 1e3
+        (no, no_median), (yes, yes_median) = live["without"], live["with"]
         print(
-            f"{fps} fps {'':<9} {cost['without'][0] * ms:>19.3f} {cost['with'][0] * ms:>16.3f} "
-            f"{(cost['with'][0] - cost['without'][0]) * ms:>8.3f} {cost['without'][1] * ms:>10.3f} {cost['with'][1] * ms:>12.3f}"
-            f"  {deepest * 1e3:.1e} mm"
+            f"{fps} fps  {no * ms:>19.3f} {yes * ms:>16.3f} {(yes - no) * ms:>6.3f} {(yes_median - no_median) * ms:>15.3f}"
+            f" {best['without'] / frames * ms:>10.3f} {best['with'] / frames * ms:>12.3f}  {deepest * 1e3:.1e} mm"
         )
-
 
 if __name__ == "__main__":
     main()
