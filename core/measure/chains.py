@@ -111,6 +111,7 @@ def judge_played(tgt: Any, reference: dict[str, Any], played: FloatArray) -> dic
     ``tgt`` (a :class:`~..retarget.body_chains.ChainBody`) against a :func:`chain_reference`."""
     lin_t, pos_t = _orient(played), played[..., :3, 3]
     chains: dict[str, dict[str, float]] = {}
+    bones: dict[str, float] = {}
     errors: list[FloatArray] = []
     chords = np.asarray(reference["chords"], dtype=np.float64)
     at = 0
@@ -121,9 +122,11 @@ def judge_played(tgt: Any, reference: dict[str, Any], played: FloatArray) -> dic
         err = _angles(np.diff(t_pts, axis=1)[:, :n], chords[:, at : at + n])
         at += n
         errors.append(err.reshape(-1))
+        bones.update({tgt.skeleton.names[b]: float(e) for b, e in zip(tp.bones, err.mean(axis=0), strict=True)})
         chains[c] = {"bones": n, "source_bones": int(source_bones),
                      "mean_direction_error": float(err.mean()), "max_direction_error": float(err.max())}
     pelvis_err = _rot_angles(lin_t[:, tgt.pelvis], np.asarray(reference["pelvis"], dtype=np.float64))
+    bones[tgt.skeleton.names[tgt.pelvis]] = float(pelvis_err.mean())
     want = np.asarray(reference["path"], dtype=np.float64)
     got = pos_t[:, tgt.pelvis]
     height = max(tgt.hip_height, 1e-9)
@@ -146,6 +149,8 @@ def judge_played(tgt: Any, reference: dict[str, Any], played: FloatArray) -> dic
         "paw_slide": slide,
         "body_plan": reference["body_plan"],
         "chains": chains,
+        # Each driven bone's mean error: its direction's, the pelvis' orientation's (Colour Bones).
+        "bone_errors": bones,
         "summary": {
             "mean_direction_error": float(all_err.mean()),
             "max_direction_error": float(all_err.max()),

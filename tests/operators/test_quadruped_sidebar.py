@@ -277,3 +277,28 @@ def test_batch_bake_in_the_sidebar_bakes_the_foxs_clips_onto_the_dog_with_chain_
     lines = _drawn(bpy, VIEW3D_PT_marionette_batch)
     assert "Last run: 3 clips, 1 files" in lines
     assert any(line.startswith("Chain direction: mean 0.00°, max 0.00° over 3 clips") for line in lines), lines
+
+
+def test_colour_bones_colours_a_described_bodys_bones_by_their_error_on_the_pose_blender_plays(addon):
+    """Colour Bones by Error on two spiders described in the chain rows: every driven bone green
+    on an exact retarget, a leg no row names left alone; a constraint holding a target thigh at
+    rest turns that leg's bones red (what Blender plays, not the keys)."""
+    bpy = addon
+    small, large, src, tgt = _spider_pair(bpy)
+    s = bpy.context.scene.marionette
+    _describe_spiders_in_rows(bpy)
+    s.chain_index = [row.name for row in s.chains].index("leg3.L")
+    assert bpy.ops.marionette.chain_remove() == {"FINISHED"}
+    s.color_bones = True
+    assert bpy.ops.marionette.retarget_clip() == {"FINISHED"}
+    coloured = {pb.name: tuple(pb.color.custom.normal) for pb in tgt.pose.bones if pb.color.palette == "CUSTOM"}
+    legs = {f"leg{k}.{side}.{b}" for k in range(3) for side in "LR" for b in range(4)} | {f"leg3.R.{b}" for b in range(4)}
+    assert set(coloured) == {"body", "head0", *legs}
+    assert all(r < 0.01 and g > 0.99 for r, g, _ in coloured.values()), coloured
+    assert all(tgt.pose.bones[f"leg3.L.{b}"].color.palette != "CUSTOM" for b in range(4))  # not carried, left alone
+    held = tgt.pose.bones["leg0.R.0"].constraints.new("LIMIT_ROTATION")
+    held.use_limit_x = held.use_limit_y = held.use_limit_z = True  # the thigh plays its rest whatever its keys
+    assert bpy.ops.marionette.retarget_clip() == {"FINISHED"}
+    red = {pb.name: pb.color.custom.normal[0] for pb in tgt.pose.bones if pb.color.palette == "CUSTOM"}
+    assert red["leg0.R.0"] > 0.2, red
+    assert max(v for name, v in red.items() if not name.startswith("leg0.R.")) < 0.01
