@@ -117,18 +117,22 @@ def test_bodies_described_in_mapping_files_load_into_the_sidebar_and_retarget(ad
     assert "  wing.L (2 bones from 3): mean 0.00°, max 0.00°" in drawn
 
 
-def _spider_pair(bpy):
+def _spider_pair(bpy, clip_file=None):
     """A made-up spider (legs of 3 bones) playing a clip, and a larger one (legs 1.8 times
-    longer, of 4 bones), as armatures of the open file; returns both rigs and objects."""
+    longer, of 4 bones), as armatures of the open file; returns both rigs and objects.
+    ``clip_file``: where the source spider and its clip are saved first, alone."""
     from marionette.bridge.action_write import create_armature, write_action
+    from marionette.bridge.session import save_blend
     from tests.helpers.quadruped_rigs import bend_clip, spider
 
     small, large = spider(1.0, 3), spider(1.8, 4)
     src = create_armature(small.skeleton, "small spider", small.ends)
-    tgt = create_armature(large.skeleton, "large spider", large.ends)
     rng = np.random.default_rng(8)
     bends = {n: (tuple(rng.normal(size=3)), float(rng.uniform(-0.4, 0.4))) for n in small.skeleton.names}
     write_action(src, bend_clip(small.skeleton, bends, frames=6, travel=0.5), "Scuttle")
+    if clip_file is not None:
+        save_blend(clip_file)
+    tgt = create_armature(large.skeleton, "large spider", large.ends)
     s = bpy.context.scene.marionette
     s.source, s.target = src, tgt
     s.plant_feet = False
@@ -302,3 +306,29 @@ def test_colour_bones_colours_a_described_bodys_bones_by_their_error_on_the_pose
     red = {pb.name: pb.color.custom.normal[0] for pb in tgt.pose.bones if pb.color.palette == "CUSTOM"}
     assert red["leg0.R.0"] > 0.2, red
     assert max(v for name, v in red.items() if not name.startswith("leg0.R.")) < 0.01
+
+
+@pytest.mark.slow  # Batch Bake's real worker process
+def test_batch_bake_takes_the_chain_rows_and_judges_the_pose_blender_plays(addon, tmp_path):
+    """Batch Bake from the sidebar onto a spider its chain rows describe, the source rows
+    describing every clip's spider: legs of 3 bones onto 4, each along its source chain; a
+    constraint holding one target thigh at rest shows in that leg's figures alone."""
+    bpy = addon
+    pack = tmp_path / "pack"
+    pack.mkdir()
+    small, large, src, tgt = _spider_pair(bpy, pack / "scuttle.blend")
+    _describe_spiders_in_rows(bpy)
+    held = tgt.pose.bones["leg0.R.0"].constraints.new("LIMIT_ROTATION")
+    held.use_limit_x = held.use_limit_y = held.use_limit_z = True
+    s = bpy.context.scene.marionette
+    report = tmp_path / "ui_report.json"
+    assert bpy.ops.marionette.batch_bake(directory=str(pack), jobs=1, report_path=str(report)) == {"FINISHED"}
+    r = json.loads(report.read_text())
+    clips = [c for f in r["files"] for c in f["clips"]]
+    assert [c["clip"] for c in clips] == ["Scuttle"], r["files"]
+    chains = clips[0]["figures"]["chains"]
+    assert set(chains) == {"head", *(f"leg{k}.{side}" for k in range(4) for side in "LR")}
+    assert (chains["leg1.L"]["bones"], chains["leg1.L"]["source_bones"]) == (4, 3)
+    assert chains["leg0.R"]["mean_direction_error"] > 5.0
+    assert max(c["max_direction_error"] for name, c in chains.items() if name != "leg0.R") < 0.01
+    assert s.target == tgt

@@ -89,64 +89,6 @@ def test_a_quadruped_pack_bakes_with_per_chain_figures_and_a_single_retargets_ke
         assert np.array_equal(a[k], b[k]), k
 
 
-def test_a_pack_of_chain_described_birds_bakes_onto_a_larger_bird(tmp_path):
-    """Two bird clips (files) described by ``--source-mapping`` onto a larger bird described by
-    ``--mapping``: other wing and leg bone counts, every bone along its source chain."""
-    import bpy
-
-    from marionette.bridge.action_write import create_armature, write_action
-    from marionette.bridge.session import fresh_session, save_blend
-    from marionette.core.mapping.bone_mapping import BoneMapping
-    from tests.helpers.quadruped_rigs import bend_clip, bird, bird_body
-
-    small, large = bird(1.0, 1.0, 3, 3), bird(1.7, 0.6, 2, 4)
-    pack = tmp_path / "pack"
-    pack.mkdir()
-    for seed in (4, 5):
-        fresh_session()
-        obj = create_armature(small.skeleton, "small bird", small.ends)
-        rng = np.random.default_rng(seed)
-        bends = {n: (tuple(rng.normal(size=3)), float(rng.uniform(-0.5, 0.5))) for n in small.skeleton.names}
-        write_action(obj, bend_clip(small.skeleton, bends, frames=8, travel=0.3), f"Flap{seed}")
-        save_blend(pack / f"flap{seed}.blend")
-    fresh_session()
-    create_armature(large.skeleton, "large bird", large.ends)
-    save_blend(tmp_path / "large.blend")
-    BoneMapping(body=bird_body(small, 3, 3)).save(tmp_path / "small.json")
-    BoneMapping(body=bird_body(large, 2, 4)).save(tmp_path / "large.json")
-    bpy.ops.wm.read_factory_settings(use_empty=True)
-    target = str(tmp_path / "large.blend")
-    # Without the sources' description the run is refused, nothing written.
-    refused = _marionette("bake-pack", str(pack), target, "-o", str(tmp_path / "no.blend"), "--mapping", str(tmp_path / "large.json"))
-    assert refused.returncode != 0 and "--source-mapping" in refused.stderr + refused.stdout
-    assert not (tmp_path / "no.blend").exists()
-    report_path = tmp_path / "birds.json"
-    run = _marionette(
-        "bake-pack", str(pack), target, "-o", str(tmp_path / "birds.blend"), "--jobs", "1", "--report", str(report_path),
-        "--mapping", str(tmp_path / "large.json"), "--source-mapping", str(tmp_path / "small.json"), "--no-plant-feet",
-    )
-    assert run.returncode == 0, run.stdout + run.stderr
-    clips = [c for f in json.loads(report_path.read_text())["files"] for c in f["clips"]]
-    assert sorted(c["clip"] for c in clips) == ["Flap4", "Flap5"]
-    for c in clips:
-        chains = c["figures"]["chains"]
-        assert set(chains) == {"spine", "neck", "head", "tail", "wing.L", "wing.R", "leg.L", "leg.R"}
-        assert chains["wing.L"]["bones"] == 2 and chains["wing.L"]["source_bones"] == 3
-        assert chains["leg.R"]["bones"] == 4 and chains["leg.R"]["source_bones"] == 3
-        for chain, fig in chains.items():
-            assert fig["max_direction_error"] < 0.01, (c["clip"], chain)
-    # measure, given both descriptions, judges a baked clip on what Blender plays.
-    action = next(c["action"] for c in clips if c["clip"] == "Flap5")
-    measured = _marionette(
-        "measure", str(pack / "flap5.blend"), str(tmp_path / "birds.blend"), "--action", action,
-        "--mapping", str(tmp_path / "large.json"), "--source-mapping", str(tmp_path / "small.json"),
-    )
-    assert measured.returncode == 0, measured.stdout + measured.stderr
-    got = json.loads(measured.stdout)
-    assert got["body_plan"] == "chains" and got["measured_frames"] == 8
-    assert got["summary"]["max_direction_error"] < 0.01
-
-
 def _bird_pack(tmp_path, constrain: str | None = None):
     """Two bird clips (files) in ``tmp_path/pack``, a larger bird to bake them onto saved as
     ``large.blend`` (``constrain``: a bone of it held at its rest by a Limit Rotation constraint),
@@ -178,6 +120,42 @@ def _bird_pack(tmp_path, constrain: str | None = None):
     BoneMapping(body=bird_body(large, 2, 4)).save(tmp_path / "large.json")
     bpy.ops.wm.read_factory_settings(use_empty=True)
     return pack, tmp_path / "large.blend"
+
+
+def test_a_pack_of_chain_described_birds_bakes_onto_a_larger_bird(tmp_path):
+    """Two bird clips (files) described by ``--source-mapping`` onto a larger bird described by
+    ``--mapping``: other wing and leg bone counts, every bone along its source chain."""
+    pack, large = _bird_pack(tmp_path)
+    target = str(large)
+    # Without the sources' description the run is refused, nothing written.
+    refused = _marionette("bake-pack", str(pack), target, "-o", str(tmp_path / "no.blend"), "--mapping", str(tmp_path / "large.json"))
+    assert refused.returncode != 0 and "--source-mapping" in refused.stderr + refused.stdout
+    assert not (tmp_path / "no.blend").exists()
+    report_path = tmp_path / "birds.json"
+    run = _marionette(
+        "bake-pack", str(pack), target, "-o", str(tmp_path / "birds.blend"), "--jobs", "1", "--report", str(report_path),
+        "--mapping", str(tmp_path / "large.json"), "--source-mapping", str(tmp_path / "small.json"), "--no-plant-feet",
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    clips = [c for f in json.loads(report_path.read_text())["files"] for c in f["clips"]]
+    assert sorted(c["clip"] for c in clips) == ["Flap4", "Flap5"]
+    for c in clips:
+        chains = c["figures"]["chains"]
+        assert set(chains) == {"spine", "neck", "head", "tail", "wing.L", "wing.R", "leg.L", "leg.R"}
+        assert chains["wing.L"]["bones"] == 2 and chains["wing.L"]["source_bones"] == 3
+        assert chains["leg.R"]["bones"] == 4 and chains["leg.R"]["source_bones"] == 3
+        for chain, fig in chains.items():
+            assert fig["max_direction_error"] < 0.01, (c["clip"], chain)
+    # measure, given both descriptions, judges a baked clip on what Blender plays.
+    action = next(c["action"] for c in clips if c["clip"] == "Flap5")
+    measured = _marionette(
+        "measure", str(pack / "flap5.blend"), str(tmp_path / "birds.blend"), "--action", action,
+        "--mapping", str(tmp_path / "large.json"), "--source-mapping", str(tmp_path / "small.json"),
+    )
+    assert measured.returncode == 0, measured.stdout + measured.stderr
+    got = json.loads(measured.stdout)
+    assert got["body_plan"] == "chains" and got["measured_frames"] == 8
+    assert got["summary"]["max_direction_error"] < 0.01
 
 
 def test_a_packs_chain_figures_are_measured_on_the_pose_blender_plays(tmp_path):
