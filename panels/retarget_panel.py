@@ -170,7 +170,8 @@ class VIEW3D_PT_marionette_mapping(MarionettePanel, bpy.types.Panel):
                 warn.label(text=item.conflict, icon="ERROR")
         for side, attr in (("Source", "source_bone"), ("Target", "target_bone")):
             missing = [r.slot for r in s.mapping if r.slot in NEEDED_SLOTS and not getattr(r, attr)]
-            if missing:
+            # A side its chain rows describe is retargeted through them, not through its slots.
+            if missing and not any(getattr(r, f"{side.lower()}_start") for r in s.chains):
                 box = col.box()
                 box.alert = True
                 box.label(text=f"{side} misses {', '.join(missing)}", icon="ERROR")

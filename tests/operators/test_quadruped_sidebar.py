@@ -202,9 +202,13 @@ def test_a_spider_described_in_the_sidebars_chain_rows_retargets_onto_a_larger_s
     with pytest.raises(RuntimeError):
         bpy.ops.marionette.retarget_clip()
     assert set(bpy.data.actions) == actions
+    assert bpy.ops.marionette.auto_map() == {"FINISHED"}  # no humanoid, no quadruped: humanoid rows left to fill
+    assert any(line.startswith("Target misses hips") for line in _drawn(bpy, VIEW3D_PT_marionette_mapping))
     _describe_spiders_in_rows(bpy)
     assert len(s.chains) == 9
-    assert "Body as chains (9)" in _drawn(bpy, VIEW3D_PT_marionette_mapping)
+    lines = _drawn(bpy, VIEW3D_PT_marionette_mapping)
+    assert "Body as chains (9)" in lines
+    assert not any("misses" in line for line in lines), lines  # both sides go through their chains now
     assert bpy.ops.marionette.retarget_clip() == {"FINISHED"}
     r = json.loads(s.last_report)
     assert r["body_plan"] == "chains" and set(r["chains"]) == {"head", *(f"leg{k}.{side}" for k in range(4) for side in "LR")}
