@@ -217,6 +217,12 @@ class OutputWriting:
             # A control rig's refusal says what missed and that nothing was written.
             f.clips.append(ClipOutcome(clip_id, CLIP_FAILED, reason=str(exc) if control is not None else f"writing the Action failed: {exc}"))
             return
+        figures, warnings = msg.get("figures"), list(msg.get("warnings", []))
+        if "reference" in msg:  # a chain-by-chain clip: its figures judge what Blender plays
+            t_measure = time.perf_counter()
+            played, hidden = self._played_chain_figures(action, msg)
+            figures, warnings = {**(figures or {}), **played}, warnings + hidden
+            self.report.add_time("measure", time.perf_counter() - t_measure)
         action.use_fake_user = True  # an Action no object plays is kept only with a fake user
         action[SOURCE_PROPERTY] = pf.path
         action[CLIP_PROPERTY] = clip_id
@@ -232,9 +238,9 @@ class OutputWriting:
             source_frames=int(msg["source_frames"]),
             source_fps=float(msg["source_fps"]),
             method=str(msg.get("method", "geometric")),
-            warnings=list(msg.get("warnings", [])),
+            warnings=warnings,
             rebaked=self._stale.get(key),
-            figures=msg.get("figures"),
+            figures=figures,
         )
         f.clips.append(outcome)
         self._outcomes[key] = outcome
@@ -249,6 +255,22 @@ class OutputWriting:
         )
         if full and self.output is not None:
             self._close_volume(final=False)
+
+    def _played_chain_figures(self, action: Any, msg: Message) -> tuple[dict[str, Any], list[str]]:
+        """A chain-by-chain clip's per-chain figures, measured on the pose Blender plays with
+        ``action`` (just written, so played) at the message's reference frames, as a single
+        retarget measures them (:func:`.core.batch.baking.played_chain_figures`); and what hides
+        or overrides its keys (constraints, drivers...)."""
+        import numpy as np
+
+        from ..bridge.played_pose import played_placements, what_overrides
+        from ..core.batch.baking import played_chain_figures, target_body
+
+        skeleton = self.settings.target.skeleton
+        frames = np.asarray(msg["frames"], dtype=np.float64)[np.asarray(msg["reference_picks"], dtype=np.int64)]
+        played, notes = played_placements(self.target, action, frames, skeleton, fps=float(msg["fps"]))
+        figures = played_chain_figures(target_body(self.settings), msg, played)
+        return figures, what_overrides(self.target, action, list(msg["names"])) + notes
 
     def _write_controls(self, control: Any, msg: Message, base: str) -> Any:
         """A baked clip keyed on the control rig's controls (:func:`.bridge.control_target.write_controls`),

@@ -108,8 +108,8 @@ class MARIONETTE_OT_mapping_save(bpy.types.Operator, ExportHelper):
         if not _pair_ready(cls, context):
             return False
         s = _settings(context)
-        if not len(s.mapping) or s.mapping_pair != pair_key(s):
-            cls.poll_message_set("Auto-map the pair first")
+        if not (len(s.mapping) or len(s.chains)) or s.mapping_pair != pair_key(s):
+            cls.poll_message_set("Auto-map the pair (or add chains) first")
             return False
         return True
 
@@ -144,6 +144,52 @@ class MARIONETTE_OT_mapping_load(bpy.types.Operator, ImportHelper):
     def execute(self, context: Any) -> set[str]:
         try:
             line = mapping_rows.load_mapping(_settings(context), self.side, self.filepath)
+        except MarionetteError as exc:
+            self.report({"ERROR"}, str(exc))
+            return {"CANCELLED"}
+        self.report({"INFO"}, line)
+        return {"FINISHED"}
+
+
+class MARIONETTE_OT_chain_add(bpy.types.Operator):
+    """Add a chain row: describe a body no profile fits (a bird, a spider, a tentacle) as chains, each from a start bone down to an end bone on both rigs"""
+
+    bl_idname = "marionette.chain_add"
+    bl_label = "Add Chain"
+    bl_options = {"REGISTER", "UNDO"}
+
+    @classmethod
+    def poll(cls, context: Any) -> bool:
+        return _pair_ready(cls, context)
+
+    def execute(self, context: Any) -> set[str]:
+        try:
+            line = mapping_rows.add_chain(_settings(context))
+        except MarionetteError as exc:
+            self.report({"ERROR"}, str(exc))
+            return {"CANCELLED"}
+        self.report({"INFO"}, line)
+        return {"FINISHED"}
+
+
+class MARIONETTE_OT_chain_remove(bpy.types.Operator):
+    """Remove the selected chain row"""
+
+    bl_idname = "marionette.chain_remove"
+    bl_label = "Remove Chain"
+    bl_options = {"REGISTER", "UNDO"}
+
+    @classmethod
+    def poll(cls, context: Any) -> bool:
+        s = getattr(context.scene, "marionette", None)
+        if s is None or not len(s.chains):
+            cls.poll_message_set("No chain rows to remove")
+            return False
+        return True
+
+    def execute(self, context: Any) -> set[str]:
+        try:
+            line = mapping_rows.remove_chain(_settings(context))
         except MarionetteError as exc:
             self.report({"ERROR"}, str(exc))
             return {"CANCELLED"}
@@ -199,6 +245,8 @@ classes = (
     MARIONETTE_OT_mapping_save,
     MARIONETTE_OT_mapping_load,
     MARIONETTE_OT_mapping_preset,
+    MARIONETTE_OT_chain_add,
+    MARIONETTE_OT_chain_remove,
 )
 _register, _unregister = bpy.utils.register_classes_factory(classes)
 

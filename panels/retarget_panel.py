@@ -16,7 +16,6 @@ from ..core.mapping.humanoid import MINIMUM_SLOTS
 from ..core.mapping.quadruped_profile import QUADRUPED_MINIMUM
 from ..properties.retarget_settings import clip_of
 from ..usecases.export_scene import FORMAT_OF_CHOICE, clips_to_export, engines_for
-from ..usecases.mapping_rows import body_lines
 from ..viewport.deferred_summary import measured_summary, summary_pending
 
 
@@ -45,6 +44,63 @@ class MARIONETTE_UL_mapping(bpy.types.UIList):
         row.prop(item, "method", text="")
         conf = min(item.source_confidence, item.target_confidence)
         row.label(text=f"{100 * conf:.0f}%")
+
+
+class MARIONETTE_UL_chains(bpy.types.UIList):
+    """One row per chain of a body described as chains: its name, the source's and the target's
+    start and end bone, whether it plants on the ground; a row naming a bone on one side only
+    in red."""
+
+    def draw_item(self, context: Any, layout: Any, data: Any, item: Any, icon: Any, active_data: Any, active_prop: Any, index: int = 0) -> None:
+        s = context.scene.marionette
+        row = layout.row(align=True)
+        row.alert = chain_row_problem(item) is not None
+        row.prop(item, "name", text="", emboss=False, icon="LINKED")
+        for side, rig in (("source", s.source), ("target", s.target)):
+            if rig is not None:
+                row.prop_search(item, f"{side}_start", rig.data, "bones", text="")
+                row.prop_search(item, f"{side}_end", rig.data, "bones", text="")
+        row.prop(item, "plants", text="", icon="TRIA_DOWN_BAR")
+
+
+def chain_row_problem(row: Any) -> str | None:
+    """What a chain row lacks to describe its chain on a side it names (``None``: nothing)."""
+    for side in ("source", "target"):
+        start, end = getattr(row, f"{side}_start"), getattr(row, f"{side}_end")
+        if bool(start) != bool(end):
+            return f"{row.name or 'a chain'}: pick its {side} {'end' if start else 'start'} bone"
+    return None
+
+
+def draw_chain_rows(col: Any, s: Any) -> None:
+    """The Bone Mapping panel's chain rows (a body described as chains) and each side's root and
+    head chain (or forward axis)."""
+    box = col.box()
+    head = box.row(align=True)
+    head.label(text=f"Body as chains ({len(s.chains)})" if len(s.chains) else "Body as chains (a bird, a spider...)", icon="LINKED")
+    head.operator("marionette.chain_add", text="", icon="ADD")
+    head.operator("marionette.chain_remove", text="", icon="REMOVE")
+    if not len(s.chains):
+        return
+    box.template_list("MARIONETTE_UL_chains", "", s, "chains", s, "chain_index", rows=4)
+    for side, rig in (("source", s.source), ("target", s.target)):
+        row = box.row(align=True)
+        if rig is not None:
+            row.prop_search(s, f"{side}_root", rig.data, "bones", text=f"{side.title()} Root")
+        row.prop_search(s, f"{side}_head", s, "chains", text="Head")
+        if not getattr(s, f"{side}_head"):
+            box.row().prop(s, f"{side}_forward", text=f"{side.title()} Forward")
+    problems = [p for p in (chain_row_problem(r) for r in s.chains) if p]
+    for side in ("source", "target"):
+        named = any(getattr(r, f"{side}_start") for r in s.chains)
+        if named and not getattr(s, f"{side}_root"):
+            problems.append(f"{side.title()} Root: pick the bone the {side}'s body hangs from")
+        if named and not any(r.plants and getattr(r, f"{side}_start") for r in s.chains):
+            problems.append(f"the {side}'s chains: tick Plants on those that stand on the ground")
+    for p in problems:
+        warn = box.row()
+        warn.alert = True
+        warn.label(text=p, icon="ERROR")
 
 
 #: The slots a retarget needs filled on both sides: a humanoid's and a quadruped's (a row of the
@@ -114,18 +170,13 @@ class VIEW3D_PT_marionette_mapping(MarionettePanel, bpy.types.Panel):
                 warn.label(text=item.conflict, icon="ERROR")
         for side, attr in (("Source", "source_bone"), ("Target", "target_bone")):
             missing = [r.slot for r in s.mapping if r.slot in NEEDED_SLOTS and not getattr(r, attr)]
-            if missing:
+            # A side its chain rows describe is retargeted through them, not through its slots.
+            if missing and not any(getattr(r, f"{side.lower()}_start") for r in s.chains):
                 box = col.box()
                 box.alert = True
                 box.label(text=f"{side} misses {', '.join(missing)}", icon="ERROR")
                 box.label(text="Pick a bone in each red row (its conflict names the nearest bones), then Retarget Clip")
-        for side, body in (("Source", s.source_body), ("Target", s.target_body)):
-            lines = body_lines(body)
-            if lines:
-                box = col.box()
-                box.label(text=f"{side} body described as chains:", icon="BONE_DATA")
-                for line in lines:
-                    box.label(text=line)
+        draw_chain_rows(col, s)
         conflicts = [r.conflict for r in s.mapping if r.conflict] + [c for c in s.mapping_conflicts.split("\n") if c]
         if conflicts:
             box = col.box()
@@ -248,6 +299,7 @@ def chain_quality_lines(r: dict[str, Any]) -> list[str]:
 
 classes = (
     MARIONETTE_UL_mapping,
+    MARIONETTE_UL_chains,
     VIEW3D_PT_marionette_retarget,
     VIEW3D_PT_marionette_mapping,
     VIEW3D_PT_marionette_options,

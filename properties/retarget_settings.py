@@ -1,14 +1,16 @@
 """Scene settings of the Retarget workflow: ``scene.marionette``.
 
 The mapping shown in the sidebar is a list of rows, one per slot (a humanoid's, or a quadruped's
-chain bones), holding the source and target bone, the mapper's confidence and its reason; a body
-described as chains (a mapping file's ``body``) is kept beside them, per side, as JSON. Rows are what the user edits; the retarget
-turns them back into two :class:`~marionette.core.mapping.bone_mapping.BoneMapping` objects.
+chain bones), holding the source and target bone, the mapper's confidence and its reason. A body
+no profile fits is described beside them as chains (a mapping file's ``body``,
+docs/pipeline.md#other-bodies): one chain row per chain, named, with its start and end bone on
+each side and whether it plants on the ground, and per side the root bone and the head chain (or,
+without one, a forward axis). Rows are what the user edits; the retarget turns them back into two
+:class:`~marionette.core.mapping.bone_mapping.BoneMapping` objects.
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import bpy
@@ -17,11 +19,14 @@ from bpy.props import (
     CollectionProperty,
     EnumProperty,
     FloatProperty,
+    FloatVectorProperty,
     IntProperty,
     PointerProperty,
     StringProperty,
 )
 
+from ..core.errors import MappingError
+from ..core.mapping.body_description import checked_body
 from ..core.mapping.bone_mapping import BoneMapping, MappedBone
 from ..core.mapping.humanoid import MINIMUM_SLOTS
 from ..core.mapping.quadruped_profile import QUADRUPED_MINIMUM, is_quadruped_mapping
@@ -61,6 +66,19 @@ class MarionetteMappingRow(bpy.types.PropertyGroup):
     reason: StringProperty(name="Reason")  # type: ignore[valid-type]
     conflict: StringProperty(name="Conflict")  # type: ignore[valid-type]
     method: EnumProperty(name="Method", items=METHOD_ITEMS, default="GEOMETRIC")  # type: ignore[valid-type]
+
+
+class MarionetteChainRow(bpy.types.PropertyGroup):
+    """One chain of a body described as chains: paired between the two rigs by its name."""
+
+    name: StringProperty(name="Chain", description="The chain's name: the two rigs' chains of one name drive each other")  # type: ignore[valid-type]
+    source_start: StringProperty(name="Source Start", description="The source's first bone of the chain (nearest the body)")  # type: ignore[valid-type]
+    source_end: StringProperty(name="Source End", description="The source's last bone of the chain (at or below the start)")  # type: ignore[valid-type]
+    target_start: StringProperty(name="Target Start", description="The target's first bone of the chain (nearest the body)")  # type: ignore[valid-type]
+    target_end: StringProperty(name="Target End", description="The target's last bone of the chain (at or below the start)")  # type: ignore[valid-type]
+    plants: BoolProperty(  # type: ignore[valid-type]
+        name="Plants", default=False, description="The chain's end stands on the ground (a leg), on both rigs: it tells up and the pelvis height"
+    )
 
 
 class MarionetteSettings(bpy.types.PropertyGroup):
@@ -128,11 +146,17 @@ class MarionetteSettings(bpy.types.PropertyGroup):
         name="Mapping Conflicts", description="Conflicts found while mapping that name no single slot, one per line"
     )
     mapping_pair: StringProperty(name="Mapped Pair", description="Source and target the rows were made for")  # type: ignore[valid-type]
-    source_body: StringProperty(  # type: ignore[valid-type]
-        name="Source Body", description="The source's body described as chains (JSON; empty: mapped by slots)"
+    chains: CollectionProperty(type=MarionetteChainRow)  # type: ignore[valid-type]
+    chain_index: IntProperty(name="Active Chain", default=0)  # type: ignore[valid-type]
+    source_root: StringProperty(name="Source Root", description="The source bone its body described as chains hangs from")  # type: ignore[valid-type]
+    target_root: StringProperty(name="Target Root", description="The target bone its body described as chains hangs from")  # type: ignore[valid-type]
+    source_head: StringProperty(name="Source Head", description="The source's chain forward runs to from the root (empty: the forward axis)")  # type: ignore[valid-type]
+    target_head: StringProperty(name="Target Head", description="The target's chain forward runs to from the root (empty: the forward axis)")  # type: ignore[valid-type]
+    source_forward: FloatVectorProperty(  # type: ignore[valid-type]
+        name="Source Forward", size=3, default=(0.0, 0.0, 0.0), description="The source's forward axis in armature space, without a head chain"
     )
-    target_body: StringProperty(  # type: ignore[valid-type]
-        name="Target Body", description="The target's body described as chains (JSON; empty: mapped by slots)"
+    target_forward: FloatVectorProperty(  # type: ignore[valid-type]
+        name="Target Forward", size=3, default=(0.0, 0.0, 0.0), description="The target's forward axis in armature space, without a head chain"
     )
     last_report: StringProperty(name="Last Report", description="Summary of the last retarget (JSON)")  # type: ignore[valid-type]
     export: PointerProperty(type=MarionetteExportSettings)  # type: ignore[valid-type]
@@ -170,8 +194,7 @@ def fill_rows(settings: MarionetteSettings, source: BoneMapping, target: BoneMap
     settings.mapping_conflicts = "\n".join(
         f"{side}: {c}" for side, c in conflicts if not any(row.slot in c for row in settings.mapping)
     )
-    settings.source_body = json.dumps(source.body) if source.body is not None else ""
-    settings.target_body = json.dumps(target.body) if target.body is not None else ""
+    fill_chain_rows(settings, source.body, target.body)
     settings.mapping_pair = pair_key(settings)
     settings.mapping_index = 0
 
@@ -179,9 +202,8 @@ def fill_rows(settings: MarionetteSettings, source: BoneMapping, target: BoneMap
 def mapping_from_rows(settings: MarionetteSettings, side: str) -> BoneMapping | None:
     """One side's mapping (``"SOURCE"`` or ``"TARGET"``) as the rows describe it, or ``None`` when
     there are no rows for this pair. A bone given to two slots is refused, naming both. A side
-    whose body is described as chains (loaded from a mapping file) keeps its description."""
-    body = settings.source_body if side == "SOURCE" else settings.target_body
-    if settings.mapping_pair != pair_key(settings) or not (len(settings.mapping) or settings.source_body or settings.target_body):
+    whose body is described by the chain rows carries that description (:func:`body_from_rows`)."""
+    if settings.mapping_pair != pair_key(settings) or not (len(settings.mapping) or any(chain_bones(row) for row in settings.chains)):
         return None
     slots: dict[str, MappedBone] = {}
     for row in settings.mapping:
@@ -190,7 +212,63 @@ def mapping_from_rows(settings: MarionetteSettings, side: str) -> BoneMapping | 
             conf = row.source_confidence if side == "SOURCE" else row.target_confidence
             slots[row.slot] = MappedBone(bone, conf, row.reason or "set by hand")
     # The method column belongs with the target: it says how each of its slots is driven.
-    return BoneMapping(slots, methods=methods_from_rows(settings) if side == "TARGET" else None, body=json.loads(body) if body else None)
+    return BoneMapping(slots, methods=methods_from_rows(settings) if side == "TARGET" else None, body=body_from_rows(settings, side))
+
+
+def chain_bones(row: MarionetteChainRow) -> list[str]:
+    """The bones a chain row names, both sides."""
+    return [b for b in (row.source_start, row.source_end, row.target_start, row.target_end) if b]
+
+
+def fill_chain_rows(settings: MarionetteSettings, source: dict[str, Any] | None, target: dict[str, Any] | None) -> None:
+    """The chain rows for both sides' bodies described as chains (``None``: that side is not): a
+    row per chain either names, source's first; a chain plants when either side says it does."""
+    settings.chains.clear()
+    bodies = {"source": source, "target": target}
+    names = list(dict.fromkeys([*(source or {}).get("chains", {}), *(target or {}).get("chains", {})]))
+    for name in names:
+        row = settings.chains.add()
+        row.name = name
+        for side, body in bodies.items():
+            chain = (body or {}).get("chains", {}).get(name)
+            setattr(row, f"{side}_start", chain["start"] if chain else "")
+            setattr(row, f"{side}_end", chain["end"] if chain else "")
+            row.plants = row.plants or bool(chain and chain["plants"])
+    for side, body in bodies.items():
+        setattr(settings, f"{side}_root", (body or {}).get("root") or "")
+        setattr(settings, f"{side}_head", (body or {}).get("head") or "")
+        setattr(settings, f"{side}_forward", (body or {}).get("forward") or (0.0, 0.0, 0.0))
+    settings.chain_index = 0
+
+
+def body_from_rows(settings: MarionetteSettings, side: str) -> dict[str, Any] | None:
+    """One side's body as the chain rows describe it (the mapping file's ``body``), or ``None``
+    when no chain row names a bone of that side. Rows that cannot make a body (a chain without a
+    name or named twice, a start without an end, no root) are refused naming the row."""
+    key = side.lower()
+    chains: dict[str, dict[str, Any]] = {}
+    for k, row in enumerate(settings.chains):
+        start, end = getattr(row, f"{key}_start"), getattr(row, f"{key}_end")
+        if not (start or end):
+            continue  # a chain only the other rig has
+        if not row.name:
+            raise MappingError(f"chain row {k + 1} has no name: name it (the two rigs' chains of one name drive each other)")
+        if row.name in chains:
+            raise MappingError(f"two chain rows are called {row.name!r}: give each chain its own name")
+        if not (start and end):
+            raise MappingError(f"chain {row.name!r}: pick both its {key} start and end bone (one bone: the same in both)")
+        chains[row.name] = {"start": start, "end": end, "plants": bool(row.plants)}
+    if not chains:
+        return None
+    root = getattr(settings, f"{key}_root")
+    if not root:
+        raise MappingError(f"the {key}'s chains need its root: pick the bone its body hangs from ({side.title()} Root)")
+    head = getattr(settings, f"{key}_head") or None
+    forward = [float(v) for v in getattr(settings, f"{key}_forward")]
+    try:
+        return checked_body({"root": root, "chains": chains, "head": head, "forward": forward if any(forward) and head is None else None})
+    except MappingError as exc:
+        raise MappingError(f"the {key}'s chains: {exc}") from None
 
 
 def mappings_from_rows(settings: MarionetteSettings) -> tuple[BoneMapping, BoneMapping] | None:
@@ -224,7 +302,7 @@ def options_of(settings: Any) -> RetargetOptions:
     )
 
 
-classes = (MarionetteMappingRow, MarionetteSettings)
+classes = (MarionetteMappingRow, MarionetteChainRow, MarionetteSettings)
 _register, _unregister = bpy.utils.register_classes_factory(classes)
 
 

@@ -1,5 +1,5 @@
 """The sidebar's mapping rows: auto-map the pair, save one side as a JSON preset, load one, apply
-a shipped naming preset. Each entry refuses bad input (a
+a shipped naming preset, add and remove the chain rows of a body described as chains. Each entry refuses bad input (a
 :class:`~marionette.core.errors.MarionetteError` whose text is the line to show) before it
 changes the rows, and returns the line that says what it did."""
 
@@ -12,7 +12,7 @@ from ..core.errors import MarionetteError
 from ..core.mapping.auto_map import auto_map_skeleton
 from ..core.mapping.bone_mapping import BoneMapping
 from ..core.mapping.presets import preset_mapping
-from ..properties.retarget_settings import fill_rows, mapping_from_rows
+from ..properties.retarget_settings import fill_chain_rows, fill_rows, mapping_from_rows, pair_key
 
 
 def auto_map_pair(settings: Any) -> tuple[str, str]:
@@ -90,17 +90,34 @@ def body_bones(body: dict[str, Any] | None) -> list[str]:
     return [body["root"], *(b for c in body["chains"].values() for b in (c["start"], c["end"]))]
 
 
-def body_lines(body_json: str) -> list[str]:
-    """The Bone Mapping panel's lines for one side's body described as chains (empty: none)."""
-    import json
+def add_chain(settings: Any) -> str:
+    """A new chain row (a body described as chains, docs/pipeline.md#other-bodies), named
+    ``chain_N`` and made the active row; rows made for another pair of armatures are cleared
+    first, as Auto-Map would."""
+    s = settings
+    if s.source is None or s.target is None:
+        raise MarionetteError("Pick a source and a target armature first")
+    if s.mapping_pair != pair_key(s):
+        s.mapping.clear()
+        fill_chain_rows(s, None, None)
+        s.mapping_pair = pair_key(s)
+    taken = {row.name for row in s.chains}
+    name = next(f"chain_{k}" for k in range(len(s.chains) + 1, len(s.chains) + 2 + len(taken)) if f"chain_{k}" not in taken)
+    row = s.chains.add()
+    row.name = name
+    s.chain_index = len(s.chains) - 1
+    return f"Added chain {name!r}: pick its start and end bone on each side"
 
-    if not body_json:
-        return []
-    body = json.loads(body_json)
-    lines = [f"root {body['root']}"]
-    for name, c in body["chains"].items():
-        lines.append(f"{name}: {c['start']} → {c['end']}" + (" (plants)" if c.get("plants") else ""))
-    return lines
+
+def remove_chain(settings: Any) -> str:
+    """Remove the active chain row."""
+    s = settings
+    if not 0 <= s.chain_index < len(s.chains):
+        raise MarionetteError("No chain row selected to remove")
+    name = s.chains[s.chain_index].name
+    s.chains.remove(s.chain_index)
+    s.chain_index = min(s.chain_index, len(s.chains) - 1) if len(s.chains) else 0
+    return f"Removed chain {name!r}"
 
 
 def _side(settings: Any, side: str) -> BoneMapping:

@@ -358,9 +358,11 @@ def retarget_clip(scene: Any) -> tuple[RetargetOutcome, str]:
         done += _push_clip(s.target, outcome, before)
     if outcome.report.get("body_plan") in ("quadruped", "chains"):
         # Measured already (on what Blender plays): the Quality panel shows the per-chain figures.
-        from .retarget_quadruped import chain_quality
+        from .retarget_quadruped import chain_quality, color_chain_bones
 
         s.last_report = json.dumps(chain_quality(outcome.action.name, outcome.report))
+        if s.color_bones:
+            color_chain_bones(s.target, outcome.report)
         return outcome, f"{done}: chain direction error mean {outcome.report['summary']['mean_direction_error']:.2f} deg"
     if outcome.judge_later is not None:
         deferred_summary.defer(scene, outcome, bool(s.color_bones))

@@ -119,3 +119,20 @@ def chain_quality(action_name: str, report: dict[str, Any]) -> dict[str, Any]:
         "notes": list(report.get("notes", [])),
         "warnings": list(report.get("warnings", [])),
     }
+
+
+def color_chain_bones(target: Any, report: dict[str, Any], worst_deg: float = 5.0) -> None:
+    """Colour Bones by Error after a quadruped's or chain-described body's retarget: each driven
+    bone of ``target`` by its mean error on the pose Blender plays (``report["bone_errors"]``: a
+    chain bone's direction, the pelvis' orientation), green (exact) to red (``worst_deg`` or
+    more), as a humanoid's bones are coloured. Bones no chain drives keep their colours."""
+    for bone, error in report.get("bone_errors", {}).items():
+        pb = target.pose.bones.get(bone)
+        if pb is None:
+            continue
+        u = min(1.0, max(0.0, float(error) / worst_deg))
+        colour = (u, 1.0 - u, 0.1)
+        pb.color.palette = "CUSTOM"
+        pb.color.custom.normal = colour
+        pb.color.custom.select = tuple(min(1.0, c + 0.3) for c in colour)
+        pb.color.custom.active = (1.0, 1.0, 1.0)

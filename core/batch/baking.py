@@ -21,9 +21,9 @@ from ..formats.vmd_pose import play
 from ..mapping.auto_map import auto_map_skeleton
 from ..mapping.bone_mapping import BoneMapping
 from ..mapping.quadruped import check_quadruped
-from ..measure.chains import measure_chains
+from ..measure.chains import REFERENCE_ARRAYS, chain_reference, judge_played
 from ..retarget.binding_cache import BindingCache, native_binding
-from ..retarget.body_chains import plan_of_description
+from ..retarget.body_chains import ChainBody, plan_of_description, read_body
 from ..retarget.geometric import Binding, RigInput, retarget
 from ..retarget.methods import retarget_with_methods
 from ..retarget.quadruped import QuadrupedBinding, bind_quadrupeds, pose_of, retarget_quadruped
@@ -231,15 +231,37 @@ def bake_clip(cache: PackCache, source: RigInput, layout: str, clip: Clip) -> Me
 MEASURED_FRAMES = 120
 
 
-def chain_figures(binding: QuadrupedBinding, source: Clip, result: Clip) -> dict[str, Any]:
-    """A chain-by-chain bake's per-chain figures (:func:`..measure.chains.measure_chains`) on at
-    most :data:`MEASURED_FRAMES` frames of ``source`` (timed as the result) against the baked
-    ``result``'s forward kinematics, as plain numbers for the report."""
+def chain_reference_message(binding: QuadrupedBinding, source: Clip) -> Message:
+    """What the per-chain figures of a chain-by-chain bake judge the pose Blender plays against
+    (:func:`..measure.chains.chain_reference`), on at most :data:`MEASURED_FRAMES` frames of
+    ``source`` (timed as the result), as message entries: its arrays (``reference_*``, the
+    frames' indices ``reference_picks``) and the rest (``reference``). The writer, which holds
+    the target, plays the written Action on those frames and judges it
+    (:func:`played_chain_figures`)."""
     picks = np.unique(np.linspace(0, source.frame_count - 1, min(source.frame_count, MEASURED_FRAMES)).astype(int))
-    played = pose_of(binding.target.skeleton, result.take(picks))
-    full = measure_chains(binding, pose_of(binding.source.skeleton, source.take(picks)), played, source.times[picks])
+    ref = chain_reference(binding, pose_of(binding.source.skeleton, source.take(picks)), source.times[picks])
+    out: Message = {f"reference_{k}": np.ascontiguousarray(ref.pop(k)) for k in REFERENCE_ARRAYS}
+    out["reference_picks"] = picks
+    out["reference"] = ref
+    return out
+
+
+def target_body(settings: BakeSettings) -> ChainBody:
+    """The target read as chains, as :meth:`PackCache.chain_binding` reads it for every source."""
+    s = settings
+    plan = plan_of_description(dict(s.body), s.target.skeleton) if s.body is not None else dict(s.target.slots)
+    return read_body(s.target.skeleton, plan, None if s.target.ends is None else np.asarray(s.target.ends))
+
+
+def played_chain_figures(body: ChainBody, msg: Message, played: FloatArray) -> dict[str, Any]:
+    """A chain-by-chain bake's per-chain figures (:func:`..measure.chains.judge_played`): the
+    target ``body`` played at the message's reference frames (``played``: placements ``(P, B,
+    4, 4)`` of the frames ``msg["frames"][msg["reference_picks"]]``) against the message's
+    reference, as plain numbers for the report."""
+    ref = {**msg["reference"], **{k: msg[f"reference_{k}"] for k in REFERENCE_ARRAYS}}
+    full = judge_played(body, ref, played)
     return {
-        "measured_frames": int(picks.size),
+        "measured_frames": int(np.asarray(msg["reference_picks"]).size),
         "chains": full["chains"],
         "summary": full["summary"],
         "paw_slide": full["paw_slide"],
@@ -249,8 +271,9 @@ def chain_figures(binding: QuadrupedBinding, source: Clip, result: Clip) -> dict
 def _bake_chain_clip(cache: PackCache, source: RigInput, layout: str, clip: Clip) -> Message:
     """:func:`bake_clip` onto a quadruped or chain-described target, as a single retarget does it
     (:func:`..retarget.quadruped.retarget_quadruped`, Plant Feet by
-    :func:`..retarget.quadruped_plant.plant_paws`); the message also carries the per-chain
-    figures (``figures``: :func:`chain_figures`)."""
+    :func:`..retarget.quadruped_plant.plant_paws`); the message also carries what Plant Feet held
+    (``figures``) and the reference the writer judges the played pose against
+    (:func:`chain_reference_message`)."""
     s = cache.settings
     t0 = time.perf_counter()
     binding, cached = cache.chain_binding(source, layout)
@@ -266,8 +289,9 @@ def _bake_chain_clip(cache: PackCache, source: RigInput, layout: str, clip: Clip
     out = result.clip
     driven = np.flatnonzero(np.asarray(out.coverage) > 0.0)
     t2 = time.perf_counter()
-    figures.update(chain_figures(binding, timed, out))
+    reference = chain_reference_message(binding, timed)
     return {
+        **reference,
         "op": "clip",
         "names": [out.names[i] for i in driven],
         "rotations": np.ascontiguousarray(out.rotations[:, driven]),

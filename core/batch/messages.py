@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from ..measure.chains import REFERENCE_ARRAYS as REFERENCE_ARRAY_NAMES
 from ..retarget.geometric import RigInput
 from ..rig.clip import Clip
 from ..rig.skeleton import Skeleton
@@ -17,7 +18,10 @@ Message = dict[str, Any]
 
 #: The arrays of a baked clip message (saved in its part; dropped while it waits on disk).
 BAKED_ARRAYS = ("rotations", "translations", "frames", "root_motion")
-OPTIONAL_ARRAYS = ("scales",)
+#: A chain-by-chain clip's reference (:func:`..measure.chains.chain_reference`) and the frames it
+#: stands for, by which the writer judges what Blender plays (:func:`.baking.played_chain_figures`).
+REFERENCE_ARRAYS = tuple(f"reference_{k}" for k in (*REFERENCE_ARRAY_NAMES, "picks"))
+OPTIONAL_ARRAYS = ("scales", *REFERENCE_ARRAYS)
 
 
 def rig_message(rig: RigInput) -> Message:

@@ -33,8 +33,8 @@ class ClipOutcome:
     output: str | None = None
     #: Why a clip found in the output was baked again (:func:`.settings.record_difference`).
     rebaked: str | None = None
-    #: A quadruped's or chain-described body's per-chain figures, measured on the baked keys
-    #: (:func:`.baking.chain_figures`); ``None`` for humanoids.
+    #: A quadruped's or chain-described body's per-chain figures, measured on the pose Blender
+    #: plays once the clip is written (:func:`.baking.played_chain_figures`); ``None`` for humanoids.
     figures: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
@@ -169,7 +169,7 @@ class BatchReport:
         if control:
             lines.append(control_rig_line(control))
         lines.extend(f"note: {note}" for note in self.info.get("notes", []))
-        measured = [(f.label, c) for f in self.files for c in f.clips if c.figures and c.status in CLIP_GOOD]
+        measured = [(f.label, c) for f in self.files for c in f.clips if c.figures and "summary" in c.figures and c.status in CLIP_GOOD]
         if measured:
             means = [float(c.figures["summary"]["mean_direction_error"]) for _, c in measured if c.figures]
             worst_label, worst = max(measured, key=lambda lc: float((lc[1].figures or {})["summary"]["max_direction_error"]))

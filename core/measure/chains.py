@@ -52,50 +52,82 @@ def forward_of(body: Any, placements: FloatArray) -> FloatArray:
     return np.asarray(run - np.outer(run @ up, up), dtype=np.float64)
 
 
-def paw_slide(binding: QuadrupedBinding, source: FloatArray, played: FloatArray, times: FloatArray) -> dict[str, dict[str, float]]:
-    """Per leg chain both rigs have: the target paw's slide and the source paw's own over the
-    source's planted frames (see module doc)."""
+#: The arrays of a reference (:func:`chain_reference`), by name.
+REFERENCE_ARRAYS = ("chords", "pelvis", "path", "forward", "contacts")
+
+
+def chain_reference(binding: QuadrupedBinding, source: FloatArray, times: FloatArray | None = None) -> dict[str, Any]:
+    """What a played target pose is judged against, from the ``source`` placements ``(T, Bs, 4,
+    4)`` alone, in the target's skeleton space: each carried bone's source chord (``chords``
+    ``(T, N, 3)``, chain by chain in :attr:`~..retarget.quadruped.QuadrupedBinding.shared` order),
+    the pelvis orientation (``pelvis``) and path (``path``) it should play, the source's forward
+    (``forward``) and, given the frames' ``times``, the frames each source paw is planted
+    (``contacts`` ``(T, L)`` for the ``legs``) with its own slide. A process that holds the
+    target but not the source (Batch Bake's writer) judges what Blender plays with it
+    (:func:`judge_played`)."""
     src, tgt = binding.source, binding.target
-    out = {}
-    for chain, planted in paw_contacts(src, source, times).items():
-        if chain not in tgt.chains:
-            continue
-        both = planted[1:] & planted[:-1]
-        slides = []
-        for body, pose in ((tgt, played), (src, source)):
-            paw = pose[:, body.chains[chain][-1], :3, 3]
-            flat = paw - np.outer(paw @ body.axes.up, body.axes.up)
-            steps = np.linalg.norm(np.diff(flat, axis=0), axis=-1) / max(body.hip_height, 1e-9)
-            slides.append(float(steps[both].sum()))
-        out[chain] = {"slide": slides[0], "source_slide": slides[1], "contact_frames": int(both.sum())}
-    return out
-
-
-def measure_chains(binding: QuadrupedBinding, source: FloatArray, played: FloatArray, times: FloatArray | None = None) -> dict[str, Any]:
-    """The figures (see module doc) of ``played`` target placements ``(T, Bt, 4, 4)`` against the
-    ``source`` placements ``(T, Bs, 4, 4)`` at the same frames (at ``times``, seconds, for the paw
-    slide)."""
-    tgt = binding.target
     lin_s, pos_s = _orient(source), source[..., :3, 3]
-    lin_t, pos_t = _orient(played), played[..., :3, 3]
     a = binding.align
-    chains: dict[str, dict[str, float]] = {}
-    errors: list[FloatArray] = []
+    chords = []
     for c in binding.shared:
-        per = []
+        for cb in (cb for cb in binding.carried if cb.chain == c):
+            s_pts = pos_s[:, list(cb.point_bones)] + np.einsum("tmij,mj->tmi", lin_s[:, list(cb.point_bones)], cb.offsets)
+            chords.append(np.einsum("m,tmi->ti", cb.coef, s_pts) @ a.T)
+    legs: list[str] = []
+    contacts: list[Any] = []
+    slides: list[float] = []
+    if times is not None:
+        for chain, planted in paw_contacts(src, source, np.asarray(times, dtype=np.float64)).items():
+            if chain in tgt.chains:
+                legs.append(chain)
+                contacts.append(planted)
+                slides.append(_slide(src, source, chain, planted))
+    t = source.shape[0]
+    return {
+        "chords": np.stack(chords, axis=1) if chords else np.zeros((t, 0, 3)),
+        "pelvis": carried_orientations(binding, source)[tgt.pelvis],
+        "path": pelvis_path(binding, source),
+        "forward": forward_of(src, source) @ a.T,
+        "contacts": np.stack(contacts, axis=1) if contacts else np.zeros((t, 0), dtype=bool),
+        "chains": [[c, len(src.points[c].bones)] for c in binding.shared],
+        "legs": legs,
+        "source_slides": slides,
+        "body_plan": binding.describe()["body_plan"],
+    }
+
+
+def _slide(body: Any, pose: FloatArray, chain: str, planted: Any) -> float:
+    """How far ``body``'s paw of ``chain`` slides across its ground over the frames it and the
+    frame before are ``planted``, in its pelvis heights."""
+    both = planted[1:] & planted[:-1]
+    paw = pose[:, body.chains[chain][-1], :3, 3]
+    flat = paw - np.outer(paw @ body.axes.up, body.axes.up)
+    steps = np.linalg.norm(np.diff(flat, axis=0), axis=-1) / max(body.hip_height, 1e-9)
+    return float(steps[both].sum())
+
+
+def judge_played(tgt: Any, reference: dict[str, Any], played: FloatArray) -> dict[str, Any]:
+    """The figures (see module doc) of ``played`` placements ``(T, Bt, 4, 4)`` of the target body
+    ``tgt`` (a :class:`~..retarget.body_chains.ChainBody`) against a :func:`chain_reference`."""
+    lin_t, pos_t = _orient(played), played[..., :3, 3]
+    chains: dict[str, dict[str, float]] = {}
+    bones: dict[str, float] = {}
+    errors: list[FloatArray] = []
+    chords = np.asarray(reference["chords"], dtype=np.float64)
+    at = 0
+    for c, source_bones in reference["chains"]:
         tp = tgt.points[c]
         t_pts = tp.positions(lin_t, pos_t)
-        for k, cb in enumerate(cb for cb in binding.carried if cb.chain == c):
-            s_pts = pos_s[:, list(cb.point_bones)] + np.einsum("tmij,mj->tmi", lin_s[:, list(cb.point_bones)], cb.offsets)
-            chord = np.einsum("m,tmi->ti", cb.coef, s_pts) @ a.T
-            per.append(_angles(t_pts[:, k + 1] - t_pts[:, k], chord))
-        err = np.stack(per, axis=-1)
+        n = len(tp.bones)
+        err = _angles(np.diff(t_pts, axis=1)[:, :n], chords[:, at : at + n])
+        at += n
         errors.append(err.reshape(-1))
-        chains[c] = {"bones": len(tp.bones), "source_bones": len(binding.source.points[c].bones),
+        bones.update({tgt.skeleton.names[b]: float(e) for b, e in zip(tp.bones, err.mean(axis=0), strict=True)})
+        chains[c] = {"bones": n, "source_bones": int(source_bones),
                      "mean_direction_error": float(err.mean()), "max_direction_error": float(err.max())}
-    expected = carried_orientations(binding, source)[tgt.pelvis]
-    pelvis_err = _rot_angles(lin_t[:, tgt.pelvis], expected)
-    want = pelvis_path(binding, source)
+    pelvis_err = _rot_angles(lin_t[:, tgt.pelvis], np.asarray(reference["pelvis"], dtype=np.float64))
+    bones[tgt.skeleton.names[tgt.pelvis]] = float(pelvis_err.mean())
+    want = np.asarray(reference["path"], dtype=np.float64)
     got = pos_t[:, tgt.pelvis]
     height = max(tgt.hip_height, 1e-9)
     up = tgt.axes.up
@@ -105,15 +137,20 @@ def measure_chains(binding: QuadrupedBinding, source: FloatArray, played: FloatA
 
     travel_src = float(np.linalg.norm(across(want[-1] - want[0])))
     travel_tgt = float(np.linalg.norm(across(got[-1] - got[0])))
-    fwd_t = forward_of(tgt, played)
-    fwd_s = forward_of(binding.source, source) @ a.T
-    facing = _angles(fwd_t, fwd_s)
+    facing = _angles(forward_of(tgt, played), np.asarray(reference["forward"], dtype=np.float64))
     all_err = np.concatenate(errors) if errors else np.zeros(1)
-    slide = {} if times is None else paw_slide(binding, source, played, np.asarray(times, dtype=np.float64))
+    contacts = np.asarray(reference["contacts"], dtype=bool)
+    slide = {}
+    for k, (chain, source_slide) in enumerate(zip(reference["legs"], reference["source_slides"], strict=True)):
+        planted = contacts[:, k]
+        slide[chain] = {"slide": _slide(tgt, played, chain, planted), "source_slide": float(source_slide),
+                        "contact_frames": int((planted[1:] & planted[:-1]).sum())}
     return {
         "paw_slide": slide,
-        "body_plan": binding.describe()["body_plan"],
+        "body_plan": reference["body_plan"],
         "chains": chains,
+        # Each driven bone's mean error: its direction's, the pelvis' orientation's (Colour Bones).
+        "bone_errors": bones,
         "summary": {
             "mean_direction_error": float(all_err.mean()),
             "max_direction_error": float(all_err.max()),
@@ -122,5 +159,11 @@ def measure_chains(binding: QuadrupedBinding, source: FloatArray, played: FloatA
                        "largest_gap_hip_heights": float(np.linalg.norm(got - want, axis=-1).max() / height)},
             "facing_error": {"mean": float(facing.mean()), "max": float(facing.max())},
         },
-        "binding": binding.describe(),
     }
+
+
+def measure_chains(binding: QuadrupedBinding, source: FloatArray, played: FloatArray, times: FloatArray | None = None) -> dict[str, Any]:
+    """The figures (see module doc) of ``played`` target placements ``(T, Bt, 4, 4)`` against the
+    ``source`` placements ``(T, Bs, 4, 4)`` at the same frames (at ``times``, seconds, for the paw
+    slide)."""
+    return {**judge_played(binding.target, chain_reference(binding, source, times), played), "binding": binding.describe()}

@@ -1,7 +1,7 @@
 """Batch Bake (``bake-pack``) of quadruped packs and chain-described bodies: the shared Fox's
 clips onto the shared Dog and the Dog's onto the Fox, and a made-up bird's clips onto a larger
 bird described in mapping files. Each clip's keys are those a single ``retarget`` of it writes, and
-the report gives each clip's per-chain figures (measured on the baked keys)."""
+the report gives each clip's per-chain figures, measured on the pose Blender plays."""
 
 from __future__ import annotations
 
@@ -89,9 +89,10 @@ def test_a_quadruped_pack_bakes_with_per_chain_figures_and_a_single_retargets_ke
         assert np.array_equal(a[k], b[k]), k
 
 
-def test_a_pack_of_chain_described_birds_bakes_onto_a_larger_bird(tmp_path):
-    """Two bird clips (files) described by ``--source-mapping`` onto a larger bird described by
-    ``--mapping``: other wing and leg bone counts, every bone along its source chain."""
+def _bird_pack(tmp_path, constrain: str | None = None):
+    """Two bird clips (files) in ``tmp_path/pack``, a larger bird to bake them onto saved as
+    ``large.blend`` (``constrain``: a bone of it held at its rest by a Limit Rotation constraint),
+    and both bodies' mapping files; returns the pack's and the target's paths."""
     import bpy
 
     from marionette.bridge.action_write import create_armature, write_action
@@ -110,12 +111,22 @@ def test_a_pack_of_chain_described_birds_bakes_onto_a_larger_bird(tmp_path):
         write_action(obj, bend_clip(small.skeleton, bends, frames=8, travel=0.3), f"Flap{seed}")
         save_blend(pack / f"flap{seed}.blend")
     fresh_session()
-    create_armature(large.skeleton, "large bird", large.ends)
+    obj = create_armature(large.skeleton, "large bird", large.ends)
+    if constrain is not None:
+        held = obj.pose.bones[constrain].constraints.new("LIMIT_ROTATION")
+        held.use_limit_x = held.use_limit_y = held.use_limit_z = True  # every limit 0: the bone plays its rest
     save_blend(tmp_path / "large.blend")
     BoneMapping(body=bird_body(small, 3, 3)).save(tmp_path / "small.json")
     BoneMapping(body=bird_body(large, 2, 4)).save(tmp_path / "large.json")
     bpy.ops.wm.read_factory_settings(use_empty=True)
-    target = str(tmp_path / "large.blend")
+    return pack, tmp_path / "large.blend"
+
+
+def test_a_pack_of_chain_described_birds_bakes_onto_a_larger_bird(tmp_path):
+    """Two bird clips (files) described by ``--source-mapping`` onto a larger bird described by
+    ``--mapping``: other wing and leg bone counts, every bone along its source chain."""
+    pack, large = _bird_pack(tmp_path)
+    target = str(large)
     # Without the sources' description the run is refused, nothing written.
     refused = _marionette("bake-pack", str(pack), target, "-o", str(tmp_path / "no.blend"), "--mapping", str(tmp_path / "large.json"))
     assert refused.returncode != 0 and "--source-mapping" in refused.stderr + refused.stdout
@@ -145,3 +156,38 @@ def test_a_pack_of_chain_described_birds_bakes_onto_a_larger_bird(tmp_path):
     got = json.loads(measured.stdout)
     assert got["body_plan"] == "chains" and got["measured_frames"] == 8
     assert got["summary"]["max_direction_error"] < 0.01
+
+
+def test_a_packs_chain_figures_are_measured_on_the_pose_blender_plays(tmp_path):
+    """A constraint on the target's left thigh holds it at rest whatever its keys say: the keys
+    are those of an unconstrained target (every bone along its source chain), but what Blender
+    plays bends the left leg away, and the report's figures say so, as ``measure`` (which reads
+    the played pose on its own) does, while the other chains keep 0°."""
+    pack, target = _bird_pack(tmp_path, constrain="leg.L.0")
+    report_path = tmp_path / "birds.json"
+    run = _marionette(
+        "bake-pack", str(pack), str(target), "-o", str(tmp_path / "birds.blend"), "--jobs", "1", "--report", str(report_path),
+        "--mapping", str(tmp_path / "large.json"), "--source-mapping", str(tmp_path / "small.json"), "--no-plant-feet",
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    clips = {c["clip"]: c for f in json.loads(report_path.read_text())["files"] for c in f["clips"]}
+    assert sorted(clips) == ["Flap4", "Flap5"]
+    for name, c in clips.items():
+        chains = c["figures"]["chains"]
+        assert chains["leg.L"]["mean_direction_error"] > 5.0, (name, chains["leg.L"])  # the thigh plays its rest
+        for chain, fig in chains.items():
+            if chain != "leg.L":
+                assert fig["max_direction_error"] < 0.01, (name, chain, fig)
+        assert any("constraints override" in w and "leg.L.0" in w for w in c["warnings"]), c["warnings"]
+        # measure, on its own, plays the saved Action and judges it: the same figures.
+        measured = _marionette(
+            "measure", str(pack / f"{name.lower()}.blend"), str(tmp_path / "birds.blend"), "--action", c["action"],
+            "--mapping", str(tmp_path / "large.json"), "--source-mapping", str(tmp_path / "small.json"),
+        )
+        assert measured.returncode == 0, measured.stdout + measured.stderr
+        got = json.loads(measured.stdout)
+        assert got["measured_frames"] == c["figures"]["measured_frames"] == 8
+        for chain, fig in got["chains"].items():
+            for k in ("mean_direction_error", "max_direction_error"):
+                assert fig[k] == pytest.approx(chains[chain][k], abs=1e-6), (name, chain, k)
+        assert got["summary"]["facing_error"]["max"] == pytest.approx(c["figures"]["summary"]["facing_error"]["max"], abs=1e-6)
