@@ -28,15 +28,13 @@ def quadruped_binding(src: tuple[RigInput, BoneMapping], tgt: tuple[RigInput, Bo
     options they cannot honour are refused by name."""
     (src_in, src_map), (tgt_in, tgt_map) = src, tgt
     opts = options or RetargetOptions()
-    if opts.scale is not None or opts.horizontal_scale is not None or opts.vertical_scale is not None:
-        raise MappingError("an explicit travel scale is not available for quadrupeds: the travel is scaled by pelvis height")
     if (src_map.body is None) != (tgt_map.body is None) and not (is_quadruped_mapping(src_in.slots) or is_quadruped_mapping(tgt_in.slots)):
         raise MappingError("one rig's body is described as chains and the other's is not: describe both (--source-mapping, --mapping)")
     return bind_quadrupeds(
         src_in.skeleton, plan_of_description(src_map.body, src_in.skeleton) if src_map.body else src_in.slots,
         tgt_in.skeleton, plan_of_description(tgt_map.body, tgt_in.skeleton) if tgt_map.body else tgt_in.slots,
         None if src_in.ends is None else np.asarray(src_in.ends), None if tgt_in.ends is None else np.asarray(tgt_in.ends),
-        root_motion=opts.root_motion,
+        root_motion=opts.root_motion, options=opts,
     )
 
 
@@ -101,7 +99,7 @@ def retarget_quadruped_action(
 
 def chain_quality(action_name: str, report: dict[str, Any]) -> dict[str, Any]:
     """What the Quality panel shows of a quadruped's or chain-described body's retarget (its
-    ``report``): each chain's direction error, the pelvis, travel and facing figures, each paw's
+    ``report``): each chain's direction error, the pelvis, travel (and its scales) and facing figures, each paw's
     slide against the source's, the paws held, notes and warnings."""
     summary = report["summary"]
     return {
@@ -112,6 +110,7 @@ def chain_quality(action_name: str, report: dict[str, Any]) -> dict[str, Any]:
         "max_direction_error": summary["max_direction_error"],
         "pelvis_orientation_error": summary["pelvis_orientation_error"],
         "travel_gap": summary["travel"]["largest_gap_hip_heights"],
+        "travel_scales": [report["binding"]["horizontal_scale"], report["binding"]["vertical_scale"]],
         "facing_error": summary["facing_error"],
         "paw_slide": {c: [f["slide"], f["source_slide"]] for c, f in report.get("paw_slide", {}).items()},
         "planted_feet": sorted(report.get("planted_feet", {})),

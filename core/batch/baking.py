@@ -158,7 +158,7 @@ class PackCache:
         b = bind_quadrupeds(
             source.skeleton, src_plan, s.target.skeleton, tgt_plan,
             None if source.ends is None else np.asarray(source.ends), None if s.target.ends is None else np.asarray(s.target.ends),
-            root_motion=s.options.root_motion,
+            root_motion=s.options.root_motion, options=s.options,
         )
         self._chain_bindings[layout] = b
         return b, False

@@ -173,6 +173,13 @@ def travel_scales(
     tgt_ground = float(heights_along(ground_points(tgt), tgt.rest, up_t).min())
     tgt_h = float(hips_points(tgt, tgt.rest, up_t) @ up_t - tgt_ground)
     auto = tgt_h / src_h if src_h > 0 else float("nan")
+    horizontal, vertical = chosen_scales(opts, auto, warnings)
+    return TravelScales(horizontal, vertical, src_h, tgt_h, tgt_ground)
+
+
+def chosen_scales(opts: RetargetOptions, auto: float, warnings: list[str]) -> tuple[float, float]:
+    """The horizontal and vertical travel scales ``opts`` asks for (each its own, else ``scale``
+    for both, else ``auto``, the measured ratio); an unusable scale is 1, said in ``warnings``."""
 
     def pick(value: float | None) -> float:
         v = opts.scale if value is None else value
@@ -182,7 +189,7 @@ def travel_scales(
             return 1.0
         return v
 
-    return TravelScales(pick(opts.horizontal_scale), pick(opts.vertical_scale), src_h, tgt_h, tgt_ground)
+    return pick(opts.horizontal_scale), pick(opts.vertical_scale)
 
 
 def rig_facings(src: RigAnatomy, tgt: RigAnatomy, opts: RetargetOptions, warnings: list[str]) -> tuple[Facing, Facing]:

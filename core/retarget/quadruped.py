@@ -31,6 +31,7 @@ from ..rig.rotation_kernels import quats_of_matrices
 from ..rig.rotations import FloatArray, make_quat_continuous, matrix_between_vectors
 from ..rig.skeleton import Skeleton
 from .body_chains import BodyPlan, ChainBody, arc_chord, canonical_direction, canonical_frame, read_body, rest_points
+from .geometric import RetargetOptions, chosen_scales
 from .geometric import pose_of as pose_of  # where the chain transfer and its callers read it
 
 ROOT_MODES = ("HIPS", "ROOT_BONE", "OBJECT", "IN_PLACE")
@@ -63,7 +64,10 @@ class QuadrupedBinding:
     pelvis_source_local: FloatArray  # (3, 3) the body axes in the source pelvis' axes at rest
     pelvis_target_local: FloatArray
     shared: tuple[str, ...]  # chains both rigs have
-    scale: float  # travel scale: target pelvis height over source's
+    #: Travel scales across the ground and up; both target pelvis height over source's unless
+    #: the options give them.
+    horizontal_scale: float
+    vertical_scale: float
     root_motion: str = "HIPS"
     warnings: tuple[str, ...] = field(default=())
     #: The bone right above the target's pelvis that carries the travel (``ROOT_BONE``), else -1.
@@ -83,8 +87,8 @@ class QuadrupedBinding:
             "chains": list(self.shared),
             "source_facing": self.source.axes.describe(),
             "target_facing": self.target.axes.describe(),
-            "horizontal_scale": self.scale,
-            "vertical_scale": self.scale,
+            "horizontal_scale": self.horizontal_scale,
+            "vertical_scale": self.vertical_scale,
             "source_hip_height": self.source.hip_height,
             "target_hip_height": self.target.hip_height,
             "warnings": list(self.warnings),
@@ -104,10 +108,12 @@ def bind_quadrupeds(
     source_ends: FloatArray | None = None,
     target_ends: FloatArray | None = None,
     root_motion: str = "HIPS",
+    options: RetargetOptions | None = None,
 ) -> QuadrupedBinding:
     """Precompute the retarget of ``source`` clips onto ``target``: both quadruped mappings
     (slot -> bone name), or both bodies described as chains (:class:`.body_chains.BodyPlan`,
-    docs/pipeline.md#other-bodies), paired by chain name."""
+    docs/pipeline.md#other-bodies), paired by chain name. The travel scales are ``options``'
+    (:func:`.geometric.chosen_scales`), by default target pelvis height over source's."""
     if root_motion not in ROOT_MODES:
         raise MappingError(f"root motion {root_motion!r} is not available for quadrupeds (use one of {', '.join(ROOT_MODES)})")
     src = read_body(source, source_slots, source_ends)
@@ -136,17 +142,15 @@ def bind_quadrupeds(
                 src_rot[carrier].T @ s_frame, tgt_rot[bone].T @ t_frame, (a, b),
             ))
     carried.sort(key=lambda cb: cb.target)  # skeleton order: parents first
-    scale = tgt.hip_height / src.hip_height if src.hip_height > 0 else 1.0
-    if not np.isfinite(scale) or scale <= 0:
-        warnings.append("the pelvis heights give no usable travel scale; used 1")
-        scale = 1.0
+    auto = tgt.hip_height / src.hip_height if src.hip_height > 0 else float("nan")
+    horizontal, vertical = chosen_scales(options or RetargetOptions(), auto, warnings)
     root_bone = int(target.parents[tgt.pelvis]) if root_motion == "ROOT_BONE" else -1
     if root_motion == "ROOT_BONE" and root_bone < 0:
         warnings.append("the target's pelvis has no root bone above it; travel stays on the pelvis")
     return QuadrupedBinding(
         src, tgt, align, tuple(carried),
         src_rot[src.pelvis].T @ src.axes.basis(), tgt_rot[tgt.pelvis].T @ tgt.axes.basis(),
-        shared, float(scale), root_motion, tuple(warnings), root_bone,
+        shared, float(horizontal), float(vertical), root_motion, tuple(warnings), root_bone,
     )
 
 
@@ -173,9 +177,15 @@ def travel_of(binding: QuadrupedBinding, placements: FloatArray) -> tuple[FloatA
     frame."""
     src, tgt = binding.source, binding.target
     moved = placements[:, src.pelvis, :3, 3] - src.axes.ground
-    path = tgt.axes.ground + binding.scale * moved @ binding.align.T
-    run = path - path[:1]
     up = tgt.axes.up
+    h, v = binding.horizontal_scale, binding.vertical_scale
+    if h == v:
+        path = tgt.axes.ground + h * moved @ binding.align.T
+    else:
+        turned = moved @ binding.align.T
+        rise = np.outer(turned @ up, up)
+        path = tgt.axes.ground + h * (turned - rise) + v * rise
+    run = path - path[:1]
     return np.asarray(path, dtype=np.float64), np.asarray(run - np.outer(run @ up, up), dtype=np.float64)
 
 

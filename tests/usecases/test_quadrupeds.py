@@ -226,7 +226,7 @@ def test_root_motion_on_the_object_moves_the_dog_as_the_fox_runs(scene):
     assert fox_travel > 0.5  # the Fox's units: its pelvis stands 45 above its paws
     # The Dog's pelvis moves with its object: as far as the Fox's, scaled by the two pelvis heights
     # (the binding's) and the Dog object's scale (x1.215, read off the file).
-    scale = outcome.binding.scale * dog.matrix_world.to_scale()[0]
+    scale = outcome.binding.horizontal_scale * dog.matrix_world.to_scale()[0]
     assert dog_travel == pytest.approx(fox_travel * scale, rel=0.02)
     keyed = compat.channelbag(outcome.action, compat.action_slot_for(outcome.action, dog)).fcurves
     assert "location" in {fc.data_path for fc in keyed}  # the object's own location keys
@@ -392,3 +392,11 @@ def test_retarget_clip_in_the_sidebar_takes_two_quadrupeds_and_fills_the_chain_r
     assert len(first) == 1 and dog.animation_data.action in first
     assert bpy.ops.marionette.retarget_clip() == {"FINISHED"}  # now through the rows
     assert len(set(bpy.data.actions) - before) == 2
+    # Auto Scale off: the sidebar's own travel scales, the report saying which were used.
+    auto = json.loads(s.last_report)
+    s.auto_scale = False
+    s.horizontal_scale, s.vertical_scale = 0.25, 4.0
+    assert bpy.ops.marionette.retarget_clip() == {"FINISHED"}
+    report = json.loads(s.last_report)
+    assert report["travel_scales"] == [0.25, 4.0] != auto["travel_scales"]
+    assert report["travel_gap"] < 0.01  # the played pelvis follows the scaled source

@@ -70,7 +70,7 @@ def test_a_spider_retargets_onto_a_spider_with_longer_legs_of_more_bones():
     binding = bind_quadrupeds(src.skeleton, _described(src, spider_body(3)), tgt.skeleton, _described(tgt, spider_body(4)), src.ends, tgt.ends)
     assert len(binding.shared) == 9 and len(binding.target.plants) == 8
     np.testing.assert_allclose(binding.target.axes.up, [0, 0, 1], atol=1e-9)  # the plane of eight feet
-    assert binding.scale == pytest.approx(1.8, rel=1e-6)
+    assert binding.horizontal_scale == binding.vertical_scale == pytest.approx(1.8, rel=1e-6)
     rng = np.random.default_rng(8)
     bends = {n: (tuple(rng.normal(size=3)), float(rng.uniform(-0.4, 0.4))) for n in src.skeleton.names}
     clip = bend_clip(src.skeleton, bends, frames=5, travel=0.5)

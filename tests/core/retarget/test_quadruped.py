@@ -10,8 +10,9 @@ import pytest
 from marionette.core.mapping.quadruped import map_quadruped
 from marionette.core.mapping.quadruped_profile import chain_slots, parse_slot
 from marionette.core.retarget.body_chains import read_body
+from marionette.core.retarget.geometric import RetargetOptions
 from marionette.core.retarget.quadruped import bind_quadrupeds, pose_of, retarget_quadruped
-from marionette.core.rig.rotations import matrix_from_quat, quat_from_axis_angle
+from marionette.core.rig.rotations import FloatArray, matrix_from_quat, quat_from_axis_angle
 from tests.helpers.quadruped_rigs import Quadruped, bend_clip, rolled_clip, rolled_skeleton
 
 LEFT = (0.0, 1.0, 0.0)  # the synthetic rigs face +X with Z up: +Y is their left
@@ -155,11 +156,37 @@ def test_travel_is_scaled_by_pelvis_height():
     slots = src.slots(2, 1, 3, 3, 3)
     clip = bend_clip(src.skeleton, {}, travel=3.0)
     binding = bind_quadrupeds(src.skeleton, slots, tgt.skeleton, slots, src.ends, tgt.ends)
-    assert binding.scale == pytest.approx(2.0, rel=1e-3)
+    assert binding.horizontal_scale == binding.vertical_scale == pytest.approx(2.0, rel=1e-3)
     result = retarget_quadruped(binding, clip)
     pose = tgt.skeleton.forward_kinematics(result.clip.rotations, result.clip.translations)
     moved = pose[-1, tgt.skeleton.index("pelvis"), :3, 3] - pose[0, tgt.skeleton.index("pelvis"), :3, 3]
     np.testing.assert_allclose(moved, [6.0, 0.0, 0.0], atol=1e-3 * 6.0)
+
+
+def test_explicit_travel_scales_replace_the_pelvis_height_ratio_across_and_up():
+    """A body that travels 3 along +X while rising 0.2: with a horizontal scale of 0.5 and a
+    vertical of 3 (the pelvis ratio is 2) the target's pelvis moves 1.5 across and 0.6 up; one
+    ``scale`` sets both; an unusable scale is 1 and said."""
+    src, tgt = Quadruped(height=0.8), Quadruped(height=1.6, length=2.0)
+    slots = src.slots(2, 1, 3, 3, 3)
+    clip = bend_clip(src.skeleton, {}, travel=3.0)
+    rest = src.skeleton.rest_placements()
+    lift = np.linalg.inv(rest[0][:3, :3]) @ np.array([0.0, 0.0, 0.2])
+    clip.translations[:, 0] += np.linspace(0.0, 1.0, clip.frame_count)[:, None] * lift
+    pelvis = tgt.skeleton.index("pelvis")
+
+    def moved(options: RetargetOptions) -> tuple[FloatArray, tuple[str, ...]]:
+        binding = bind_quadrupeds(src.skeleton, slots, tgt.skeleton, slots, src.ends, tgt.ends, options=options)
+        result = retarget_quadruped(binding, clip)
+        pose = tgt.skeleton.forward_kinematics(result.clip.rotations, result.clip.translations)
+        return pose[-1, pelvis, :3, 3] - pose[0, pelvis, :3, 3], binding.warnings
+
+    np.testing.assert_allclose(moved(RetargetOptions())[0], [6.0, 0.0, 0.4], atol=1e-3 * 6.0)
+    np.testing.assert_allclose(moved(RetargetOptions(horizontal_scale=0.5, vertical_scale=3.0))[0], [1.5, 0.0, 0.6], atol=1e-6)
+    np.testing.assert_allclose(moved(RetargetOptions(scale=1.0))[0], [3.0, 0.0, 0.2], atol=1e-6)
+    got, warnings = moved(RetargetOptions(scale=-2.0))
+    np.testing.assert_allclose(got, [3.0, 0.0, 0.2], atol=1e-6)
+    assert any("travel scale -2.0 is unusable; used 1" in w for w in warnings)
 
 
 @pytest.mark.parametrize("mode", ["HIPS", "ROOT_BONE", "OBJECT", "IN_PLACE"])
