@@ -101,7 +101,8 @@ class MARIONETTE_GGT_collider(bpy.types.GizmoGroup):
             gz.alpha_highlight = 1.0
             if kind == "GIZMO_GT_move_3d":
                 gz.draw_options = {"FILL", "ALIGN_VIEW"}
-                gz.scale_basis = 0.08
+                gz.draw_style = "RING_2D"
+                gz.scale_basis = 0.15
             else:
                 gz.draw_style = "BOX"
                 gz.scale_basis = 0.5
