@@ -15,6 +15,7 @@ from ..core.errors import MarionetteError
 from ..properties.control_settings import COLLIDER_KIND_ITEMS, KIND_ITEMS, KIND_LABEL
 from ..usecases import controls
 from ..usecases.bake_controls import bake_controls, frames_of
+from .reporting import report_step
 
 
 def _armature_ready(cls: Any, context: Any) -> bool:
@@ -138,13 +139,7 @@ class MARIONETTE_OT_collider_add(bpy.types.Operator):
         obj = context.active_object
         active = obj.data.bones.active
         bone = self.bone or (active.name if active is not None else "")
-        try:
-            name = controls.add_collider(obj, self.kind, bone, self.group)
-        except MarionetteError as exc:
-            self.report({"ERROR"}, str(exc))
-            return {"CANCELLED"}
-        self.report({"INFO"}, f"Added collider {name!r} on {bone!r} (group {self.group!r})")
-        return {"FINISHED"}
+        return report_step(self, lambda: f"Added collider {controls.add_collider(obj, self.kind, bone, self.group)!r} on {bone!r} (group {self.group!r})")
 
 
 class MARIONETTE_OT_collider_remove(bpy.types.Operator):
@@ -165,13 +160,7 @@ class MARIONETTE_OT_collider_remove(bpy.types.Operator):
         return True
 
     def execute(self, context: Any) -> set[str]:
-        try:
-            name = controls.remove_collider(context.active_object)
-        except MarionetteError as exc:
-            self.report({"ERROR"}, str(exc))
-            return {"CANCELLED"}
-        self.report({"INFO"}, f"Removed collider {name!r}")
-        return {"FINISHED"}
+        return report_step(self, lambda: f"Removed collider {controls.remove_collider(context.active_object)!r}")
 
 
 class MARIONETTE_OT_controls_reset(bpy.types.Operator):

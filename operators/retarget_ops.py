@@ -20,6 +20,7 @@ from ..properties.retarget_settings import clip_of, pair_key
 from ..usecases import mapping_rows
 from ..usecases.retarget import retarget_clip
 from ..viewport import deferred_summary
+from .reporting import report_step
 
 SIDE_ITEMS = [("SOURCE", "Source", "The source armature's mapping"), ("TARGET", "Target", "The target armature's mapping")]
 
@@ -118,13 +119,7 @@ class MARIONETTE_OT_mapping_save(bpy.types.Operator, ExportHelper):
         return ExportHelper.invoke(self, context, event)  # type: ignore[no-any-return]
 
     def execute(self, context: Any) -> set[str]:
-        try:
-            line = mapping_rows.save_mapping(_settings(context), self.side, self.filepath)
-        except MarionetteError as exc:
-            self.report({"ERROR"}, str(exc))
-            return {"CANCELLED"}
-        self.report({"INFO"}, line)
-        return {"FINISHED"}
+        return report_step(self, lambda: mapping_rows.save_mapping(_settings(context), self.side, self.filepath))
 
 
 class MARIONETTE_OT_mapping_load(bpy.types.Operator, ImportHelper):
@@ -142,13 +137,7 @@ class MARIONETTE_OT_mapping_load(bpy.types.Operator, ImportHelper):
         return _pair_ready(cls, context)
 
     def execute(self, context: Any) -> set[str]:
-        try:
-            line = mapping_rows.load_mapping(_settings(context), self.side, self.filepath)
-        except MarionetteError as exc:
-            self.report({"ERROR"}, str(exc))
-            return {"CANCELLED"}
-        self.report({"INFO"}, line)
-        return {"FINISHED"}
+        return report_step(self, lambda: mapping_rows.load_mapping(_settings(context), self.side, self.filepath))
 
 
 class MARIONETTE_OT_chain_add(bpy.types.Operator):
@@ -163,13 +152,7 @@ class MARIONETTE_OT_chain_add(bpy.types.Operator):
         return _pair_ready(cls, context)
 
     def execute(self, context: Any) -> set[str]:
-        try:
-            line = mapping_rows.add_chain(_settings(context))
-        except MarionetteError as exc:
-            self.report({"ERROR"}, str(exc))
-            return {"CANCELLED"}
-        self.report({"INFO"}, line)
-        return {"FINISHED"}
+        return report_step(self, lambda: mapping_rows.add_chain(_settings(context)))
 
 
 class MARIONETTE_OT_chain_remove(bpy.types.Operator):
@@ -188,13 +171,7 @@ class MARIONETTE_OT_chain_remove(bpy.types.Operator):
         return True
 
     def execute(self, context: Any) -> set[str]:
-        try:
-            line = mapping_rows.remove_chain(_settings(context))
-        except MarionetteError as exc:
-            self.report({"ERROR"}, str(exc))
-            return {"CANCELLED"}
-        self.report({"INFO"}, line)
-        return {"FINISHED"}
+        return report_step(self, lambda: mapping_rows.remove_chain(_settings(context)))
 
 
 def _preset_items(_self: Any, _context: Any) -> list[tuple[str, str, str]]:
@@ -220,13 +197,7 @@ class MARIONETTE_OT_mapping_preset(bpy.types.Operator):
         return {"RUNNING_MODAL"}
 
     def execute(self, context: Any) -> set[str]:
-        try:
-            line = mapping_rows.apply_preset(_settings(context), self.side, self.preset)
-        except MarionetteError as exc:
-            self.report({"ERROR"}, str(exc))
-            return {"CANCELLED"}
-        self.report({"INFO"}, line)
-        return {"FINISHED"}
+        return report_step(self, lambda: mapping_rows.apply_preset(_settings(context), self.side, self.preset))
 
 
 def presets_directory() -> str:
