@@ -33,7 +33,7 @@ import numpy as np
 from mathutils import Matrix
 
 from ..core.formats.pmx import BodyMode
-from ..core.formats.pmx_physics import PhysicsModel, body_bone_offsets, collides
+from ..core.formats.pmx_physics import PhysicsModel, body_bone_offsets, collides, gravity_weight
 
 ARMATURE_PROPERTY = "pmx_armature"
 BODY_PROPERTY = "pmx_rigid_body"
@@ -41,6 +41,8 @@ BONE_PROPERTY = "pmx_bone"
 MODE_PROPERTY = "pmx_body_mode"
 #: The body's placement in the model at rest (armature space, 16 floats, row-major).
 REST_PROPERTY = "pmx_rest_matrix"
+#: On the armature: MMD's gravity in its units (m/s² before the object's own scale).
+GRAVITY_PROPERTY = "pmx_gravity"
 TRACK_CONSTRAINT = "Rigid body track"
 MARGIN = 1e-6
 
@@ -88,6 +90,19 @@ def ensure_world(scene: Any) -> Any:
     return world
 
 
+def mmd_gravity(arm: Any, scene: Any) -> str:
+    """Weigh the scene's rigid-body world's gravity so ``arm``'s bodies fall as in MMD (its
+    :data:`GRAVITY_PROPERTY`, set when they were built); returns the line that says so. The
+    weight is the world's: every rigid body of the scene falls alike."""
+    world = scene.rigidbody_world
+    g = float(arm.get(GRAVITY_PROPERTY, 0.0))
+    weight = gravity_weight(g, float(np.linalg.norm(scene.gravity)) if scene.use_gravity else 0.0)
+    if world is None or weight is None:
+        return "the scene has no gravity: MMD's is not set"
+    world.effector_weights.gravity = weight
+    return f"gravity as in MMD: {g:.3g} m/s² (the rigid-body world's gravity weight {weight:.3g})"
+
+
 def _with_active(obj: Any, view_layer: Any, run: Any) -> None:
     """Run a rigid-body operator on ``obj`` made the active object for the call. (A context
     override of the object crashes ``rigidbody.constraint_add`` in bpy 5.0.1.)"""
@@ -118,6 +133,10 @@ def build_rigid_bodies(arm: Any, physics: PhysicsModel, bone_names: dict[int, st
     parent.children.link(coll)
     out = PhysicsObjects(coll)
     ensure_world(scene)
+    # The bodies are built at the armature object's scale; MMD's gravity scales with them.
+    arm_scale = float(np.cbrt(abs(np.linalg.det(np.array(arm.matrix_world, dtype=np.float64)[:3, :3]))))
+    arm[GRAVITY_PROPERTY] = physics.gravity * arm_scale
+    out.notes.append(mmd_gravity(arm, scene))
     arm_world = np.array(arm.matrix_world, dtype=np.float64)
     bones = arm.data.bones
     for k, spec in enumerate(physics.bodies):
@@ -263,6 +282,7 @@ def set_physics(arm: Any, scene: Any, on: bool) -> None:
     if world is not None:
         world.enabled = on
     if on:
+        mmd_gravity(arm, scene)
         place_at_first_frame(arm, scene)
     set_tracks(arm, on)
 

@@ -204,12 +204,29 @@ def joint_disables_collisions(joint: JointSpec, bodies: Sequence[BodySpec]) -> b
 
 @dataclass(frozen=True)
 class PhysicsModel:
-    """A model's bodies and joints converted (see the module docstring)."""
+    """A model's bodies and joints converted (see the module docstring); ``gravity`` is MMD's
+    (:data:`MMD_GRAVITY`) in the converted model's units, metres per second squared."""
 
     bodies: tuple[BodySpec, ...]
     joints: tuple[JointSpec, ...]
     non_colliding: tuple[tuple[int, int], ...]
     notes: tuple[str, ...] = ()
+    gravity: float = 0.0
+
+
+#: MMD's gravity, in its units per second squared: 9.8 × 10, as MMD and the Bullet ports that play
+#: its models set their world (a unit is about 8 cm: 7.84 m/s² at the default 0.08 m per unit).
+MMD_GRAVITY = 98.0
+
+
+def gravity_weight(gravity: float, scene_gravity: float) -> float | None:
+    """The rigid-body world's gravity weight under which a model whose MMD gravity is
+    ``gravity`` (m/s², :attr:`PhysicsModel.gravity` at the size its bodies were built) falls as in
+    MMD, the scene's gravity being ``scene_gravity`` long; ``None`` when the scene has no gravity
+    to weigh."""
+    if not (scene_gravity > 0.0 and gravity > 0.0):
+        return None
+    return gravity / scene_gravity
 
 
 def build_physics(model: PmxModel, scale: float = DEFAULT_SCALE) -> PhysicsModel:
@@ -227,7 +244,7 @@ def build_physics(model: PmxModel, scale: float = DEFAULT_SCALE) -> PhysicsModel
     for j in joints:
         if j.body_a == j.body_b:
             notes.append(f"joint {j.name!r} links body {j.body_a} to itself; it holds nothing")
-    return PhysicsModel(bodies, joints, tuple(non_colliding_pairs(bodies, joints)), tuple(notes))
+    return PhysicsModel(bodies, joints, tuple(non_colliding_pairs(bodies, joints)), tuple(notes), MMD_GRAVITY * scale)
 
 
 # --- write-back ------------------------------------------------------------------------------

@@ -279,3 +279,35 @@ def test_a_later_range_is_simulated_from_the_cache_start(addon, files):
     assert part.report["simulated_from"] == 1 and part.report["frame_count"] == 11 and whole.report["frame_count"] == 30
     later = _poses(bpy, obj, list(HAIR), np.arange(20, 31))
     np.testing.assert_allclose(later, full, atol=1e-5)
+
+
+@pytest.mark.parametrize("scale", [SCALE, 0.2])
+def test_a_free_body_falls_with_mmds_gravity(addon, tmp_path, scale):
+    """A dynamic sphere with no bone, no joint and no damping, far from the rest, falls as MMD
+    drops it (9.8 × 10 units/s²: 7.84 m/s² at 0.08 m per unit, 19.6 at 0.2), not with Blender's
+    9.81 m/s², and again after physics is switched off and on; the import says the gravity it set."""
+    bpy = addon
+    from marionette.bridge.rigid_bodies import set_physics
+    from marionette.usecases.import_pmx import import_pmx_rig
+    from tests.helpers.pmx_files import Body, humanoid_bones
+
+    pmx = tmp_path / "drop.pmx"
+    drop = Body("落下", -1, 0, (0.5, 0.0, 0.0), (40.0, 30.0, 0.0), group=3, mask=0, damping=(0.0, 0.0), mode=1)
+    pmx.write_bytes(write_pmx(humanoid_bones(), bodies=[drop], joints=[])[0])
+    scene = bpy.context.scene
+    scene.render.fps = 30
+    scene.frame_start, scene.frame_end = 1, 46
+    result = import_pmx_rig(pmx, physics=True, scale=scale)
+    assert any(f"gravity as in MMD: {98.0 * scale:.3g} m/s²" in n for n in result.notes)
+    scene.rigidbody_world.effector_weights.gravity = 1.0  # as another tool might leave it
+    set_physics(result.obj, scene, False)
+    set_physics(result.obj, scene, True)
+    body = result.physics.bodies[0]
+    heights = []
+    for f in range(1, 17):  # half a second at 30 fps, stepped frame by frame as Blender simulates
+        scene.frame_set(f)
+        heights.append(body.evaluated_get(bpy.context.evaluated_depsgraph_get()).matrix_world.translation.z)
+    fallen = heights[0] - heights[-1]
+    expected = 0.5 * 98.0 * scale * 0.5**2
+    print(f"\nfree fall over 0.5 s: {fallen:.4f} m (MMD's gravity gives {expected:.4f} m, Blender's {0.5 * 9.81 * 0.25:.4f} m)")
+    assert fallen == pytest.approx(expected, rel=0.03)
