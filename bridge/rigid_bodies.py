@@ -41,8 +41,10 @@ BONE_PROPERTY = "pmx_bone"
 MODE_PROPERTY = "pmx_body_mode"
 #: The body's placement in the model at rest (armature space, 16 floats, row-major).
 REST_PROPERTY = "pmx_rest_matrix"
-#: On the armature: MMD's gravity in its units (m/s² before the object's own scale).
+#: On the armature: MMD's gravity at the size its bodies were built (m/s²).
 GRAVITY_PROPERTY = "pmx_gravity"
+#: On the armature: the bones the model transforms after physics (PMX's "after physics" flag).
+AFTER_PHYSICS_PROPERTY = "pmx_after_physics"
 TRACK_CONSTRAINT = "Rigid body track"
 MARGIN = 1e-6
 

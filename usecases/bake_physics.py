@@ -13,7 +13,10 @@ The order of effects, as MMD runs them:
 3. each dynamic body's bone takes the place its body reaches (its rotation only for "dynamic,
    bone position"), solved as a local pose under its parent's new placement; every other bone
    keeps its baked local pose, so the hierarchy is rebuilt from the parents down and IK is not
-   solved again (:func:`..core.formats.pmx_physics.write_back`).
+   solved again (:func:`..core.formats.pmx_physics.write_back`);
+4. the controls of the bones the model transforms after physics (PMX's "after physics" flag: an
+   inheritance or IK that reads a bone the bodies carry) run again on that pose, as MMD runs them
+   after the simulation.
 
 The result is one new Action (the user's Action is not modified; the intermediate controls bake
 is removed); afterwards the rigid-body world is switched off and the bones' constraints toward
@@ -38,6 +41,7 @@ from ..bridge.animated_pose import carry_other_curves
 from ..bridge.control_rows import build_controls
 from ..bridge.file_import import FPS_PROPERTY, scene_fps
 from ..bridge.rigid_bodies import (
+    AFTER_PHYSICS_PROPERTY,
     MODE_PROPERTY,
     TRACK_CONSTRAINT,
     physics_objects,
@@ -47,6 +51,7 @@ from ..bridge.rigid_bodies import (
 )
 from ..bridge.session import save_blend
 from ..bridge.skeleton_read import skeleton_from_armature
+from ..core.controls.stack import ControlStack
 from ..core.errors import ClipError, RigError
 from ..core.formats.pmx import BodyMode
 from ..core.formats.pmx_physics import write_back
@@ -143,8 +148,13 @@ def bake_physics(obj: Any, frames: np.ndarray | None = None, name: str | None = 
     kept = [int(b[MODE_PROPERTY]) == int(BodyMode.DYNAMIC_BONE_POSITION) for b in carried_objs]
     joints = [skeleton.index(n) for n in carried_bones]
     rot, tr = write_back(skeleton, q, t, joints, body_track, offsets, kept)
-    keep = np.isin(steps, f)
     fps = scene_fps(scene)
+    late = _after_physics(built.stack, set(obj.get(AFTER_PHYSICS_PROPERTY, ())))
+    if late is not None:
+        again = late.instance().evaluate(rot, tr, time=(steps - steps[0]) / fps, placement=arm_world)
+        moved = sorted({j for c in late.controls for j in c.written})
+        rot[:, moved], tr[:, moved] = again.rotations[:, moved], again.translations[:, moved]
+    keep = np.isin(steps, f)
     base = name or f"{(previous[0].name if previous[0] is not None else obj.name)}_physics"
     clip = Clip(
         names=names,
@@ -176,11 +186,22 @@ def bake_physics(obj: Any, frames: np.ndarray | None = None, name: str | None = 
         "bodies": len(bodies),
         "dynamic_bodies": len(dynamic),
         "bones_written_back": carried_bones,
+        "after_physics_controls": [] if late is None else [c.name for c in late.controls],
         "first_step": round(first_step, 6),
         "start_offset": round(start_offset, 6),
         "seconds": round(time.perf_counter() - t0, 4),
     }
     return PhysicsBake(report, new, steps, all_track)
+
+
+def _after_physics(stack: ControlStack | None, bones: set[str]) -> ControlStack | None:
+    """The controls of ``stack`` that write only bones the model transforms after physics, as a
+    stack of their own in the same order (``None`` when there are none)."""
+    if stack is None or not bones:
+        return None
+    names = stack.skeleton.names
+    late = [c for c in stack.controls if c.written and all(names[j] in bones for j in c.written)]
+    return ControlStack(stack.skeleton, late) if late else None
 
 
 def bake_physics_file(path: str, object_name: str, output: str, frames: Sequence[int] | None = None, action_name: str | None = None) -> dict[str, Any]:

@@ -37,11 +37,11 @@ import bpy
 import numpy as np
 
 from ..bridge.action_write import create_armature
-from ..bridge.rigid_bodies import build_rigid_bodies
+from ..bridge.rigid_bodies import AFTER_PHYSICS_PROPERTY, build_rigid_bodies
 from ..bridge.session import fresh_session, save_blend
 from ..core.controls.stack import FixedAxisControl, IKControl, InheritControl
 from ..core.errors import RigError
-from ..core.formats.pmx import PmxModel, read_pmx
+from ..core.formats.pmx import BoneFlag, PmxModel, read_pmx
 from ..core.formats.pmx_physics import build_physics
 from ..core.formats.pmx_rig import DEFAULT_SCALE, PmxRig, build_rig
 
@@ -128,6 +128,9 @@ def create_pmx_armature(model: PmxModel, rig: PmxRig, collection: Any = None, *,
         notes += _store_controls(obj, rig)
         obj[SOURCE_PROPERTY] = str(Path(model.path).resolve())
         obj[SCALE_PROPERTY] = rig.scale
+        obj[AFTER_PHYSICS_PROPERTY] = [
+            rig.skeleton.names[j] for j, b in enumerate(rig.pmx_index) if model.bones[b].flags & BoneFlag.AFTER_PHYSICS
+        ]
         built = None
         if converted is not None:
             bone_names = {rig.pmx_index[j]: nm for j, nm in enumerate(rig.skeleton.names)}

@@ -19,7 +19,7 @@ import sys
 import numpy as np
 import pytest
 
-from tests.helpers.pmx_files import HAIR, HAIR_RADIUS, HEAD_CENTRE, HEAD_RADIUS, hair_model, write_pmx
+from tests.helpers.pmx_files import HAIR, HAIR_RADIUS, HEAD_CENTRE, HEAD_RADIUS, Bone, hair_model, write_pmx
 from tests.helpers.vmd_files import Key, Motion, vmd_bytes
 
 pytestmark = pytest.mark.bpy
@@ -311,3 +311,35 @@ def test_a_free_body_falls_with_mmds_gravity(addon, tmp_path, scale):
     expected = 0.5 * 98.0 * scale * 0.5**2
     print(f"\nfree fall over 0.5 s: {fallen:.4f} m (MMD's gravity gives {expected:.4f} m, Blender's {0.5 * 9.81 * 0.25:.4f} m)")
     assert fallen == pytest.approx(expected, rel=0.03)
+
+
+def test_a_bone_transformed_after_physics_follows_what_the_bodies_did(addon, tmp_path, files):
+    """An ornament bone beside the first hair bone, flagged "after physics", inherits that hair
+    bone's rotation: baked with physics it turns as the hair swung (the inheritance run again on
+    the written-back pose, as MMD orders it), not as the hair's keys stood before the simulation."""
+    bpy = addon
+    from marionette.usecases.bake_physics import bake_physics
+    from tests.helpers.pmx_files import AFTER_PHYSICS, APPEND_ROTATION, ENABLED, ROTATABLE, VISIBLE
+
+    bones, bodies, joints = hair_model()
+    first = next(i for i, b in enumerate(bones) if b.name == HAIR[0])
+    x, y, z = bones[first].position
+    ornament = Bone("髪飾り", (x, y, z + 0.6), bones[first].parent, "ornament", flags=ROTATABLE | VISIBLE | ENABLED | APPEND_ROTATION | AFTER_PHYSICS,
+                    tail_offset=(1.5, 0.0, 0.0), append=(first, 1.0))
+    pmx = tmp_path / "ornament.pmx"
+    pmx.write_bytes(write_pmx([*bones, ornament], bodies=bodies, joints=joints)[0])
+    result = _import(bpy, pmx, files[1])
+    obj = result.obj
+    assert list(obj["pmx_after_physics"]) == ["髪飾り"]
+    baked = bake_physics(obj, np.arange(1, 47, dtype=float))
+    assert baked.report["after_physics_controls"], baked.report
+    turns, gaps = [], []
+    for f in range(1, 47, 5):
+        bpy.context.scene.frame_set(f)
+        hair, orn = obj.pose.bones[HAIR[0]], obj.pose.bones["髪飾り"]
+        q_hair, q_orn = hair.matrix_basis.to_quaternion(), orn.matrix_basis.to_quaternion()
+        turns.append(math.degrees(q_hair.angle))
+        gaps.append(math.degrees(q_hair.rotation_difference(q_orn).angle))
+    print(f"\nafter physics: the hair turned up to {max(turns):.1f} deg, the ornament off it by at most {max(gaps):.2e} deg")
+    assert max(turns) > 10.0
+    assert max(gaps) < 1e-3
