@@ -478,3 +478,38 @@ def hair_model() -> tuple[list[Bone], list[Body], list[JointRecord]]:
             )
         )
     return bones, bodies, joints
+
+
+def many_hair_model(strands: int = 8, links: int = 5) -> tuple[list[Bone], list[Body], list[JointRecord]]:
+    """:func:`humanoid_bones` with ``strands`` hair strands of ``links`` bones hanging straight
+    down from a ring behind the head (a fan from one shoulder to the other), each link a dynamic
+    capsule jointed to the one above (the first to a head sphere that follows the head bone) by a
+    6-DOF spring free to swing 1 radian about X and Z; an upper-body capsule follows 上半身. The
+    hair collides with the head and the body (group 1, masks leave out group 1: strands pass
+    each other). Bone names ``髪{strand}_{link}``."""
+    t = ROTATABLE | VISIBLE | ENABLED
+    bones = humanoid_bones()
+    head = next(i for i, b in enumerate(bones) if b.name == "頭")
+    chest = next(i for i, b in enumerate(bones) if b.name == "上半身")
+    bodies = [
+        Body("頭", head, 0, (HEAD_RADIUS, 0.0, 0.0), HEAD_CENTRE, group=0, mask=0xFFFF, mode=0, mass=5.0),
+        Body("上半身", chest, 2, (1.6, 3.0, 0.0), (0.0, 13.0, 0.4), group=0, mask=0xFFFF, mode=0, mass=10.0),
+    ]
+    joints: list[JointRecord] = []
+    step = 1.2
+    no_hair = 0xFFFF & ~(1 << 1)
+    for s in range(strands):
+        angle = math.pi * (0.1 + 0.8 * s / max(strands - 1, 1))  # from the left shoulder round the back to the right
+        x, z = (HEAD_RADIUS + HAIR_RADIUS + 0.1) * math.cos(angle), HEAD_CENTRE[2] + (HEAD_RADIUS + HAIR_RADIUS + 0.1) * math.sin(angle)
+        top = HEAD_CENTRE[1]
+        first = len(bones)
+        for k in range(links + 1):
+            y = top - step * k
+            if k == links:
+                bones.append(Bone(f"髪{s}_{k}", (x, y, z), first + k - 1, f"hair{s}_{k}", flags=t, tail_offset=(0.0, -step, 0.0)))
+                break
+            bones.append(Bone(f"髪{s}_{k}", (x, y, z), head if k == 0 else first + k - 1, f"hair{s}_{k}", flags=t, tail_bone=first + k + 1))
+            above = 0 if k == 0 else len(bodies) - 1
+            bodies.append(Body(f"髪{s}_{k}", first + k, 2, (HAIR_RADIUS, step - 2 * HAIR_RADIUS, 0.0), (x, y - step / 2, z), group=1, mask=no_hair, mass=0.2, mode=1))
+            joints.append(JointRecord(f"髪J{s}_{k}", above, len(bodies) - 1, (x, y, z), turn=((-1.0, -0.2, -1.0), (1.0, 0.2, 1.0)), springs=((0.0, 0.0, 0.0), (0.0, 0.0, 0.0))))
+    return bones, bodies, joints
