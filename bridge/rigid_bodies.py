@@ -10,7 +10,7 @@ Built from :class:`~..core.formats.pmx_physics.PhysicsModel` (converted in core)
   of 4 cm is thicker than a strand of hair);
 * a bone-following body is **Animated** (kinematic) and parented to its bone: it goes where the
   evaluated bone goes;
-* a dynamic body is simulated; its bone (the heaviest body wins where several name one bone) gets
+* a dynamic body is simulated; its bone (the last body in the model's order where several name one bone) gets
   a Copy Transforms constraint (Copy Rotation for "dynamic, bone position") toward an empty
   carried by the body at the bone's rest placement: the write-back Blender shows as it plays;
 * each joint an empty with a Generic Spring constraint (limits on all six axes, springs with
@@ -177,9 +177,9 @@ def build_rigid_bodies(arm: Any, physics: PhysicsModel, bone_names: dict[int, st
             obj.matrix_parent_inverse = Matrix.Identity(4)
             obj.matrix_basis = Matrix(np.linalg.solve(arm_world @ tail, world).tolist())
         elif not spec.kinematic and bone is not None:
-            held = out.carried.get(bone)
-            if held is None or physics.bodies[held[BODY_PROPERTY]].mass < spec.mass:
-                out.carried[bone] = obj
+            # Several dynamic bodies on one bone: the last in the model's order carries it, as
+            # MMD's players write each body's place to its bone in that order.
+            out.carried[bone] = obj
         out.bodies.append(obj)
     for bone, body in out.carried.items():
         _track(arm, bone, body, coll, arm_world)

@@ -386,3 +386,19 @@ def test_forty_hair_bodies_swing_stay_jointed_and_out_of_the_head(addon, tmp_pat
     assert stretch < 0.05 * link
     assert depth < PENETRATION
     assert swing > 5.0
+
+
+def test_of_two_dynamic_bodies_on_one_bone_the_later_carries_it(addon, tmp_path):
+    """MMD's players write each dynamic body's place to its bone in the model's order, so where
+    two name one bone the later one's place stays: its bone follows that body (even a lighter one)."""
+    bpy = addon
+    from tests.helpers.pmx_files import Body
+
+    bones, bodies, joints = hair_model()
+    first = next(i for i, b in enumerate(bones) if b.name == HAIR[0])
+    light = Body("髪1b", first, 0, (0.2, 0.0, 0.0), (2.25, 19.5, 0.2), group=1, mask=0, mass=0.01, mode=1)
+    pmx = tmp_path / "two.pmx"
+    pmx.write_bytes(write_pmx(bones, bodies=[*bodies, light], joints=joints)[0])
+    result = _import(bpy, pmx)
+    track = result.obj.pose.bones[HAIR[0]].constraints["Rigid body track"]
+    assert track.target.parent == result.physics.bodies[-1] and result.physics.bodies[-1].name.startswith("髪1b")
