@@ -15,11 +15,15 @@ pytestmark = [pytest.mark.slow, pytest.mark.bpy, pytest.mark.data]
 
 
 def test_retarget_fox_onto_dog_from_the_command_line(tmp_path):
-    out, report = tmp_path / "fox_on_dog.blend", tmp_path / "r.json"
+    out, report, picture = tmp_path / "fox_on_dog.blend", tmp_path / "r.json", tmp_path / "r.png"
     res = run("retarget", str(shared_file("gltf/khronos_fox_quadruped.glb")), str(shared_file("fbx/quaternius_dog_quadruped.fbx")),
-              "-o", str(out), "--clip", "Survey", "--report", str(report))
+              "-o", str(out), "--clip", "Survey", "--report", str(report), "--report-png", str(picture))
     assert res.returncode == 0, res.stderr[-2000:]
     assert out.is_file()
+    # The picture of a chain-by-chain report: each chain's error and each paw's slide.
+    import matplotlib.image
+
+    assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and matplotlib.image.imread(picture).shape[0] >= 600
     lines = res.stdout.splitlines()
     assert lines[0] == f"wrote {out.resolve()} (action 'Survey')"
     assert any(line.strip().startswith("(paws held where the source's are planted") for line in lines), res.stdout
