@@ -17,16 +17,27 @@ it ends.
   written: the workers need no shared folder but the pack's.
 * A worker that dies while baking a file: the scheduler gives the file to another worker, and the
   report's clips say ``recomputed`` with the worker lost. A file that kills a second worker is
-  failed, "worker died twice", and the rest go on (the scheduler's ``allowed_failures`` is set to 1).
+  failed, "worker died twice", and the rest go on (the scheduler's ``allowed_failures`` is set to 1,
+  and its worker saturation to 1, for the run: both are restored when it ends, or when its client
+  leaves without ending it, once no other run on that scheduler holds them).
 * A scheduler that cannot be reached (or has no worker) refuses the run before anything is written.
+* ``--ship-inputs``: the workers need no shared path. This process reads each pack file (with a
+  ``.gltf``'s buffers and images) when it hands the file to the cluster, and the bytes travel with
+  the task (scattered to the cluster first past :data:`SCATTER_BYTES`); the worker writes them under
+  the file's own name in a private temporary folder, bakes from there and removes the folder. The
+  messages name the file by this machine's path, so the output and ``--resume`` are the shared
+  path's. The target is never read by a worker (its rig travels in the run's settings).
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import shutil
 import socket
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -42,6 +53,9 @@ from .worker_pool import Worker
 CONNECT_TIMEOUT = 5.0  # seconds to reach the scheduler
 WORKERS_TIMEOUT = 20.0  # seconds for a scheduler (or a local cluster) to have a worker
 DIED_TWICE = "worker died twice"
+#: ``--ship-inputs``: a file larger than this is scattered to the cluster before its task is
+#: submitted, rather than carried in the task itself (the scheduler holds tasks in memory).
+SCATTER_BYTES = 2**20
 #: A Dask worker samples its threads' stacks every 10 ms for the dashboard's profile, holding the
 #: interpreter meanwhile; a local cluster's workers are started without it (README: Many machines).
 PROFILER_OFF = ("DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED", "False")
@@ -49,9 +63,10 @@ PROFILER_OFF = ("DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED", "False")
 # --- the worker's side ----------------------------------------------------------------------
 
 try:
+    from distributed import SchedulerPlugin as _SchedulerPlugin
     from distributed import WorkerPlugin as _Plugin
 except ImportError:  # the module still loads (and refuses --cluster) without the extra
-    _Plugin = object  # type: ignore[assignment,misc]
+    _Plugin = _SchedulerPlugin = object  # type: ignore[assignment,misc]
 
 _SETTINGS: dict[str, Message] = {}  # run id -> the run's settings, in each worker process
 _CACHES: dict[str, Any] = {}  # run id -> PackCache, in each worker process
@@ -100,9 +115,30 @@ def warm_up() -> int:
     return os.getpid()
 
 
-def cluster_file(task: Message, run: str) -> dict[str, Any]:
+def _unpack(shipped: dict[str, bytes], path: str) -> tuple[str, str]:
+    """Write a shipped file (and its companions) into a private temporary folder; returns the
+    file's path there and the folder."""
+    folder = tempfile.mkdtemp(prefix="marionette_shipped_")
+    for name, data in shipped.items():
+        dest = os.path.join(folder, name)
+        os.makedirs(os.path.dirname(dest), exist_ok=True)
+        with open(dest, "wb") as f:
+            f.write(data)
+    return os.path.join(folder, os.path.basename(path)), folder
+
+
+def _as_shipped_from(messages: list[Message], path: str, here: str, folder: str) -> None:
+    """Name the file by the client's ``path`` in ``messages`` made from its copy ``here``."""
+    for msg in messages:
+        msg["path"] = path
+        if isinstance(msg.get("reason"), str):
+            msg["reason"] = msg["reason"].replace(here, path).replace(folder, os.path.dirname(path))
+
+
+def cluster_file(task: Message, run: str, shipped: dict[str, bytes] | None = None) -> dict[str, Any]:
     """Run one task in a Dask worker: its messages (as :func:`.batch_worker.run_file` makes them,
-    without parts), where it ran and the cache counts it added."""
+    without parts), where it ran and the cache counts it added. ``shipped``: the file's bytes
+    (``--ship-inputs``), by name, baked from a private copy removed afterwards."""
     _without_blender_paths()
     from ..core.batch.baking import PackCache
     from ..core.batch.settings import BakeSettings
@@ -115,7 +151,16 @@ def cluster_file(task: Message, run: str) -> dict[str, Any]:
         cache = _CACHES[run] = PackCache(BakeSettings.from_message(settings))
     s = cache.stats
     before = [s.mapping_hits, s.mapping_misses, s.binding_hits, s.binding_misses]
-    messages = list(run_file(task, cache, None))
+    if shipped is None:
+        messages = list(run_file(task, cache, None))
+    else:
+        path = str(task["path"])
+        here, folder = _unpack(shipped, path)
+        try:
+            messages = list(run_file({**task, "path": here}, cache, None))
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+        _as_shipped_from(messages, path, here, folder)
     done = messages[-1]
     done["cache"] = [a - b for a, b in zip(done["cache"], before, strict=True)]
     try:
@@ -146,15 +191,55 @@ class _Slot:
         self.returncode = -9
 
 
-def _allow_one_failure(dask_scheduler: Any) -> int:
-    """On the scheduler: a task whose worker died is given to another one once; a second death
-    fails it (KilledWorker). A worker is sent only what its threads run (worker saturation 1):
-    every task held by a worker that dies counts that death, so a task queued behind a clip that
-    kills its worker would otherwise be blamed with it. Returns the earlier failure setting."""
-    before = int(dask_scheduler.allowed_failures)
+#: On a scheduler: per scheduler, its own settings before the first run changed them, and the runs
+#: (their ids) holding them changed. Several runs may share a scheduler; the last to end restores.
+_HELD: dict[int, dict[str, Any]] = {}
+
+
+def _hold_settings(run: str, dask_scheduler: Any = None) -> None:
+    """On the scheduler, for run ``run``: a task whose worker died is given to another one once; a
+    second death fails it (KilledWorker). A worker is sent only what its threads run (worker
+    saturation 1): every task held by a worker that dies counts that death, so a task queued
+    behind a clip that kills its worker would otherwise be blamed with it."""
+    held = _HELD.setdefault(
+        id(dask_scheduler),
+        {"allowed_failures": dask_scheduler.allowed_failures, "worker_saturation": dask_scheduler.WORKER_SATURATION, "runs": set()},
+    )
+    held["runs"].add(run)
     dask_scheduler.allowed_failures = 1
     dask_scheduler.WORKER_SATURATION = 1.0
-    return before
+
+
+def _restore_settings(run: str, dask_scheduler: Any = None) -> None:
+    """On the scheduler, when run ``run`` ends: its settings as they were before the first run
+    still going changed them, once no other run holds them."""
+    dask_scheduler.plugins.pop(f"marionette-release-{run}", None)
+    held = _HELD.get(id(dask_scheduler))
+    if held is None or run not in held["runs"]:
+        return
+    held["runs"].discard(run)
+    if not held["runs"]:
+        dask_scheduler.allowed_failures = held["allowed_failures"]
+        dask_scheduler.WORKER_SATURATION = held["worker_saturation"]
+        del _HELD[id(dask_scheduler)]
+
+
+class ReleaseOnLeave(_SchedulerPlugin):  # type: ignore[misc,valid-type]
+    """On the scheduler: holds the run's settings from its start (:func:`_hold_settings`) and
+    restores them when the client that started the run leaves without saying so (killed, its
+    machine gone); a run that ends as it should restores them itself."""
+
+    def __init__(self, run: str, client: str) -> None:
+        self.run = run
+        self.client = client
+        self.name = f"marionette-release-{run}"
+
+    def start(self, scheduler: Any) -> None:
+        _hold_settings(self.run, scheduler)
+
+    def remove_client(self, scheduler: Any, client: str) -> None:
+        if client == self.client:
+            _restore_settings(self.run, scheduler)
 
 
 def _deaths(keys: Sequence[str], dask_scheduler: Any = None) -> dict[str, int]:
@@ -164,6 +249,43 @@ def _deaths(keys: Sequence[str], dask_scheduler: Any = None) -> dict[str, int]:
         ts = dask_scheduler.tasks.get(k)
         if ts is not None and ts.suspicious:
             out[k] = int(ts.suspicious)
+    return out
+
+
+def _gltf_companions(text: bytes) -> list[str]:
+    """The files a ``.gltf`` names by a relative path (buffers, images)."""
+    from urllib.parse import unquote
+
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        return []  # the import says what is wrong with it, as it would on this machine
+    if not isinstance(doc, dict):
+        return []
+    out: list[str] = []
+    for kind in ("buffers", "images"):
+        for entry in doc.get(kind) or []:
+            uri = entry.get("uri") if isinstance(entry, dict) else None
+            if not isinstance(uri, str) or ":" in uri.split("/", 1)[0]:
+                continue  # embedded (data:) or elsewhere (a URL)
+            rel = os.path.normpath(unquote(uri))
+            if not os.path.isabs(rel) and not rel.startswith(".."):
+                out.append(rel)
+    return out
+
+
+def shipped_files(path: str) -> dict[str, bytes]:
+    """``--ship-inputs``: the bytes of a pack file, by name, with those of the files a ``.gltf``
+    names beside it (one it names and this machine lacks is left to the import to report).
+    Raises :class:`OSError` when the file cannot be read here."""
+    name = os.path.basename(path)
+    with open(path, "rb") as f:
+        out = {name: f.read()}
+    if name.lower().endswith(".gltf"):
+        for rel in _gltf_companions(out[name]):
+            with contextlib.suppress(OSError):
+                with open(os.path.join(os.path.dirname(path), rel), "rb") as f:
+                    out[rel] = f.read()
     return out
 
 
@@ -186,13 +308,15 @@ class ClusterPool:
     #: The dispatching cannot answer a task while it runs (the local workers' ``ask``).
     answers = False
 
-    def __init__(self, cluster: str, *, connect_timeout: float = CONNECT_TIMEOUT) -> None:
+    def __init__(self, cluster: str, *, ship: bool = False, connect_timeout: float = CONNECT_TIMEOUT) -> None:
         try:
             import distributed  # noqa: F401
         except ImportError:
             raise MarionetteError("--cluster needs dask and distributed: pip install 'marionette[cluster]' (or -e '.[cluster]')") from None
         address, local = parse_cluster(cluster)
         self.address = cluster
+        #: ``--ship-inputs``: each task carries its file's bytes (see the module docstring).
+        self.ship = ship
         self.client: Any = None
         self.workers: dict[int, Worker] = {}
         self.read_ahead: dict[int, list[str]] = {}
@@ -204,8 +328,11 @@ class ClusterPool:
         self._settings: Any = None
         self._parts_dir: str | None = None
         self._futures: dict[Any, tuple[Worker, Message]] = {}
+        self._scattered: dict[Any, Any] = {}  # a task's future -> its file's scattered bytes
+        self._unread: list[tuple[Worker, Message]] = []  # --ship-inputs: files this machine could not read
         self._slot_cache: dict[int, list[int]] = {}
         self._local: Any = None
+        self._holding = False  # whether the scheduler's settings are this run's (see _hold_settings)
         self._t0: float | None = None
         self._clips_done = 0
         #: Per Dask worker: host, pid, files, clips and seconds of work.
@@ -262,7 +389,14 @@ class ClusterPool:
             raise MarionetteError(f"--cluster {self.address}: cannot reach the Dask scheduler within {connect_timeout:g} s ({exc})") from None
         try:
             self.client.wait_for_workers(1, timeout=WORKERS_TIMEOUT)
-            self.client.run_on_scheduler(_allow_one_failure)
+            try:
+                self.client.register_plugin(ReleaseOnLeave(self._run, self.client.id))
+            except (OSError, TimeoutError):
+                raise
+            except Exception as exc:  # the scheduler cannot load Marionette's plugin
+                self.close(graceful=False)
+                raise MarionetteError(f"--cluster {self.address}: the scheduler cannot run Marionette's part ({type(exc).__name__}: {exc}); install Marionette on its machine too") from None
+            self._holding = True
             # While this process loads Blender (a worker that fails it is met again by its tasks).
             threading.Thread(target=self._warm_up, name="cluster-warm-up", daemon=True).start()
         except (OSError, TimeoutError) as exc:
@@ -320,7 +454,19 @@ class ClusterPool:
         task = {k: v for k, v in msg.items() if k != "ask"}
         stem = os.path.splitext(os.path.basename(str(task["path"])))[0]  # the dashboard names the file
         key = f"marionette-{task['file']}-{stem}-{uuid.uuid4().hex[:8]}"
-        fut = self.client.submit(cluster_file, task, self._run, key=key, pure=False, retries=0)
+        shipped: Any = None
+        if self.ship:
+            try:
+                shipped = shipped_files(str(task["path"]))
+            except OSError as exc:
+                why = f"--ship-inputs: cannot read it on this machine to send it to the workers ({exc.strerror or exc}: {task['path']})"
+                self._unread.append((w, {**task, "why": why}))
+                return True
+            if sum(len(b) for b in shipped.values()) > SCATTER_BYTES:
+                shipped = self.client.scatter([shipped], hash=False)[0]  # one object (a dict would be scattered per entry)
+        fut = self.client.submit(cluster_file, task, self._run, shipped, key=key, pure=False, retries=0)
+        if shipped is not None and not isinstance(shipped, dict):
+            self._scattered[fut] = shipped
         self._futures[fut] = (w, task)
         self._completed.add(fut)
         if self._t0 is None:
@@ -331,6 +477,9 @@ class ClusterPool:
         """The messages of the tasks that ended within ``timeout``. Their results were fetched
         meanwhile by the client's own thread (``as_completed`` with results), not by this one,
         which writes the clips."""
+        if self._unread:
+            unread, self._unread = self._unread, []
+            return [(w, m) for w, task in unread for m in self._failed(w, task, task["why"])]
         if not self._futures:
             time.sleep(min(timeout, 0.05))
             return []
@@ -348,6 +497,7 @@ class ClusterPool:
         out: list[tuple[Worker, Message | None]] = []
         for fut, result in done:
             w, task = self._futures.pop(fut)
+            self._scattered.pop(fut, None)  # the cluster may forget the file's bytes
             if fut.status == "cancelled":
                 continue
             if fut.status == "error" or not isinstance(result, dict):
@@ -394,6 +544,8 @@ class ClusterPool:
         if type(exc).__name__ == "KilledWorker":
             reason = f"{DIED_TWICE} while baking it (a clip that kills its worker: {exc})"
             self.died_twice.append(path)
+        elif isinstance(exc, str):
+            reason = exc
         else:
             reason = f"the cluster could not run it: {type(exc).__name__}: {exc}"
         out: list[Message] = [{"op": "start", "file": fid, "path": path}]
@@ -410,6 +562,7 @@ class ClusterPool:
             if slot is w:
                 fut.cancel()
                 del self._futures[fut]
+                self._scattered.pop(fut, None)
 
     def retire(self, w: Worker) -> str:
         self.kill(w)
@@ -428,11 +581,19 @@ class ClusterPool:
         if self._futures:
             self.client.cancel(list(self._futures))
             self._futures.clear()
+        self._scattered.clear()
+        self._unread.clear()
         client = getattr(self, "client", None)
         if client is not None and self._settings is not None and self._local is None:
             try:  # a shared scheduler's workers forget the run
                 client.unregister_worker_plugin(self._settings.name)
             except Exception:  # the scheduler went away meanwhile: nothing to forget
+                pass
+        if client is not None and self._holding:
+            self._holding = False
+            try:  # a shared scheduler's settings as they were before the run
+                client.run_on_scheduler(_restore_settings, self._run)
+            except Exception:  # the scheduler went away meanwhile: nothing to restore
                 pass
         if client is not None:
             client.close()
