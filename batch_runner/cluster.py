@@ -48,6 +48,7 @@ from ..core.batch.messages import Message
 from ..core.batch.output_files import write_part
 from ..core.batch.plan import PackPlan, bvh_clip_id
 from ..core.errors import MarionetteError
+from .batch_worker import READ_AHEAD_FILES
 from .worker_pool import Worker
 
 CONNECT_TIMEOUT = 5.0  # seconds to reach the scheduler
@@ -56,6 +57,10 @@ DIED_TWICE = "worker died twice"
 #: ``--ship-inputs``: a file larger than this is scattered to the cluster before its task is
 #: submitted, rather than carried in the task itself (the scheduler holds tasks in memory).
 SCATTER_BYTES = 2**20
+#: Files of one clip (BVH, VMD) handed to the cluster together travel as one Dask task of up to
+#: this many: each task costs the scheduler, the worker and this process some milliseconds of
+#: their cores whatever it holds (measured: about 20 ms per task on two shared cores).
+GROUP_FILES = 8
 #: A Dask worker samples its threads' stacks every 10 ms for the dashboard's profile, holding the
 #: interpreter meanwhile; a local cluster's workers are started without it (README: Many machines).
 PROFILER_OFF = ("DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED", "False")
@@ -70,6 +75,7 @@ except ImportError:  # the module still loads (and refuses --cluster) without th
 
 _SETTINGS: dict[str, Message] = {}  # run id -> the run's settings, in each worker process
 _CACHES: dict[str, Any] = {}  # run id -> PackCache, in each worker process
+_AHEAD: dict[str, Any] = {}  # run id -> the BVH files this worker reads ahead (batch_worker.ReadAhead)
 
 
 class RunSettings(_Plugin):  # type: ignore[misc,valid-type]
@@ -88,6 +94,25 @@ class RunSettings(_Plugin):  # type: ignore[misc,valid-type]
     def teardown(self, worker: Any) -> None:
         _SETTINGS.pop(self.run, None)
         _CACHES.pop(self.run, None)
+        ahead = _AHEAD.pop(self.run, None)
+        if ahead is not None:
+            ahead.stop()
+
+
+class ReadFirst(_Plugin):  # type: ignore[misc,valid-type]
+    """Given to the workers of a local cluster as they start: worker ``i`` (its name) reads the
+    BVH files ``reading[i]`` ahead (:func:`warm_up`) from its start on, while the main process
+    loads Blender."""
+
+    def __init__(self, run: str, reading: list[list[str]]) -> None:
+        self.run = run
+        self.reading = reading
+        self.name = f"marionette-read-{run}"
+
+    def setup(self, worker: Any) -> None:
+        name = worker.name
+        if isinstance(name, int) and self.reading:
+            warm_up(self.run, self.reading[name % len(self.reading)])
 
 
 def _without_blender_paths() -> None:
@@ -102,16 +127,20 @@ def _without_blender_paths() -> None:
     sys.path[:] = [p for p in sys.path if not (mark in p and f"{os.sep}scripts" in p)]
 
 
-def warm_up() -> int:
+def warm_up(run: str = "", paths: Sequence[str] = ()) -> int:
     """In each worker, while the main process loads Blender: import what a task runs (numpy, the
-    retarget, the BVH reader), so the first task's time is its own."""
+    retarget, the BVH reader), so the first task's time is its own, and start reading ``paths``
+    (BVH files its tasks will bake, as the local workers do: :class:`.batch_worker.ReadAhead`,
+    which stops at the first task)."""
     _without_blender_paths()
-    from . import batch_worker  # noqa: F401
+    from .batch_worker import ReadAhead
     from .worker_process import openblas_threads
 
     blas = openblas_threads()  # one task per worker thread already
     if blas is not None:
         blas[1](1)
+    if paths and run not in _AHEAD:
+        _AHEAD[run] = ReadAhead(paths)
     return os.getpid()
 
 
@@ -135,10 +164,12 @@ def _as_shipped_from(messages: list[Message], path: str, here: str, folder: str)
             msg["reason"] = msg["reason"].replace(here, path).replace(folder, os.path.dirname(path))
 
 
-def cluster_file(task: Message, run: str, shipped: dict[str, bytes] | None = None) -> dict[str, Any]:
-    """Run one task in a Dask worker: its messages (as :func:`.batch_worker.run_file` makes them,
-    without parts), where it ran and the cache counts it added. ``shipped``: the file's bytes
-    (``--ship-inputs``), by name, baked from a private copy removed afterwards."""
+def cluster_file(task: Message, run: str, shipped: dict[str, bytes] | None = None, parts_dir: str | None = None) -> dict[str, Any]:
+    """Run one task in a Dask worker: its messages (as :func:`.batch_worker.run_file` makes them),
+    where it ran and the cache counts it added. ``shipped``: the file's bytes (``--ship-inputs``),
+    by name, baked from a private copy removed afterwards. ``parts_dir``: the run's parts folder,
+    when this worker shares the client's disk (a local cluster), where it saves each baked clip
+    (else the client does, as results arrive)."""
     _without_blender_paths()
     from ..core.batch.baking import PackCache
     from ..core.batch.settings import BakeSettings
@@ -152,7 +183,14 @@ def cluster_file(task: Message, run: str, shipped: dict[str, bytes] | None = Non
     s = cache.stats
     before = [s.mapping_hits, s.mapping_misses, s.binding_hits, s.binding_misses]
     if shipped is None:
-        messages = list(run_file(task, cache, None))
+        data: Any = None
+        seconds = 0.0
+        ahead = _AHEAD.get(run)
+        if ahead is not None:
+            ahead.stop()  # from the first task on it would only compete with the tasks
+            if str(task["path"]).lower().endswith(".bvh"):
+                data, seconds = ahead.take(str(task["path"]))
+        messages = list(run_file(task, cache, None, None, data, seconds))
     else:
         path = str(task["path"])
         here, folder = _unpack(shipped, path)
@@ -161,6 +199,12 @@ def cluster_file(task: Message, run: str, shipped: dict[str, bytes] | None = Non
         finally:
             shutil.rmtree(folder, ignore_errors=True)
         _as_shipped_from(messages, path, here, folder)
+    if parts_dir:
+        for msg in messages:
+            if msg["op"] == "clip":
+                t = time.perf_counter()
+                write_part(parts_dir, msg)
+                msg["timings"]["part"] = time.perf_counter() - t
     done = messages[-1]
     done["cache"] = [a - b for a, b in zip(done["cache"], before, strict=True)]
     try:
@@ -170,6 +214,11 @@ def cluster_file(task: Message, run: str, shipped: dict[str, bytes] | None = Non
     except (ImportError, ValueError):
         address = "here"
     return {"messages": messages, "worker": address, "host": socket.gethostname(), "pid": os.getpid()}
+
+
+def cluster_files(tasks: list[Message], run: str, shipped: list[dict[str, bytes] | None], parts_dir: str | None = None) -> list[dict[str, Any]]:
+    """Several tasks in one Dask task, one after the other (:func:`cluster_file` each)."""
+    return [cluster_file(t, run, b, parts_dir) for t, b in zip(tasks, shipped, strict=True)]
 
 
 # --- the client's side ----------------------------------------------------------------------
@@ -289,6 +338,11 @@ def shipped_files(path: str) -> dict[str, bytes]:
     return out
 
 
+def _raised(result: Any) -> Any:
+    """What a failed task raised, as ``as_completed`` gives it ((type, value, traceback))."""
+    return result[1] if isinstance(result, tuple) and len(result) == 3 else result
+
+
 def parse_cluster(text: str) -> tuple[str | None, int]:
     """``--cluster``: ``(scheduler address, 0)`` or ``(None, N)`` for ``local:N``; refuses the rest."""
     if text.startswith("local:"):
@@ -308,7 +362,7 @@ class ClusterPool:
     #: The dispatching cannot answer a task while it runs (the local workers' ``ask``).
     answers = False
 
-    def __init__(self, cluster: str, *, ship: bool = False, connect_timeout: float = CONNECT_TIMEOUT) -> None:
+    def __init__(self, cluster: str, *, ship: bool = False, read_ahead: Sequence[str] = (), connect_timeout: float = CONNECT_TIMEOUT) -> None:
         try:
             import distributed  # noqa: F401
         except ImportError:
@@ -327,8 +381,10 @@ class ClusterPool:
         self._run = uuid.uuid4().hex
         self._settings: Any = None
         self._parts_dir: str | None = None
-        self._futures: dict[Any, tuple[Worker, Message]] = {}
-        self._scattered: dict[Any, Any] = {}  # a task's future -> its file's scattered bytes
+        #: A Dask task's future -> its files: [slot, task, shipped bytes, still wanted].
+        self._futures: dict[Any, list[list[Any]]] = {}
+        self._grouping: dict[str, list[list[Any]]] = {}  # worker to run them ("": any) -> files waiting to go
+        self._deaths_before: dict[Any, int] = {}  # a file sent again alone after its group failed -> deaths so far
         self._unread: list[tuple[Worker, Message]] = []  # --ship-inputs: files this machine could not read
         self._slot_cache: dict[int, list[int]] = {}
         self._local: Any = None
@@ -343,7 +399,20 @@ class ClusterPool:
         self._local_n = local
         self._start_error: BaseException | None = None
         self._starter: threading.Thread | None = None
+        self._ahead = [] if ship else list(read_ahead)
+        self._slot_worker: dict[int, str] = {}  # slot -> the Dask worker that read its files ahead
+        self._ahead_of: dict[int, set[str]] = {}
+        self._reading: list[list[str]] = []  # per worker (in order of their names), the files it reads ahead
         if address is None:
+            from .worker_pool import can_fork_workers
+
+            self._plan_read_ahead(local * GROUP_FILES, local)  # known now: the runner prefers each slot's files
+            if can_fork_workers():  # here, on this thread, before Blender loads (cluster_host)
+                from .cluster_host import ForkedCluster
+
+                # Its workers start reading as they start, before this process reaches them.
+                first = [ReadFirst(self._run, self._reading)] if self._ahead else []
+                self._local = ForkedCluster(local, {"distributed.worker.profile.enabled": False}, first)  # see PROFILER_OFF
             # A cluster of our own cannot be unreachable: it starts while this process loads Blender.
             self._starter = threading.Thread(target=self._start_local, args=(connect_timeout,), name="cluster-start", daemon=True)
             self._starter.start()
@@ -354,6 +423,9 @@ class ClusterPool:
         from distributed import LocalCluster
 
         try:
+            if self._local is not None:  # forked already
+                self._connect(self._local.wait(WORKERS_TIMEOUT), connect_timeout)
+                return
             import dask
 
             env = {v: "1" for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
@@ -397,31 +469,66 @@ class ClusterPool:
                 self.close(graceful=False)
                 raise MarionetteError(f"--cluster {self.address}: the scheduler cannot run Marionette's part ({type(exc).__name__}: {exc}); install Marionette on its machine too") from None
             self._holding = True
+            if self._local is not None:  # every worker of our own reads ahead
+                self.client.wait_for_workers(self._local_n, timeout=WORKERS_TIMEOUT)
+            info = self.client.scheduler_info(n_workers=-1)["workers"]
+            if self._local is not None:  # in the order of their names (0, 1...), as ReadFirst reads
+                workers = sorted(info, key=lambda a: str(info[a].get("name")).zfill(9))
+            else:
+                workers = sorted(info)
+                self._plan_read_ahead(self.slots, len(workers))
+            for k in self.read_ahead:  # slot k: a thread of worker k mod the workers
+                self._slot_worker[k] = workers[k % len(workers)]
+            reading = dict(zip(workers, self._reading, strict=False))
             # While this process loads Blender (a worker that fails it is met again by its tasks).
-            threading.Thread(target=self._warm_up, name="cluster-warm-up", daemon=True).start()
+            threading.Thread(target=self._warm_up, args=(reading,), name="cluster-warm-up", daemon=True).start()
         except (OSError, TimeoutError) as exc:
             self.close(graceful=False)
             raise MarionetteError(f"--cluster {self.address}: the scheduler has no worker ({exc})") from None
 
-    def _warm_up(self) -> None:
-        with contextlib.suppress(Exception):
-            self.client.run(warm_up)
+    def _plan_read_ahead(self, slots: int, workers: int) -> None:
+        """The BVH files each slot prefers (split as the local pool splits them), and those each
+        worker reads ahead: its slots' (slot ``k`` is a thread of worker ``k`` mod ``workers``),
+        in pack order, at most :data:`READ_AHEAD_FILES`. A slot's task goes to that worker first."""
+        if not self._ahead:
+            self.read_ahead, self._reading = {}, []
+            return
+        order = {p: i for i, p in enumerate(self._ahead)}
+        self.read_ahead = {k: self._ahead[k::slots] for k in range(slots)}
+        self._reading = [
+            sorted((p for k in range(j, slots, workers) for p in self.read_ahead[k]), key=order.__getitem__)[:READ_AHEAD_FILES] for j in range(workers)
+        ]
+        read = [set(r) for r in self._reading]
+        self._ahead_of = {k: set(paths) & read[k % workers] for k, paths in self.read_ahead.items()}
+
+    def _warm_up(self, reading: dict[str, list[str]]) -> None:
+        """Warm every worker up, each reading ahead the files of its slots (their tasks go to it
+        first)."""
+        for addr, paths in reading.items():
+            with contextlib.suppress(Exception):
+                self.client.run(warm_up, self._run, paths, workers=[addr])
 
     # --- size ---
 
     @property
-    def slots(self) -> int:
+    def threads(self) -> int:
         """Tasks the cluster runs at once (its workers' threads)."""
         if self._starter is not None:
             return self._local_n
         return max(1, sum(self.client.nthreads().values()))
 
+    @property
+    def slots(self) -> int:
+        """Files handed to the cluster at once, two per slot (the dispatching's depth): a group
+        of :data:`GROUP_FILES` for each thread to run and one to come."""
+        return self.threads * GROUP_FILES
+
     def jobs_for(self, plan: PackPlan) -> tuple[int, str | None]:
-        """Slots a run of ``plan`` uses: one per thread of the cluster, no more than its files."""
-        n = self.slots
-        if len(plan.files) < n:
-            return len(plan.files), f"using {len(plan.files)} of the cluster's {n} worker threads: the pack has {len(plan.files)} files"
-        return n, None
+        """Slots a run of ``plan`` uses (see :attr:`slots`), no more than its files."""
+        n, threads = self.slots, self.threads
+        if len(plan.files) < threads:
+            return len(plan.files), f"using {len(plan.files)} of the cluster's {threads} worker threads: the pack has {len(plan.files)} files"
+        return min(n, len(plan.files)), None
 
     # --- what the dispatching uses ---
 
@@ -452,8 +559,6 @@ class ClusterPool:
         if op != "file":
             return True  # "take" and "stop" mean nothing here
         task = {k: v for k, v in msg.items() if k != "ask"}
-        stem = os.path.splitext(os.path.basename(str(task["path"])))[0]  # the dashboard names the file
-        key = f"marionette-{task['file']}-{stem}-{uuid.uuid4().hex[:8]}"
         shipped: Any = None
         if self.ship:
             try:
@@ -464,19 +569,47 @@ class ClusterPool:
                 return True
             if sum(len(b) for b in shipped.values()) > SCATTER_BYTES:
                 shipped = self.client.scatter([shipped], hash=False)[0]  # one object (a dict would be scattered per entry)
-        fut = self.client.submit(cluster_file, task, self._run, shipped, key=key, pure=False, retries=0)
-        if shipped is not None and not isinstance(shipped, dict):
-            self._scattered[fut] = shipped
-        self._futures[fut] = (w, task)
+        where = ""
+        if w.wid in self._slot_worker and str(task["path"]) in self._ahead_of.get(w.wid, ()):
+            where = self._slot_worker[w.wid]  # the worker that read it ahead
+        entry = [w, task, shipped, True]
+        if (shipped is not None and not isinstance(shipped, dict)) or not str(task["path"]).lower().endswith((".bvh", ".vmd")):
+            self._submit([entry], where)  # scattered bytes, or a file to import: alone
+            return True
+        group = self._grouping.setdefault(where, [])
+        group.append(entry)
+        if len(group) >= GROUP_FILES:
+            self._submit(self._grouping.pop(where), where)
+        return True
+
+    def _flush(self) -> None:
+        """Send the files waiting to be grouped (the dispatching has handed out what it had)."""
+        grouping, self._grouping = self._grouping, {}
+        for where, entries in grouping.items():
+            self._submit(entries, where)
+
+    def _submit(self, entries: list[list[Any]], where: str = "", died: int = 0) -> None:
+        tasks = [e[1] for e in entries]
+        stems = "+".join(os.path.splitext(os.path.basename(str(t["path"])))[0] for t in tasks)  # the dashboard names the files
+        key = f"marionette-{tasks[0]['file']}-{stems}-{uuid.uuid4().hex[:8]}"
+        parts = self._parts_dir if self._local is not None else None  # a local cluster's workers share this disk
+        pin: dict[str, Any] = {"workers": [where], "allow_other_workers": True} if where else {}
+        if len(entries) == 1:
+            fut = self.client.submit(cluster_file, tasks[0], self._run, entries[0][2], parts, key=key, pure=False, retries=0, **pin)
+        else:
+            fut = self.client.submit(cluster_files, tasks, self._run, [e[2] for e in entries], parts, key=key, pure=False, retries=0, **pin)
+        self._futures[fut] = entries
+        if died:
+            self._deaths_before[fut] = died
         self._completed.add(fut)
         if self._t0 is None:
             self._t0 = time.perf_counter()
-        return True
 
     def receive(self, timeout: float) -> list[tuple[Worker, Message | None]]:
         """The messages of the tasks that ended within ``timeout``. Their results were fetched
         meanwhile by the client's own thread (``as_completed`` with results), not by this one,
         which writes the clips."""
+        self._flush()
         if self._unread:
             unread, self._unread = self._unread, []
             return [(w, m) for w, task in unread for m in self._failed(w, task, task["why"])]
@@ -496,14 +629,23 @@ class ClusterPool:
             deaths = {}
         out: list[tuple[Worker, Message | None]] = []
         for fut, result in done:
-            w, task = self._futures.pop(fut)
-            self._scattered.pop(fut, None)  # the cluster may forget the file's bytes
-            if fut.status == "cancelled":
+            entries = self._futures.pop(fut)  # (their bytes may go)
+            died = self._deaths_before.pop(fut, 0) + deaths.get(fut.key, 0)
+            wanted = [e for e in entries if e[3]]
+            if fut.status == "cancelled" or not wanted:
                 continue
-            if fut.status == "error" or not isinstance(result, dict):
-                out.extend((w, m) for m in self._failed(w, task, result))
+            failed = fut.status == "error" or not isinstance(result, (dict, list))
+            if failed and len(wanted) > 1 and type(_raised(result)).__name__ == "KilledWorker":
+                for e in wanted:  # each file alone: only the one that kills its workers fails
+                    self._submit([e], died=died)
                 continue
-            out.extend((w, m) for m in self._arrived(w, task, result, deaths.get(fut.key, 0)))
+            if failed:
+                out.extend((e[0], m) for e in wanted for m in self._failed(e[0], e[1], result))
+                continue
+            results = result if isinstance(result, list) else [result]
+            for e, r in zip(entries, results, strict=True):
+                if e[3]:
+                    out.extend((e[0], m) for m in self._arrived(e[0], e[1], r, died))
         return out
 
     def _arrived(self, w: Worker, task: Message, result: dict[str, Any], died: int) -> list[Message]:
@@ -517,7 +659,7 @@ class ClusterPool:
             if msg["op"] == "clip":
                 if died:
                     msg.setdefault("warnings", []).append(f"recomputed: the worker baking it died ({died} lost), baked again on {result['worker']}")
-                if self._parts_dir:
+                if self._parts_dir and self._local is None:  # else the worker saved it
                     t = time.perf_counter()
                     write_part(self._parts_dir, msg)
                     msg["timings"]["part"] = time.perf_counter() - t
@@ -538,8 +680,7 @@ class ClusterPool:
     def _failed(self, w: Worker, task: Message, exc: Any) -> list[Message]:
         """The messages of a task the cluster gave up on (``exc``, what it raised): a worker died
         twice running it (or the task could not run at all)."""
-        if isinstance(exc, tuple) and len(exc) == 3:  # (type, value, traceback), as as_completed gives it
-            exc = exc[1]
+        exc = _raised(exc)
         fid, path = task["file"], str(task["path"])
         if type(exc).__name__ == "KilledWorker":
             reason = f"{DIED_TWICE} while baking it (a clip that kills its worker: {exc})"
@@ -557,12 +698,17 @@ class ClusterPool:
         return out
 
     def kill(self, w: Worker) -> None:
-        """Give up the slot's tasks (past ``--timeout``)."""
-        for fut, (slot, _task) in list(self._futures.items()):
-            if slot is w:
+        """Give up the slot's tasks (past ``--timeout``); a Dask task is cancelled once none of
+        its files is wanted."""
+        for where, entries in list(self._grouping.items()):
+            self._grouping[where] = [e for e in entries if e[0] is not w]
+        for fut, entries in list(self._futures.items()):
+            for e in entries:
+                if e[0] is w:
+                    e[3] = False
+            if not any(e[3] for e in entries):
                 fut.cancel()
                 del self._futures[fut]
-                self._scattered.pop(fut, None)
 
     def retire(self, w: Worker) -> str:
         self.kill(w)
@@ -581,7 +727,7 @@ class ClusterPool:
         if self._futures:
             self.client.cancel(list(self._futures))
             self._futures.clear()
-        self._scattered.clear()
+        self._grouping.clear()
         self._unread.clear()
         client = getattr(self, "client", None)
         if client is not None and self._settings is not None and self._local is None:

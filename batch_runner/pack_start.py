@@ -111,7 +111,8 @@ def start_pack(
     if cluster is not None:
         from .cluster import ClusterPool
 
-        cpool = ClusterPool(cluster, ship=ship_inputs)
+        ahead = [f.path for f in plan.files if f.is_bvh] if read_ahead and not resume else []
+        cpool = ClusterPool(cluster, ship=ship_inputs, read_ahead=ahead)
         try:
             made = not os.path.isdir(parts)
             if not resume and not made:

@@ -40,9 +40,9 @@ class RemoveOnStart(WorkerPlugin):
     def transition(self, key: Any, start: str, finish: str, **kwargs: Any) -> None:
         if finish != "executing" or not str(key).startswith("marionette-"):
             return
-        stem = str(key).split("-", 2)[2].rsplit("-", 1)[0]  # marionette-<file>-<stem>-<hex>
+        stems = str(key).split("-", 2)[2].rsplit("-", 1)[0].split("+")  # marionette-<file>-<stem>[+<stem>...]-<hex>
         for name in os.listdir(self.folder):
-            if os.path.splitext(name)[0] == stem:
+            if os.path.splitext(name)[0] in stems:
                 os.remove(os.path.join(self.folder, name))
 
 
