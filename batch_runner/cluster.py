@@ -9,12 +9,17 @@ the pool's *slots* stands for one thread of the cluster; a task handed to a slot
 the scheduler, which runs it on whichever worker is free, and its messages come back together when
 it ends.
 
-* A Dask worker runs :func:`cluster_file`: :func:`.batch_worker.run_file`, the local workers'
-  code, in a worker process that imports ``bpy`` when it first meets an imported file. It keeps one
-  mapping and binding cache per run (the settings travel once, scattered to every worker), so a
-  pack from one capture shoot maps and binds once per worker process, as locally.
+* A Dask worker runs :func:`.cluster_worker.cluster_file`: :func:`.batch_worker.run_file`, the
+  local workers' code, in a worker process that imports ``bpy`` when it first meets an imported
+  file. It keeps one mapping and binding cache per run (the settings travel once, given to every
+  worker), so a pack from one capture shoot maps and binds once per worker process, as locally.
+  One-clip files (BVH, VMD) travel in Dask tasks of up to :data:`GROUP_FILES`; each worker reads
+  ahead the BVH files of its slots while this process loads Blender, as the local workers do.
 * Parts (``OUT.blend.parts/``) are written here, as each result arrives and before its clips are
-  written: the workers need no shared folder but the pack's.
+  written: the workers need no shared folder but the pack's (a local cluster's workers write them,
+  on this disk).
+* ``--cluster local:N`` on Linux: the scheduler and its workers run in a process forked before
+  Blender loads (:mod:`.cluster_host`), before this process imports Dask (the host imports it meanwhile).
 * A worker that dies while baking a file: the scheduler gives the file to another worker, and the
   report's clips say ``recomputed`` with the worker lost. A file that kills a second worker is
   failed, "worker died twice", and the rest go on (the scheduler's ``allowed_failures`` is set to 1,
@@ -32,12 +37,10 @@ it ends.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import os
-import shutil
 import socket
-import sys
-import tempfile
 import threading
 import time
 import uuid
@@ -60,166 +63,10 @@ SCATTER_BYTES = 2**20
 #: Files of one clip (BVH, VMD) handed to the cluster together travel as one Dask task of up to
 #: this many: each task costs the scheduler, the worker and this process some milliseconds of
 #: their cores whatever it holds (measured: about 20 ms per task on two shared cores).
-GROUP_FILES = 8
+GROUP_FILES = 16
 #: A Dask worker samples its threads' stacks every 10 ms for the dashboard's profile, holding the
 #: interpreter meanwhile; a local cluster's workers are started without it (README: Many machines).
 PROFILER_OFF = ("DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED", "False")
-
-# --- the worker's side ----------------------------------------------------------------------
-
-try:
-    from distributed import SchedulerPlugin as _SchedulerPlugin
-    from distributed import WorkerPlugin as _Plugin
-except ImportError:  # the module still loads (and refuses --cluster) without the extra
-    _Plugin = _SchedulerPlugin = object  # type: ignore[assignment,misc]
-
-_SETTINGS: dict[str, Message] = {}  # run id -> the run's settings, in each worker process
-_CACHES: dict[str, Any] = {}  # run id -> PackCache, in each worker process
-_AHEAD: dict[str, Any] = {}  # run id -> the BVH files this worker reads ahead (batch_worker.ReadAhead)
-
-
-class RunSettings(_Plugin):  # type: ignore[misc,valid-type]
-    """The run's settings, given once to every worker of the cluster (and to each one that joins
-    or is restarted) rather than with every task: a task that depends on nothing is sent to a
-    worker only when one of its threads is free."""
-
-    def __init__(self, run: str, settings: Message) -> None:
-        self.run = run
-        self.settings = settings
-        self.name = f"marionette-{run}"
-
-    def setup(self, worker: Any) -> None:
-        _SETTINGS[self.run] = self.settings
-
-    def teardown(self, worker: Any) -> None:
-        _SETTINGS.pop(self.run, None)
-        _CACHES.pop(self.run, None)
-        ahead = _AHEAD.pop(self.run, None)
-        if ahead is not None:
-            ahead.stop()
-
-
-class ReadFirst(_Plugin):  # type: ignore[misc,valid-type]
-    """Given to the workers of a local cluster as they start: worker ``i`` (its name) reads the
-    BVH files ``reading[i]`` ahead (:func:`warm_up`) from its start on, while the main process
-    loads Blender."""
-
-    def __init__(self, run: str, reading: list[list[str]]) -> None:
-        self.run = run
-        self.reading = reading
-        self.name = f"marionette-read-{run}"
-
-    def setup(self, worker: Any) -> None:
-        name = worker.name
-        if isinstance(name, int) and self.reading:
-            warm_up(self.run, self.reading[name % len(self.reading)])
-
-
-def _without_blender_paths() -> None:
-    """Before this worker first imports ``bpy``: drop the folders of Blender's scripts from the
-    search path. A worker process started by a process that had loaded Blender (a local cluster's
-    nanny restarting a worker, a test's cluster) is given that process's search path, which Blender
-    extended with its ``scripts/modules``; there ``bpy`` is Blender's Python half, and importing it
-    before the ``bpy`` module itself fails (``No module named '_bpy'``)."""
-    if "bpy" in sys.modules:
-        return
-    mark = f"{os.sep}bpy{os.sep}"
-    sys.path[:] = [p for p in sys.path if not (mark in p and f"{os.sep}scripts" in p)]
-
-
-def warm_up(run: str = "", paths: Sequence[str] = ()) -> int:
-    """In each worker, while the main process loads Blender: import what a task runs (numpy, the
-    retarget, the BVH reader), so the first task's time is its own, and start reading ``paths``
-    (BVH files its tasks will bake, as the local workers do: :class:`.batch_worker.ReadAhead`,
-    which stops at the first task)."""
-    _without_blender_paths()
-    from .batch_worker import ReadAhead
-    from .worker_process import openblas_threads
-
-    blas = openblas_threads()  # one task per worker thread already
-    if blas is not None:
-        blas[1](1)
-    if paths and run not in _AHEAD:
-        _AHEAD[run] = ReadAhead(paths)
-    return os.getpid()
-
-
-def _unpack(shipped: dict[str, bytes], path: str) -> tuple[str, str]:
-    """Write a shipped file (and its companions) into a private temporary folder; returns the
-    file's path there and the folder."""
-    folder = tempfile.mkdtemp(prefix="marionette_shipped_")
-    for name, data in shipped.items():
-        dest = os.path.join(folder, name)
-        os.makedirs(os.path.dirname(dest), exist_ok=True)
-        with open(dest, "wb") as f:
-            f.write(data)
-    return os.path.join(folder, os.path.basename(path)), folder
-
-
-def _as_shipped_from(messages: list[Message], path: str, here: str, folder: str) -> None:
-    """Name the file by the client's ``path`` in ``messages`` made from its copy ``here``."""
-    for msg in messages:
-        msg["path"] = path
-        if isinstance(msg.get("reason"), str):
-            msg["reason"] = msg["reason"].replace(here, path).replace(folder, os.path.dirname(path))
-
-
-def cluster_file(task: Message, run: str, shipped: dict[str, bytes] | None = None, parts_dir: str | None = None) -> dict[str, Any]:
-    """Run one task in a Dask worker: its messages (as :func:`.batch_worker.run_file` makes them),
-    where it ran and the cache counts it added. ``shipped``: the file's bytes (``--ship-inputs``),
-    by name, baked from a private copy removed afterwards. ``parts_dir``: the run's parts folder,
-    when this worker shares the client's disk (a local cluster), where it saves each baked clip
-    (else the client does, as results arrive)."""
-    _without_blender_paths()
-    from ..core.batch.baking import PackCache
-    from ..core.batch.settings import BakeSettings
-    from .batch_worker import run_file
-
-    cache = _CACHES.get(run)
-    if cache is None:
-        settings = _SETTINGS[run]
-        warm_up()
-        cache = _CACHES[run] = PackCache(BakeSettings.from_message(settings))
-    s = cache.stats
-    before = [s.mapping_hits, s.mapping_misses, s.binding_hits, s.binding_misses]
-    if shipped is None:
-        data: Any = None
-        seconds = 0.0
-        ahead = _AHEAD.get(run)
-        if ahead is not None:
-            ahead.stop()  # from the first task on it would only compete with the tasks
-            if str(task["path"]).lower().endswith(".bvh"):
-                data, seconds = ahead.take(str(task["path"]))
-        messages = list(run_file(task, cache, None, None, data, seconds))
-    else:
-        path = str(task["path"])
-        here, folder = _unpack(shipped, path)
-        try:
-            messages = list(run_file({**task, "path": here}, cache, None))
-        finally:
-            shutil.rmtree(folder, ignore_errors=True)
-        _as_shipped_from(messages, path, here, folder)
-    if parts_dir:
-        for msg in messages:
-            if msg["op"] == "clip":
-                t = time.perf_counter()
-                write_part(parts_dir, msg)
-                msg["timings"]["part"] = time.perf_counter() - t
-    done = messages[-1]
-    done["cache"] = [a - b for a, b in zip(done["cache"], before, strict=True)]
-    try:
-        from distributed import get_worker
-
-        address = str(get_worker().address)
-    except (ImportError, ValueError):
-        address = "here"
-    return {"messages": messages, "worker": address, "host": socket.gethostname(), "pid": os.getpid()}
-
-
-def cluster_files(tasks: list[Message], run: str, shipped: list[dict[str, bytes] | None], parts_dir: str | None = None) -> list[dict[str, Any]]:
-    """Several tasks in one Dask task, one after the other (:func:`cluster_file` each)."""
-    return [cluster_file(t, run, b, parts_dir) for t, b in zip(tasks, shipped, strict=True)]
-
 
 # --- the client's side ----------------------------------------------------------------------
 
@@ -241,66 +88,6 @@ class _Slot:
 
 
 #: On a scheduler: per scheduler, its own settings before the first run changed them, and the runs
-#: (their ids) holding them changed. Several runs may share a scheduler; the last to end restores.
-_HELD: dict[int, dict[str, Any]] = {}
-
-
-def _hold_settings(run: str, dask_scheduler: Any = None) -> None:
-    """On the scheduler, for run ``run``: a task whose worker died is given to another one once; a
-    second death fails it (KilledWorker). A worker is sent only what its threads run (worker
-    saturation 1): every task held by a worker that dies counts that death, so a task queued
-    behind a clip that kills its worker would otherwise be blamed with it."""
-    held = _HELD.setdefault(
-        id(dask_scheduler),
-        {"allowed_failures": dask_scheduler.allowed_failures, "worker_saturation": dask_scheduler.WORKER_SATURATION, "runs": set()},
-    )
-    held["runs"].add(run)
-    dask_scheduler.allowed_failures = 1
-    dask_scheduler.WORKER_SATURATION = 1.0
-
-
-def _restore_settings(run: str, dask_scheduler: Any = None) -> None:
-    """On the scheduler, when run ``run`` ends: its settings as they were before the first run
-    still going changed them, once no other run holds them."""
-    dask_scheduler.plugins.pop(f"marionette-release-{run}", None)
-    held = _HELD.get(id(dask_scheduler))
-    if held is None or run not in held["runs"]:
-        return
-    held["runs"].discard(run)
-    if not held["runs"]:
-        dask_scheduler.allowed_failures = held["allowed_failures"]
-        dask_scheduler.WORKER_SATURATION = held["worker_saturation"]
-        del _HELD[id(dask_scheduler)]
-
-
-class ReleaseOnLeave(_SchedulerPlugin):  # type: ignore[misc,valid-type]
-    """On the scheduler: holds the run's settings from its start (:func:`_hold_settings`) and
-    restores them when the client that started the run leaves without saying so (killed, its
-    machine gone); a run that ends as it should restores them itself."""
-
-    def __init__(self, run: str, client: str) -> None:
-        self.run = run
-        self.client = client
-        self.name = f"marionette-release-{run}"
-
-    def start(self, scheduler: Any) -> None:
-        _hold_settings(self.run, scheduler)
-
-    def remove_client(self, scheduler: Any, client: str) -> None:
-        if client == self.client:
-            _restore_settings(self.run, scheduler)
-
-
-def _deaths(keys: Sequence[str], dask_scheduler: Any = None) -> dict[str, int]:
-    """On the scheduler: how many workers died while running each of ``keys``."""
-    out: dict[str, int] = {}
-    for k in keys:
-        ts = dask_scheduler.tasks.get(k)
-        if ts is not None and ts.suspicious:
-            out[k] = int(ts.suspicious)
-    return out
-
-
 def _gltf_companions(text: bytes) -> list[str]:
     """The files a ``.gltf`` names by a relative path (buffers, images)."""
     from urllib.parse import unquote
@@ -338,6 +125,13 @@ def shipped_files(path: str) -> dict[str, bytes]:
     return out
 
 
+def _side() -> Any:
+    """What the cluster runs (:mod:`.cluster_worker`, which imports Dask), imported when first used."""
+    from . import cluster_worker
+
+    return cluster_worker
+
+
 def _raised(result: Any) -> Any:
     """What a failed task raised, as ``as_completed`` gives it ((type, value, traceback))."""
     return result[1] if isinstance(result, tuple) and len(result) == 3 else result
@@ -363,10 +157,8 @@ class ClusterPool:
     answers = False
 
     def __init__(self, cluster: str, *, ship: bool = False, read_ahead: Sequence[str] = (), connect_timeout: float = CONNECT_TIMEOUT) -> None:
-        try:
-            import distributed  # noqa: F401
-        except ImportError:
-            raise MarionetteError("--cluster needs dask and distributed: pip install 'marionette[cluster]' (or -e '.[cluster]')") from None
+        if importlib.util.find_spec("distributed") is None:  # not imported yet (see cluster_host)
+            raise MarionetteError("--cluster needs dask and distributed: pip install 'marionette[cluster]' (or -e '.[cluster]')")
         address, local = parse_cluster(cluster)
         self.address = cluster
         #: ``--ship-inputs``: each task carries its file's bytes (see the module docstring).
@@ -385,6 +177,12 @@ class ClusterPool:
         self._futures: dict[Any, list[list[Any]]] = {}
         self._grouping: dict[str, list[list[Any]]] = {}  # worker to run them ("": any) -> files waiting to go
         self._deaths_before: dict[Any, int] = {}  # a file sent again alone after its group failed -> deaths so far
+        #: Whether a worker has left during the run: from then on each result's task is asked for
+        #: the workers it lost (before, no result can have lost any).
+        self._worker_left = False
+        self._files_total = 0
+        self._files_sent = 0
+        self._threads = 1
         self._unread: list[tuple[Worker, Message]] = []  # --ship-inputs: files this machine could not read
         self._slot_cache: dict[int, list[int]] = {}
         self._local: Any = None
@@ -411,8 +209,10 @@ class ClusterPool:
                 from .cluster_host import ForkedCluster
 
                 # Its workers start reading as they start, before this process reaches them.
-                first = [ReadFirst(self._run, self._reading)] if self._ahead else []
-                self._local = ForkedCluster(local, {"distributed.worker.profile.enabled": False}, first)  # see PROFILER_OFF
+                self._local = ForkedCluster(local, {"distributed.worker.profile.enabled": False}, (self._run, self._reading))  # see PROFILER_OFF
+            # Dask is imported on this thread, never beside Blender's import: two threads loading
+            # extension modules at once (Blender's, and the ssl module Dask imports) can deadlock.
+            _side()
             # A cluster of our own cannot be unreachable: it starts while this process loads Blender.
             self._starter = threading.Thread(target=self._start_local, args=(connect_timeout,), name="cluster-start", daemon=True)
             self._starter.start()
@@ -462,13 +262,14 @@ class ClusterPool:
         try:
             self.client.wait_for_workers(1, timeout=WORKERS_TIMEOUT)
             try:
-                self.client.register_plugin(ReleaseOnLeave(self._run, self.client.id))
+                self.client.register_plugin(_side().ReleaseOnLeave(self._run, self.client.id))
             except (OSError, TimeoutError):
                 raise
             except Exception as exc:  # the scheduler cannot load Marionette's plugin
                 self.close(graceful=False)
                 raise MarionetteError(f"--cluster {self.address}: the scheduler cannot run Marionette's part ({type(exc).__name__}: {exc}); install Marionette on its machine too") from None
             self._holding = True
+            self.client.subscribe_topic(f"marionette-{self._run}", self._on_worker_left)
             if self._local is not None:  # every worker of our own reads ahead
                 self.client.wait_for_workers(self._local_n, timeout=WORKERS_TIMEOUT)
             info = self.client.scheduler_info(n_workers=-1)["workers"]
@@ -485,6 +286,9 @@ class ClusterPool:
         except (OSError, TimeoutError) as exc:
             self.close(graceful=False)
             raise MarionetteError(f"--cluster {self.address}: the scheduler has no worker ({exc})") from None
+
+    def _on_worker_left(self, event: Any) -> None:
+        self._worker_left = True
 
     def _plan_read_ahead(self, slots: int, workers: int) -> None:
         """The BVH files each slot prefers (split as the local pool splits them), and those each
@@ -506,7 +310,7 @@ class ClusterPool:
         first)."""
         for addr, paths in reading.items():
             with contextlib.suppress(Exception):
-                self.client.run(warm_up, self._run, paths, workers=[addr])
+                self.client.run(_side().warm_up, self._run, paths, workers=[addr])
 
     # --- size ---
 
@@ -526,6 +330,7 @@ class ClusterPool:
     def jobs_for(self, plan: PackPlan) -> tuple[int, str | None]:
         """Slots a run of ``plan`` uses (see :attr:`slots`), no more than its files."""
         n, threads = self.slots, self.threads
+        self._files_total, self._threads = len(plan.files), threads
         if len(plan.files) < threads:
             return len(plan.files), f"using {len(plan.files)} of the cluster's {threads} worker threads: the pack has {len(plan.files)} files"
         return min(n, len(plan.files)), None
@@ -552,7 +357,7 @@ class ClusterPool:
         op = msg.get("op")
         if op == "setup":
             if self._settings is None:
-                self._settings = RunSettings(self._run, msg["settings"])
+                self._settings = _side().RunSettings(self._run, msg["settings"])
                 self.client.register_plugin(self._settings)
                 self._parts_dir = msg.get("parts_dir")
             return True
@@ -578,9 +383,15 @@ class ClusterPool:
             return True
         group = self._grouping.setdefault(where, [])
         group.append(entry)
-        if len(group) >= GROUP_FILES:
+        if len(group) >= self._group_size():
             self._submit(self._grouping.pop(where), where)
         return True
+
+    def _group_size(self) -> int:
+        """Files per Dask task: :data:`GROUP_FILES`, fewer towards the run's end so that the last
+        tasks end together (two groups per thread for the files left)."""
+        left = self._files_total - self._files_sent
+        return max(1, min(GROUP_FILES, -(-left // (2 * self._threads)))) if self._files_total else GROUP_FILES
 
     def _flush(self) -> None:
         """Send the files waiting to be grouped (the dispatching has handed out what it had)."""
@@ -588,17 +399,18 @@ class ClusterPool:
         for where, entries in grouping.items():
             self._submit(entries, where)
 
-    def _submit(self, entries: list[list[Any]], where: str = "", died: int = 0) -> None:
+    def _submit(self, entries: list[list[Any]], where: str = "", died: int = 0, again: bool = False) -> None:
         tasks = [e[1] for e in entries]
         stems = "+".join(os.path.splitext(os.path.basename(str(t["path"])))[0] for t in tasks)  # the dashboard names the files
         key = f"marionette-{tasks[0]['file']}-{stems}-{uuid.uuid4().hex[:8]}"
         parts = self._parts_dir if self._local is not None else None  # a local cluster's workers share this disk
         pin: dict[str, Any] = {"workers": [where], "allow_other_workers": True} if where else {}
         if len(entries) == 1:
-            fut = self.client.submit(cluster_file, tasks[0], self._run, entries[0][2], parts, key=key, pure=False, retries=0, **pin)
+            fut = self.client.submit(_side().cluster_file, tasks[0], self._run, entries[0][2], parts, key=key, pure=False, retries=0, **pin)
         else:
-            fut = self.client.submit(cluster_files, tasks, self._run, [e[2] for e in entries], parts, key=key, pure=False, retries=0, **pin)
+            fut = self.client.submit(_side().cluster_files, tasks, self._run, [e[2] for e in entries], parts, key=key, pure=False, retries=0, **pin)
         self._futures[fut] = entries
+        self._files_sent += 0 if again else len(entries)
         if died:
             self._deaths_before[fut] = died
         self._completed.add(fut)
@@ -623,10 +435,11 @@ class ClusterPool:
         if not done:
             return []
         deaths: dict[str, int] = {}
-        try:
-            deaths = self.client.run_on_scheduler(_deaths, [f.key for f, _ in done])
-        except Exception:  # the scheduler went away: the results in hand still count
-            deaths = {}
+        if self._worker_left:
+            try:
+                deaths = self.client.run_on_scheduler(_side()._deaths, [f.key for f, _ in done])
+            except Exception:  # the scheduler went away: the results in hand still count
+                deaths = {}
         out: list[tuple[Worker, Message | None]] = []
         for fut, result in done:
             entries = self._futures.pop(fut)  # (their bytes may go)
@@ -637,7 +450,7 @@ class ClusterPool:
             failed = fut.status == "error" or not isinstance(result, (dict, list))
             if failed and len(wanted) > 1 and type(_raised(result)).__name__ == "KilledWorker":
                 for e in wanted:  # each file alone: only the one that kills its workers fails
-                    self._submit([e], died=died)
+                    self._submit([e], died=died, again=True)
                 continue
             if failed:
                 out.extend((e[0], m) for e in wanted for m in self._failed(e[0], e[1], result))
@@ -738,7 +551,7 @@ class ClusterPool:
         if client is not None and self._holding:
             self._holding = False
             try:  # a shared scheduler's settings as they were before the run
-                client.run_on_scheduler(_restore_settings, self._run)
+                client.run_on_scheduler(_side()._restore_settings, self._run)
             except Exception:  # the scheduler went away meanwhile: nothing to restore
                 pass
         if client is not None:

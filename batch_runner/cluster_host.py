@@ -5,7 +5,7 @@ on that process's event loop, where they compete with the writing of every Actio
 interpreter, and it spawns its workers as fresh programs that import Python, numpy, Dask and the
 add-on again (about a second of a core each), while this process loads Blender. Here instead, on
 Linux and before Blender is loaded (:func:`.worker_pool.can_fork_workers`), the command line forks
-a *host*: it imports Dask, starts the scheduler and the nannies, and its nannies fork the workers
+a *host*, before this process imports Dask: the host imports it, starts the scheduler and the nannies, and its nannies fork the workers
 from it (``multiprocessing-method: fork``), so they start with the add-on imported and begin
 reading the pack while Blender loads. The host never loads Blender, so a worker the nanny starts
 again after a loss is a clean fork too.
@@ -28,12 +28,17 @@ from typing import Any
 from .worker_process import die_with_parent
 
 
-def _host(n: int, conn: Connection, parent: int, settings: dict[str, Any], plugins: Sequence[Any]) -> None:
+def _host(n: int, conn: Connection, parent: int, settings: dict[str, Any], reading: tuple[str, Sequence[Sequence[str]]]) -> None:
     os.setsid()
     die_with_parent(parent)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     import dask
     from distributed import LocalCluster
+
+    from .cluster_worker import ReadFirst
+
+    run, lists = reading
+    plugins = (ReadFirst(run, [list(x) for x in lists]),) if lists else ()
 
     dask.config.set({"distributed.worker.multiprocessing-method": "fork", **settings})
     cluster = LocalCluster(
@@ -46,10 +51,11 @@ def _host(n: int, conn: Connection, parent: int, settings: dict[str, Any], plugi
 
 class ForkedCluster:
     """A local Dask cluster of ``n`` single-thread workers in a forked host process (see the
-    module docstring; ``plugins``: Dask worker plugins each worker starts with). Offers what :class:`.cluster.ClusterPool` uses of a ``LocalCluster``:
+    module docstring; ``reading``: the run's id and, per worker, the BVH files it reads from its
+    start on, :class:`.cluster_worker.ReadFirst`). Offers what :class:`.cluster.ClusterPool` uses of a ``LocalCluster``:
     :attr:`scheduler_address` (once :meth:`wait` returned) and :meth:`close`."""
 
-    def __init__(self, n: int, settings: dict[str, Any], plugins: Sequence[Any] = ()) -> None:
+    def __init__(self, n: int, settings: dict[str, Any], reading: tuple[str, Sequence[Sequence[str]]] = ("", ())) -> None:
         here, there = Pipe(duplex=False)
         parent = os.getpid()
         sys.stdout.flush()
@@ -59,7 +65,7 @@ class ForkedCluster:
             code = 1
             try:
                 here.close()
-                _host(n, there, parent, settings, plugins)
+                _host(n, there, parent, settings, reading)
                 code = 0
             except BaseException:
                 traceback.print_exc()
