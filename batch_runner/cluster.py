@@ -19,7 +19,7 @@ it ends.
   written: the workers need no shared folder but the pack's (a local cluster's workers write them,
   on this disk).
 * ``--cluster local:N`` on Linux: the scheduler and its workers run in a process forked before
-  Blender loads (:mod:`.cluster_host`), before this process imports Dask (the host imports it meanwhile).
+  Blender loads (:mod:`.cluster_host`).
 * A worker that dies while baking a file: the scheduler gives the file to another worker, and the
   report's clips say ``recomputed`` with the worker lost. A file that kills a second worker is
   failed, "worker died twice", and the rest go on (the scheduler's ``allowed_failures`` is set to 1,
@@ -205,14 +205,15 @@ class ClusterPool:
             from .worker_pool import can_fork_workers
 
             self._plan_read_ahead(local * GROUP_FILES, local)  # known now: the runner prefers each slot's files
+            # Dask is imported on this thread, never beside Blender's import: two threads loading
+            # extension modules at once (Blender's, and the ssl module Dask imports) can deadlock.
+            # Before the fork: the local cluster's process has it then, and starts in a moment.
+            _side()
             if can_fork_workers():  # here, on this thread, before Blender loads (cluster_host)
                 from .cluster_host import ForkedCluster
 
                 # Its workers start reading as they start, before this process reaches them.
                 self._local = ForkedCluster(local, {"distributed.worker.profile.enabled": False}, (self._run, self._reading))  # see PROFILER_OFF
-            # Dask is imported on this thread, never beside Blender's import: two threads loading
-            # extension modules at once (Blender's, and the ssl module Dask imports) can deadlock.
-            _side()
             # A cluster of our own cannot be unreachable: it starts while this process loads Blender.
             self._starter = threading.Thread(target=self._start_local, args=(connect_timeout,), name="cluster-start", daemon=True)
             self._starter.start()

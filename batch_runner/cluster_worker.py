@@ -5,9 +5,9 @@ task), with the run's settings given once (:class:`RunSettings`) and the BVH fil
 (:class:`ReadFirst`, :func:`warm_up`); on the scheduler, the settings a run holds changed and
 restores (:class:`ReleaseOnLeave`), and the workers each task lost (:func:`_deaths`).
 
-This module imports Dask: the command line imports it once its own local cluster (if any) is
-forked (:mod:`.cluster_host`), never before. The workers and the scheduler import it by name, so
-Marionette must be installed where they run.
+This module imports Dask: the command line imports it on its main thread before it loads Blender
+(never beside Blender's import) and before it forks its own local cluster (:mod:`.cluster_host`).
+The workers and the scheduler import it by name, so Marionette must be installed where they run.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import shutil
 import socket
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -32,6 +33,8 @@ from ..core.batch.output_files import write_part
 _SETTINGS: dict[str, Message] = {}  # run id -> the run's settings, in each worker process
 _CACHES: dict[str, Any] = {}  # run id -> PackCache, in each worker process
 _AHEAD: dict[str, Any] = {}  # run id -> the BVH files this worker reads ahead (batch_worker.ReadAhead)
+_WORKING: set[str] = set()  # runs whose tasks have started here (nothing is read ahead from then on)
+_AHEAD_LOCK = threading.Lock()
 
 
 class RunSettings(_Plugin):  # type: ignore[misc,valid-type]
@@ -50,6 +53,7 @@ class RunSettings(_Plugin):  # type: ignore[misc,valid-type]
     def teardown(self, worker: Any) -> None:
         _SETTINGS.pop(self.run, None)
         _CACHES.pop(self.run, None)
+        _WORKING.discard(self.run)
         ahead = _AHEAD.pop(self.run, None)
         if ahead is not None:
             ahead.stop()
@@ -68,7 +72,16 @@ class ReadFirst(_Plugin):  # type: ignore[misc,valid-type]
     def setup(self, worker: Any) -> None:
         name = worker.name
         if isinstance(name, int) and self.reading:
-            warm_up(self.run, self.reading[name % len(self.reading)])
+            paths = self.reading[name % len(self.reading)]
+            threading.Thread(target=self._read_once_running, args=(worker, paths), name="read-first", daemon=True).start()
+
+    def _read_once_running(self, worker: Any, paths: list[str]) -> None:
+        """Start reading once the worker has joined its scheduler: the reading holds the
+        interpreter most of the time, and would hold up the worker's start (it is set up first)."""
+        deadline = time.monotonic() + 30.0
+        while worker.status.name != "running" and time.monotonic() < deadline:
+            time.sleep(0.005)
+        warm_up(self.run, paths)
 
 
 def _without_blender_paths() -> None:
@@ -95,8 +108,9 @@ def warm_up(run: str = "", paths: Sequence[str] = ()) -> int:
     blas = openblas_threads()  # one task per worker thread already
     if blas is not None:
         blas[1](1)
-    if paths and run not in _AHEAD:
-        _AHEAD[run] = ReadAhead(paths)
+    with _AHEAD_LOCK:  # one reader per run (two could start at once: ReadFirst, and the client's call)
+        if paths and run not in _AHEAD and run not in _WORKING:
+            _AHEAD[run] = ReadAhead(paths)
     return os.getpid()
 
 
@@ -141,7 +155,9 @@ def cluster_file(task: Message, run: str, shipped: dict[str, bytes] | None = Non
     if shipped is None:
         data: Any = None
         seconds = 0.0
-        ahead = _AHEAD.get(run)
+        with _AHEAD_LOCK:
+            _WORKING.add(run)
+            ahead = _AHEAD.get(run)
         if ahead is not None:
             ahead.stop()  # from the first task on it would only compete with the tasks
             if str(task["path"]).lower().endswith(".bvh"):
