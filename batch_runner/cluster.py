@@ -21,8 +21,9 @@ it ends.
 * ``--cluster local:N`` on Linux: the scheduler and its workers run in a process forked before
   Blender loads (:mod:`.cluster_host`).
 * A worker that dies while baking a file: the scheduler gives the file to another worker, and the
-  report's clips say ``recomputed`` with the worker lost. A file that kills a second worker is
-  failed, "worker died twice", and the rest go on (the scheduler's ``allowed_failures`` is set to 1,
+  report's clips say ``recomputed`` with the worker lost. A file whose task loses a second worker
+  is sent again alone (the task may only have waited behind the one that killed them); when that
+  task too loses two, the file is failed, "worker died twice", and the rest go on (the scheduler's ``allowed_failures`` is set to 1,
   and its worker saturation to 1, for the run: both are restored when it ends, or when its client
   leaves without ending it, once no other run on that scheduler holds them).
 * A scheduler that cannot be reached (or has no worker) refuses the run before anything is written.
@@ -176,10 +177,12 @@ class ClusterPool:
         #: A Dask task's future -> its files: [slot, task, shipped bytes, still wanted].
         self._futures: dict[Any, list[list[Any]]] = {}
         self._grouping: dict[str, list[list[Any]]] = {}  # worker to run them ("": any) -> files waiting to go
+        self._strikes: dict[tuple[str, tuple[str, ...]], int] = {}  # a file's tasks that lost two workers
         self._deaths_before: dict[Any, int] = {}  # a file sent again alone after its group failed -> deaths so far
         #: Whether a worker has left during the run: from then on each result's task is asked for
         #: the workers it lost (before, no result can have lost any).
         self._worker_left = False
+        self._unpin_due = False  # a worker left: no task is sent to a given worker any more
         self._files_total = 0
         self._files_sent = 0
         self._threads = 1
@@ -290,6 +293,7 @@ class ClusterPool:
 
     def _on_worker_left(self, event: Any) -> None:
         self._worker_left = True
+        self._unpin_due = True
 
     def _plan_read_ahead(self, slots: int, workers: int) -> None:
         """The BVH files each slot prefers (split as the local pool splits them), and those each
@@ -423,6 +427,11 @@ class ClusterPool:
         meanwhile by the client's own thread (``as_completed`` with results), not by this one,
         which writes the clips."""
         self._flush()
+        if self._unpin_due:
+            self._unpin_due = False
+            self._slot_worker.clear()
+            with contextlib.suppress(Exception):
+                self.client.run_on_scheduler(_side()._unpin, [f.key for f in self._futures])
         if self._unread:
             unread, self._unread = self._unread, []
             return [(w, m) for w, task in unread for m in self._failed(w, task, task["why"])]
@@ -449,10 +458,21 @@ class ClusterPool:
             if fut.status == "cancelled" or not wanted:
                 continue
             failed = fut.status == "error" or not isinstance(result, (dict, list))
-            if failed and len(wanted) > 1 and type(_raised(result)).__name__ == "KilledWorker":
-                for e in wanted:  # each file alone: only the one that kills its workers fails
+            if failed and type(_raised(result)).__name__ == "KilledWorker":
+                # Every task a dying worker held counts its death, running or queued behind the
+                # one that killed it: a file is failed only when its task lost two workers a
+                # second time, sent alone; until then it is sent again alone.
+                retry = []
+                for e in wanted:
+                    key = str(e[1]["path"]), tuple(e[1].get("clips") or ())
+                    self._strikes[key] = self._strikes.get(key, 0) + 1
+                    if len(wanted) > 1 or self._strikes[key] < 2:
+                        retry.append(e)
+                for e in retry:
                     self._submit([e], died=died, again=True)
-                continue
+                wanted = [e for e in wanted if e not in retry]
+                if not wanted:
+                    continue
             if failed:
                 out.extend((e[0], m) for e in wanted for m in self._failed(e[0], e[1], result))
                 continue

@@ -256,3 +256,23 @@ def _deaths(keys: Sequence[str], dask_scheduler: Any = None) -> dict[str, int]:
         if ts is not None and ts.suspicious:
             out[k] = int(ts.suspicious)
     return out
+
+
+def _unpin(keys: Sequence[str], dask_scheduler: Any = None) -> int:
+    """On the scheduler, once a worker has left: let ``keys`` (tasks sent first to the worker that
+    read their files ahead) run on any worker. A task whose worker left waits otherwise for a worker
+    of that address, which never comes back (a restarted worker has another), even with
+    ``allow_other_workers``. Returns how many were waiting so."""
+    waiting = {}
+    for k in keys:
+        ts = dask_scheduler.tasks.get(k)
+        if ts is None or ts.worker_restrictions is None:
+            continue
+        ts.worker_restrictions = None
+        ts.loose_restrictions = False
+        if ts.state == "no-worker":
+            waiting[k] = "processing"
+    if waiting:
+        dask_scheduler.transitions(waiting, stimulus_id=f"marionette-unpin-{time.time()}")
+    return len(waiting)
+

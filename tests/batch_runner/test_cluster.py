@@ -305,3 +305,33 @@ def test_the_schedulers_settings_are_restored_when_a_run_ends_or_its_client_dies
             assert (scheduler.allowed_failures, scheduler.WORKER_SATURATION) == own, f"after the run (client killed: {kill})"
     finally:
         scheduler.allowed_failures, scheduler.WORKER_SATURATION = 3, 1.1
+
+
+@pytest.mark.slow
+def test_a_group_of_files_holding_a_killer_is_sent_again_file_by_file(blender, tmp_path, dask_cluster) -> None:
+    """One-clip files travel several to a Dask task: a task that kills two workers is split, so
+    only the file that kills its workers fails and the files sent with it bake."""
+    from tests.helpers.dask_cluster import KillOnFile
+
+    cluster, client = dask_cluster
+    client.wait_for_workers(2, timeout=60)
+    pack = tmp_path / "pack"
+    pack.mkdir()
+    shutil.copy(shared_file(WALK), pack / "a_poison.bvh")  # first in pack order: in the first group
+    for k in range(12):
+        shutil.copy(shared_file((CMU, DAZ)[k % 2]), pack / f"k_{k:02d}.bvh")
+    client.register_plugin(KillOnFile("poison"))
+    try:
+        out, report = tmp_path / "out.blend", tmp_path / "r.json"
+        proc = _bake(str(pack), str(shared_file(TARGET)), "-o", str(out), "--cluster", cluster.scheduler_address, "--report", str(report))
+    finally:
+        client.unregister_worker_plugin("kill-on-file")
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    r = _report(report)
+    statuses = _statuses(r)
+    assert statuses.pop("a_poison") == "failed" and set(statuses.values()) == {"baked"} and len(statuses) == 12
+    assert [os.path.basename(p) for p in r["cluster"]["files_killing_workers"]] == ["a_poison.bvh"]
+    # Files that lost workers with it (its group-mates, files waiting behind it) were baked again.
+    mates = [x for x in r["cluster"]["files_recomputed"] if os.path.basename(x["path"]).startswith("k_")]
+    assert mates and all(x["workers_lost"] >= 1 for x in mates)
+    assert len(_read_output(blender, out)) == 12
