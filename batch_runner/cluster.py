@@ -208,15 +208,15 @@ class ClusterPool:
             from .worker_pool import can_fork_workers
 
             self._plan_read_ahead(local * GROUP_FILES, local)  # known now: the runner prefers each slot's files
-            # Dask is imported on this thread, never beside Blender's import: two threads loading
-            # extension modules at once (Blender's, and the ssl module Dask imports) can deadlock.
-            # Before the fork: the local cluster's process has it then, and starts in a moment.
-            _side()
             if can_fork_workers():  # here, on this thread, before Blender loads (cluster_host)
                 from .cluster_host import ForkedCluster
 
                 # Its workers start reading as they start, before this process reaches them.
                 self._local = ForkedCluster(local, {"distributed.worker.profile.enabled": False}, (self._run, self._reading))  # see PROFILER_OFF
+            # Dask is imported on this thread (the local cluster's process imports it meanwhile),
+            # never beside Blender's import: two threads loading extension modules at once
+            # (Blender's, and the ssl module Dask imports) can deadlock.
+            _side()
             # A cluster of our own cannot be unreachable: it starts while this process loads Blender.
             self._starter = threading.Thread(target=self._start_local, args=(connect_timeout,), name="cluster-start", daemon=True)
             self._starter.start()

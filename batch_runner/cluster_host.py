@@ -5,7 +5,7 @@ on that process's event loop, where they compete with the writing of every Actio
 interpreter, and it spawns its workers as fresh programs that import Python, numpy, Dask and the
 add-on again (about a second of a core each), while this process loads Blender. Here instead, on
 Linux and before Blender is loaded (:func:`.worker_pool.can_fork_workers`), the command line forks
-a *host* (Dask imported already): it starts the scheduler and the nannies, and its nannies fork the workers
+a *host*: it imports Dask (while the command line imports it too), starts the scheduler and the nannies, and its nannies fork the workers
 from it (``multiprocessing-method: fork``), so they start with the add-on imported and begin
 reading the pack while Blender loads. The host never loads Blender, so a worker the nanny starts
 again after a loss is a clean fork too.

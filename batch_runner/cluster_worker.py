@@ -6,7 +6,7 @@ task), with the run's settings given once (:class:`RunSettings`) and the BVH fil
 restores (:class:`ReleaseOnLeave`), and the workers each task lost (:func:`_deaths`).
 
 This module imports Dask: the command line imports it on its main thread before it loads Blender
-(never beside Blender's import) and before it forks its own local cluster (:mod:`.cluster_host`).
+(never beside Blender's import), once its own local cluster (:mod:`.cluster_host`) is forked.
 The workers and the scheduler import it by name, so Marionette must be installed where they run.
 """
 
