@@ -9,24 +9,39 @@ the pool's *slots* stands for one thread of the cluster; a task handed to a slot
 the scheduler, which runs it on whichever worker is free, and its messages come back together when
 it ends.
 
-* A Dask worker runs :func:`cluster_file`: :func:`.batch_worker.run_file`, the local workers'
-  code, in a worker process that imports ``bpy`` when it first meets an imported file. It keeps one
-  mapping and binding cache per run (the settings travel once, scattered to every worker), so a
-  pack from one capture shoot maps and binds once per worker process, as locally.
+* A Dask worker runs :func:`.cluster_worker.cluster_file`: :func:`.batch_worker.run_file`, the
+  local workers' code, in a worker process that imports ``bpy`` when it first meets an imported
+  file. It keeps one mapping and binding cache per run (the settings travel once, given to every
+  worker), so a pack from one capture shoot maps and binds once per worker process, as locally.
+  One-clip files (BVH, VMD) travel in Dask tasks of up to :data:`GROUP_FILES`; each worker reads
+  ahead the BVH files of its slots while this process loads Blender, as the local workers do.
 * Parts (``OUT.blend.parts/``) are written here, as each result arrives and before its clips are
-  written: the workers need no shared folder but the pack's.
+  written: the workers need no shared folder but the pack's (a local cluster's workers write them,
+  on this disk).
+* ``--cluster local:N`` on Linux: the scheduler and its workers run in a process forked before
+  Blender loads (:mod:`.cluster_host`).
 * A worker that dies while baking a file: the scheduler gives the file to another worker, and the
-  report's clips say ``recomputed`` with the worker lost. A file that kills a second worker is
-  failed, "worker died twice", and the rest go on (the scheduler's ``allowed_failures`` is set to 1).
+  report's clips say ``recomputed`` with the worker lost. A file whose task loses a second worker
+  is sent again alone (the task may only have waited behind the one that killed them); when that
+  task too loses two, the file is failed, "worker died twice", and the rest go on (the scheduler's ``allowed_failures`` is set to 1,
+  and its worker saturation to 1, for the run: both are restored when it ends, or when its client
+  leaves without ending it, once no other run on that scheduler holds them).
 * A scheduler that cannot be reached (or has no worker) refuses the run before anything is written.
+* ``--ship-inputs``: the workers need no shared path. This process reads each pack file (with a
+  ``.gltf``'s buffers and images) when it hands the file to the cluster, and the bytes travel with
+  the task (scattered to the cluster first past :data:`SCATTER_BYTES`); the worker writes them under
+  the file's own name in a private temporary folder, bakes from there and removes the folder. The
+  messages name the file by this machine's path, so the output and ``--resume`` are the shared
+  path's. The target is never read by a worker (its rig travels in the run's settings).
 """
 
 from __future__ import annotations
 
 import contextlib
+import importlib.util
+import json
 import os
 import socket
-import sys
 import threading
 import time
 import uuid
@@ -37,95 +52,22 @@ from ..core.batch.messages import Message
 from ..core.batch.output_files import write_part
 from ..core.batch.plan import PackPlan, bvh_clip_id
 from ..core.errors import MarionetteError
+from .batch_worker import READ_AHEAD_FILES
 from .worker_pool import Worker
 
 CONNECT_TIMEOUT = 5.0  # seconds to reach the scheduler
 WORKERS_TIMEOUT = 20.0  # seconds for a scheduler (or a local cluster) to have a worker
 DIED_TWICE = "worker died twice"
+#: ``--ship-inputs``: a file larger than this is scattered to the cluster before its task is
+#: submitted, rather than carried in the task itself (the scheduler holds tasks in memory).
+SCATTER_BYTES = 2**20
+#: Files of one clip (BVH, VMD) handed to the cluster together travel as one Dask task of up to
+#: this many: each task costs the scheduler, the worker and this process some milliseconds of
+#: their cores whatever it holds (measured: about 20 ms per task on two shared cores).
+GROUP_FILES = 16
 #: A Dask worker samples its threads' stacks every 10 ms for the dashboard's profile, holding the
 #: interpreter meanwhile; a local cluster's workers are started without it (README: Many machines).
 PROFILER_OFF = ("DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED", "False")
-
-# --- the worker's side ----------------------------------------------------------------------
-
-try:
-    from distributed import WorkerPlugin as _Plugin
-except ImportError:  # the module still loads (and refuses --cluster) without the extra
-    _Plugin = object  # type: ignore[assignment,misc]
-
-_SETTINGS: dict[str, Message] = {}  # run id -> the run's settings, in each worker process
-_CACHES: dict[str, Any] = {}  # run id -> PackCache, in each worker process
-
-
-class RunSettings(_Plugin):  # type: ignore[misc,valid-type]
-    """The run's settings, given once to every worker of the cluster (and to each one that joins
-    or is restarted) rather than with every task: a task that depends on nothing is sent to a
-    worker only when one of its threads is free."""
-
-    def __init__(self, run: str, settings: Message) -> None:
-        self.run = run
-        self.settings = settings
-        self.name = f"marionette-{run}"
-
-    def setup(self, worker: Any) -> None:
-        _SETTINGS[self.run] = self.settings
-
-    def teardown(self, worker: Any) -> None:
-        _SETTINGS.pop(self.run, None)
-        _CACHES.pop(self.run, None)
-
-
-def _without_blender_paths() -> None:
-    """Before this worker first imports ``bpy``: drop the folders of Blender's scripts from the
-    search path. A worker process started by a process that had loaded Blender (a local cluster's
-    nanny restarting a worker, a test's cluster) is given that process's search path, which Blender
-    extended with its ``scripts/modules``; there ``bpy`` is Blender's Python half, and importing it
-    before the ``bpy`` module itself fails (``No module named '_bpy'``)."""
-    if "bpy" in sys.modules:
-        return
-    mark = f"{os.sep}bpy{os.sep}"
-    sys.path[:] = [p for p in sys.path if not (mark in p and f"{os.sep}scripts" in p)]
-
-
-def warm_up() -> int:
-    """In each worker, while the main process loads Blender: import what a task runs (numpy, the
-    retarget, the BVH reader), so the first task's time is its own."""
-    _without_blender_paths()
-    from . import batch_worker  # noqa: F401
-    from .worker_process import openblas_threads
-
-    blas = openblas_threads()  # one task per worker thread already
-    if blas is not None:
-        blas[1](1)
-    return os.getpid()
-
-
-def cluster_file(task: Message, run: str) -> dict[str, Any]:
-    """Run one task in a Dask worker: its messages (as :func:`.batch_worker.run_file` makes them,
-    without parts), where it ran and the cache counts it added."""
-    _without_blender_paths()
-    from ..core.batch.baking import PackCache
-    from ..core.batch.settings import BakeSettings
-    from .batch_worker import run_file
-
-    cache = _CACHES.get(run)
-    if cache is None:
-        settings = _SETTINGS[run]
-        warm_up()
-        cache = _CACHES[run] = PackCache(BakeSettings.from_message(settings))
-    s = cache.stats
-    before = [s.mapping_hits, s.mapping_misses, s.binding_hits, s.binding_misses]
-    messages = list(run_file(task, cache, None))
-    done = messages[-1]
-    done["cache"] = [a - b for a, b in zip(done["cache"], before, strict=True)]
-    try:
-        from distributed import get_worker
-
-        address = str(get_worker().address)
-    except (ImportError, ValueError):
-        address = "here"
-    return {"messages": messages, "worker": address, "host": socket.gethostname(), "pid": os.getpid()}
-
 
 # --- the client's side ----------------------------------------------------------------------
 
@@ -146,25 +88,54 @@ class _Slot:
         self.returncode = -9
 
 
-def _allow_one_failure(dask_scheduler: Any) -> int:
-    """On the scheduler: a task whose worker died is given to another one once; a second death
-    fails it (KilledWorker). A worker is sent only what its threads run (worker saturation 1):
-    every task held by a worker that dies counts that death, so a task queued behind a clip that
-    kills its worker would otherwise be blamed with it. Returns the earlier failure setting."""
-    before = int(dask_scheduler.allowed_failures)
-    dask_scheduler.allowed_failures = 1
-    dask_scheduler.WORKER_SATURATION = 1.0
-    return before
+#: On a scheduler: per scheduler, its own settings before the first run changed them, and the runs
+def _gltf_companions(text: bytes) -> list[str]:
+    """The files a ``.gltf`` names by a relative path (buffers, images)."""
+    from urllib.parse import unquote
 
-
-def _deaths(keys: Sequence[str], dask_scheduler: Any = None) -> dict[str, int]:
-    """On the scheduler: how many workers died while running each of ``keys``."""
-    out: dict[str, int] = {}
-    for k in keys:
-        ts = dask_scheduler.tasks.get(k)
-        if ts is not None and ts.suspicious:
-            out[k] = int(ts.suspicious)
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        return []  # the import says what is wrong with it, as it would on this machine
+    if not isinstance(doc, dict):
+        return []
+    out: list[str] = []
+    for kind in ("buffers", "images"):
+        for entry in doc.get(kind) or []:
+            uri = entry.get("uri") if isinstance(entry, dict) else None
+            if not isinstance(uri, str) or ":" in uri.split("/", 1)[0]:
+                continue  # embedded (data:) or elsewhere (a URL)
+            rel = os.path.normpath(unquote(uri))
+            if not os.path.isabs(rel) and not rel.startswith(".."):
+                out.append(rel)
     return out
+
+
+def shipped_files(path: str) -> dict[str, bytes]:
+    """``--ship-inputs``: the bytes of a pack file, by name, with those of the files a ``.gltf``
+    names beside it (one it names and this machine lacks is left to the import to report).
+    Raises :class:`OSError` when the file cannot be read here."""
+    name = os.path.basename(path)
+    with open(path, "rb") as f:
+        out = {name: f.read()}
+    if name.lower().endswith(".gltf"):
+        for rel in _gltf_companions(out[name]):
+            with contextlib.suppress(OSError):
+                with open(os.path.join(os.path.dirname(path), rel), "rb") as f:
+                    out[rel] = f.read()
+    return out
+
+
+def _side() -> Any:
+    """What the cluster runs (:mod:`.cluster_worker`, which imports Dask), imported when first used."""
+    from . import cluster_worker
+
+    return cluster_worker
+
+
+def _raised(result: Any) -> Any:
+    """What a failed task raised, as ``as_completed`` gives it ((type, value, traceback))."""
+    return result[1] if isinstance(result, tuple) and len(result) == 3 else result
 
 
 def parse_cluster(text: str) -> tuple[str | None, int]:
@@ -186,13 +157,13 @@ class ClusterPool:
     #: The dispatching cannot answer a task while it runs (the local workers' ``ask``).
     answers = False
 
-    def __init__(self, cluster: str, *, connect_timeout: float = CONNECT_TIMEOUT) -> None:
-        try:
-            import distributed  # noqa: F401
-        except ImportError:
-            raise MarionetteError("--cluster needs dask and distributed: pip install 'marionette[cluster]' (or -e '.[cluster]')") from None
+    def __init__(self, cluster: str, *, ship: bool = False, read_ahead: Sequence[str] = (), connect_timeout: float = CONNECT_TIMEOUT) -> None:
+        if importlib.util.find_spec("distributed") is None:  # not imported yet (see cluster_host)
+            raise MarionetteError("--cluster needs dask and distributed: pip install 'marionette[cluster]' (or -e '.[cluster]')")
         address, local = parse_cluster(cluster)
         self.address = cluster
+        #: ``--ship-inputs``: each task carries its file's bytes (see the module docstring).
+        self.ship = ship
         self.client: Any = None
         self.workers: dict[int, Worker] = {}
         self.read_ahead: dict[int, list[str]] = {}
@@ -203,9 +174,22 @@ class ClusterPool:
         self._run = uuid.uuid4().hex
         self._settings: Any = None
         self._parts_dir: str | None = None
-        self._futures: dict[Any, tuple[Worker, Message]] = {}
+        #: A Dask task's future -> its files: [slot, task, shipped bytes, still wanted].
+        self._futures: dict[Any, list[list[Any]]] = {}
+        self._grouping: dict[str, list[list[Any]]] = {}  # worker to run them ("": any) -> files waiting to go
+        self._strikes: dict[tuple[str, tuple[str, ...]], int] = {}  # a file's tasks that lost two workers
+        self._deaths_before: dict[Any, int] = {}  # a file sent again alone after its group failed -> deaths so far
+        #: Whether a worker has left during the run: from then on each result's task is asked for
+        #: the workers it lost (before, no result can have lost any).
+        self._worker_left = False
+        self._unpin_due = False  # a worker left: no task is sent to a given worker any more
+        self._files_total = 0
+        self._files_sent = 0
+        self._threads = 1
+        self._unread: list[tuple[Worker, Message]] = []  # --ship-inputs: files this machine could not read
         self._slot_cache: dict[int, list[int]] = {}
         self._local: Any = None
+        self._holding = False  # whether the scheduler's settings are this run's (see _hold_settings)
         self._t0: float | None = None
         self._clips_done = 0
         #: Per Dask worker: host, pid, files, clips and seconds of work.
@@ -216,7 +200,23 @@ class ClusterPool:
         self._local_n = local
         self._start_error: BaseException | None = None
         self._starter: threading.Thread | None = None
+        self._ahead = [] if ship else list(read_ahead)
+        self._slot_worker: dict[int, str] = {}  # slot -> the Dask worker that read its files ahead
+        self._ahead_of: dict[int, set[str]] = {}
+        self._reading: list[list[str]] = []  # per worker (in order of their names), the files it reads ahead
         if address is None:
+            from .worker_pool import can_fork_workers
+
+            self._plan_read_ahead(local * GROUP_FILES, local)  # known now: the runner prefers each slot's files
+            if can_fork_workers():  # here, on this thread, before Blender loads (cluster_host)
+                from .cluster_host import ForkedCluster
+
+                # Its workers start reading as they start, before this process reaches them.
+                self._local = ForkedCluster(local, {"distributed.worker.profile.enabled": False}, (self._run, self._reading))  # see PROFILER_OFF
+            # Dask is imported on this thread (the local cluster's process imports it meanwhile),
+            # never beside Blender's import: two threads loading extension modules at once
+            # (Blender's, and the ssl module Dask imports) can deadlock.
+            _side()
             # A cluster of our own cannot be unreachable: it starts while this process loads Blender.
             self._starter = threading.Thread(target=self._start_local, args=(connect_timeout,), name="cluster-start", daemon=True)
             self._starter.start()
@@ -227,6 +227,9 @@ class ClusterPool:
         from distributed import LocalCluster
 
         try:
+            if self._local is not None:  # forked already
+                self._connect(self._local.wait(WORKERS_TIMEOUT), connect_timeout)
+                return
             import dask
 
             env = {v: "1" for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
@@ -262,32 +265,80 @@ class ClusterPool:
             raise MarionetteError(f"--cluster {self.address}: cannot reach the Dask scheduler within {connect_timeout:g} s ({exc})") from None
         try:
             self.client.wait_for_workers(1, timeout=WORKERS_TIMEOUT)
-            self.client.run_on_scheduler(_allow_one_failure)
+            try:
+                self.client.register_plugin(_side().ReleaseOnLeave(self._run, self.client.id))
+            except (OSError, TimeoutError):
+                raise
+            except Exception as exc:  # the scheduler cannot load Marionette's plugin
+                self.close(graceful=False)
+                raise MarionetteError(f"--cluster {self.address}: the scheduler cannot run Marionette's part ({type(exc).__name__}: {exc}); install Marionette on its machine too") from None
+            self._holding = True
+            self.client.subscribe_topic(f"marionette-{self._run}", self._on_worker_left)
+            if self._local is not None:  # every worker of our own reads ahead
+                self.client.wait_for_workers(self._local_n, timeout=WORKERS_TIMEOUT)
+            info = self.client.scheduler_info(n_workers=-1)["workers"]
+            if self._local is not None:  # in the order of their names (0, 1...), as ReadFirst reads
+                workers = sorted(info, key=lambda a: str(info[a].get("name")).zfill(9))
+            else:
+                workers = sorted(info)
+                self._plan_read_ahead(self.slots, len(workers))
+            for k in self.read_ahead:  # slot k: a thread of worker k mod the workers
+                self._slot_worker[k] = workers[k % len(workers)]
+            reading = dict(zip(workers, self._reading, strict=False))
             # While this process loads Blender (a worker that fails it is met again by its tasks).
-            threading.Thread(target=self._warm_up, name="cluster-warm-up", daemon=True).start()
+            threading.Thread(target=self._warm_up, args=(reading,), name="cluster-warm-up", daemon=True).start()
         except (OSError, TimeoutError) as exc:
             self.close(graceful=False)
             raise MarionetteError(f"--cluster {self.address}: the scheduler has no worker ({exc})") from None
 
-    def _warm_up(self) -> None:
-        with contextlib.suppress(Exception):
-            self.client.run(warm_up)
+    def _on_worker_left(self, event: Any) -> None:
+        self._worker_left = True
+        self._unpin_due = True
+
+    def _plan_read_ahead(self, slots: int, workers: int) -> None:
+        """The BVH files each slot prefers (split as the local pool splits them), and those each
+        worker reads ahead: its slots' (slot ``k`` is a thread of worker ``k`` mod ``workers``),
+        in pack order, at most :data:`READ_AHEAD_FILES`. A slot's task goes to that worker first."""
+        if not self._ahead:
+            self.read_ahead, self._reading = {}, []
+            return
+        order = {p: i for i, p in enumerate(self._ahead)}
+        self.read_ahead = {k: self._ahead[k::slots] for k in range(slots)}
+        self._reading = [
+            sorted((p for k in range(j, slots, workers) for p in self.read_ahead[k]), key=order.__getitem__)[:READ_AHEAD_FILES] for j in range(workers)
+        ]
+        read = [set(r) for r in self._reading]
+        self._ahead_of = {k: set(paths) & read[k % workers] for k, paths in self.read_ahead.items()}
+
+    def _warm_up(self, reading: dict[str, list[str]]) -> None:
+        """Warm every worker up, each reading ahead the files of its slots (their tasks go to it
+        first)."""
+        for addr, paths in reading.items():
+            with contextlib.suppress(Exception):
+                self.client.run(_side().warm_up, self._run, paths, workers=[addr])
 
     # --- size ---
 
     @property
-    def slots(self) -> int:
+    def threads(self) -> int:
         """Tasks the cluster runs at once (its workers' threads)."""
         if self._starter is not None:
             return self._local_n
         return max(1, sum(self.client.nthreads().values()))
 
+    @property
+    def slots(self) -> int:
+        """Files handed to the cluster at once, two per slot (the dispatching's depth): a group
+        of :data:`GROUP_FILES` for each thread to run and one to come."""
+        return self.threads * GROUP_FILES
+
     def jobs_for(self, plan: PackPlan) -> tuple[int, str | None]:
-        """Slots a run of ``plan`` uses: one per thread of the cluster, no more than its files."""
-        n = self.slots
-        if len(plan.files) < n:
-            return len(plan.files), f"using {len(plan.files)} of the cluster's {n} worker threads: the pack has {len(plan.files)} files"
-        return n, None
+        """Slots a run of ``plan`` uses (see :attr:`slots`), no more than its files."""
+        n, threads = self.slots, self.threads
+        self._files_total, self._threads = len(plan.files), threads
+        if len(plan.files) < threads:
+            return len(plan.files), f"using {len(plan.files)} of the cluster's {threads} worker threads: the pack has {len(plan.files)} files"
+        return min(n, len(plan.files)), None
 
     # --- what the dispatching uses ---
 
@@ -311,26 +362,79 @@ class ClusterPool:
         op = msg.get("op")
         if op == "setup":
             if self._settings is None:
-                self._settings = RunSettings(self._run, msg["settings"])
+                self._settings = _side().RunSettings(self._run, msg["settings"])
                 self.client.register_plugin(self._settings)
                 self._parts_dir = msg.get("parts_dir")
             return True
         if op != "file":
             return True  # "take" and "stop" mean nothing here
         task = {k: v for k, v in msg.items() if k != "ask"}
-        stem = os.path.splitext(os.path.basename(str(task["path"])))[0]  # the dashboard names the file
-        key = f"marionette-{task['file']}-{stem}-{uuid.uuid4().hex[:8]}"
-        fut = self.client.submit(cluster_file, task, self._run, key=key, pure=False, retries=0)
-        self._futures[fut] = (w, task)
+        shipped: Any = None
+        if self.ship:
+            try:
+                shipped = shipped_files(str(task["path"]))
+            except OSError as exc:
+                why = f"--ship-inputs: cannot read it on this machine to send it to the workers ({exc.strerror or exc}: {task['path']})"
+                self._unread.append((w, {**task, "why": why}))
+                return True
+            if sum(len(b) for b in shipped.values()) > SCATTER_BYTES:
+                shipped = self.client.scatter([shipped], hash=False)[0]  # one object (a dict would be scattered per entry)
+        where = ""
+        if w.wid in self._slot_worker and str(task["path"]) in self._ahead_of.get(w.wid, ()):
+            where = self._slot_worker[w.wid]  # the worker that read it ahead
+        entry = [w, task, shipped, True]
+        if (shipped is not None and not isinstance(shipped, dict)) or not str(task["path"]).lower().endswith((".bvh", ".vmd")):
+            self._submit([entry], where)  # scattered bytes, or a file to import: alone
+            return True
+        group = self._grouping.setdefault(where, [])
+        group.append(entry)
+        if len(group) >= self._group_size():
+            self._submit(self._grouping.pop(where), where)
+        return True
+
+    def _group_size(self) -> int:
+        """Files per Dask task: :data:`GROUP_FILES`, fewer towards the run's end so that the last
+        tasks end together (two groups per thread for the files left)."""
+        left = self._files_total - self._files_sent
+        return max(1, min(GROUP_FILES, -(-left // (2 * self._threads)))) if self._files_total else GROUP_FILES
+
+    def _flush(self) -> None:
+        """Send the files waiting to be grouped (the dispatching has handed out what it had)."""
+        grouping, self._grouping = self._grouping, {}
+        for where, entries in grouping.items():
+            self._submit(entries, where)
+
+    def _submit(self, entries: list[list[Any]], where: str = "", died: int = 0, again: bool = False) -> None:
+        tasks = [e[1] for e in entries]
+        stems = "+".join(os.path.splitext(os.path.basename(str(t["path"])))[0] for t in tasks)  # the dashboard names the files
+        key = f"marionette-{tasks[0]['file']}-{stems}-{uuid.uuid4().hex[:8]}"
+        parts = self._parts_dir if self._local is not None else None  # a local cluster's workers share this disk
+        pin: dict[str, Any] = {"workers": [where], "allow_other_workers": True} if where else {}
+        if len(entries) == 1:
+            fut = self.client.submit(_side().cluster_file, tasks[0], self._run, entries[0][2], parts, key=key, pure=False, retries=0, **pin)
+        else:
+            fut = self.client.submit(_side().cluster_files, tasks, self._run, [e[2] for e in entries], parts, key=key, pure=False, retries=0, **pin)
+        self._futures[fut] = entries
+        self._files_sent += 0 if again else len(entries)
+        if died:
+            self._deaths_before[fut] = died
         self._completed.add(fut)
         if self._t0 is None:
             self._t0 = time.perf_counter()
-        return True
 
     def receive(self, timeout: float) -> list[tuple[Worker, Message | None]]:
         """The messages of the tasks that ended within ``timeout``. Their results were fetched
         meanwhile by the client's own thread (``as_completed`` with results), not by this one,
         which writes the clips."""
+        self._flush()
+        if self._unpin_due:
+            self._unpin_due = False
+            self._slot_worker.clear()
+            with contextlib.suppress(Exception):
+                self.client.run_on_scheduler(_side()._unpin, [f.key for f in self._futures])
+        if self._unread:
+            unread, self._unread = self._unread, []
+            return [(w, m) for w, task in unread for m in self._failed(w, task, task["why"])]
         if not self._futures:
             time.sleep(min(timeout, 0.05))
             return []
@@ -341,19 +445,41 @@ class ClusterPool:
         if not done:
             return []
         deaths: dict[str, int] = {}
-        try:
-            deaths = self.client.run_on_scheduler(_deaths, [f.key for f, _ in done])
-        except Exception:  # the scheduler went away: the results in hand still count
-            deaths = {}
+        if self._worker_left:
+            try:
+                deaths = self.client.run_on_scheduler(_side()._deaths, [f.key for f, _ in done])
+            except Exception:  # the scheduler went away: the results in hand still count
+                deaths = {}
         out: list[tuple[Worker, Message | None]] = []
         for fut, result in done:
-            w, task = self._futures.pop(fut)
-            if fut.status == "cancelled":
+            entries = self._futures.pop(fut)  # (their bytes may go)
+            died = self._deaths_before.pop(fut, 0) + deaths.get(fut.key, 0)
+            wanted = [e for e in entries if e[3]]
+            if fut.status == "cancelled" or not wanted:
                 continue
-            if fut.status == "error" or not isinstance(result, dict):
-                out.extend((w, m) for m in self._failed(w, task, result))
+            failed = fut.status == "error" or not isinstance(result, (dict, list))
+            if failed and type(_raised(result)).__name__ == "KilledWorker":
+                # Every task a dying worker held counts its death, running or queued behind the
+                # one that killed it: a file is failed only when its task lost two workers a
+                # second time, sent alone; until then it is sent again alone.
+                retry = []
+                for e in wanted:
+                    key = str(e[1]["path"]), tuple(e[1].get("clips") or ())
+                    self._strikes[key] = self._strikes.get(key, 0) + 1
+                    if len(wanted) > 1 or self._strikes[key] < 2:
+                        retry.append(e)
+                for e in retry:
+                    self._submit([e], died=died, again=True)
+                wanted = [e for e in wanted if e not in retry]
+                if not wanted:
+                    continue
+            if failed:
+                out.extend((e[0], m) for e in wanted for m in self._failed(e[0], e[1], result))
                 continue
-            out.extend((w, m) for m in self._arrived(w, task, result, deaths.get(fut.key, 0)))
+            results = result if isinstance(result, list) else [result]
+            for e, r in zip(entries, results, strict=True):
+                if e[3]:
+                    out.extend((e[0], m) for m in self._arrived(e[0], e[1], r, died))
         return out
 
     def _arrived(self, w: Worker, task: Message, result: dict[str, Any], died: int) -> list[Message]:
@@ -367,7 +493,7 @@ class ClusterPool:
             if msg["op"] == "clip":
                 if died:
                     msg.setdefault("warnings", []).append(f"recomputed: the worker baking it died ({died} lost), baked again on {result['worker']}")
-                if self._parts_dir:
+                if self._parts_dir and self._local is None:  # else the worker saved it
                     t = time.perf_counter()
                     write_part(self._parts_dir, msg)
                     msg["timings"]["part"] = time.perf_counter() - t
@@ -388,12 +514,13 @@ class ClusterPool:
     def _failed(self, w: Worker, task: Message, exc: Any) -> list[Message]:
         """The messages of a task the cluster gave up on (``exc``, what it raised): a worker died
         twice running it (or the task could not run at all)."""
-        if isinstance(exc, tuple) and len(exc) == 3:  # (type, value, traceback), as as_completed gives it
-            exc = exc[1]
+        exc = _raised(exc)
         fid, path = task["file"], str(task["path"])
         if type(exc).__name__ == "KilledWorker":
             reason = f"{DIED_TWICE} while baking it (a clip that kills its worker: {exc})"
             self.died_twice.append(path)
+        elif isinstance(exc, str):
+            reason = exc
         else:
             reason = f"the cluster could not run it: {type(exc).__name__}: {exc}"
         out: list[Message] = [{"op": "start", "file": fid, "path": path}]
@@ -405,9 +532,15 @@ class ClusterPool:
         return out
 
     def kill(self, w: Worker) -> None:
-        """Give up the slot's tasks (past ``--timeout``)."""
-        for fut, (slot, _task) in list(self._futures.items()):
-            if slot is w:
+        """Give up the slot's tasks (past ``--timeout``); a Dask task is cancelled once none of
+        its files is wanted."""
+        for where, entries in list(self._grouping.items()):
+            self._grouping[where] = [e for e in entries if e[0] is not w]
+        for fut, entries in list(self._futures.items()):
+            for e in entries:
+                if e[0] is w:
+                    e[3] = False
+            if not any(e[3] for e in entries):
                 fut.cancel()
                 del self._futures[fut]
 
@@ -428,11 +561,19 @@ class ClusterPool:
         if self._futures:
             self.client.cancel(list(self._futures))
             self._futures.clear()
+        self._grouping.clear()
+        self._unread.clear()
         client = getattr(self, "client", None)
         if client is not None and self._settings is not None and self._local is None:
             try:  # a shared scheduler's workers forget the run
                 client.unregister_worker_plugin(self._settings.name)
             except Exception:  # the scheduler went away meanwhile: nothing to forget
+                pass
+        if client is not None and self._holding:
+            self._holding = False
+            try:  # a shared scheduler's settings as they were before the run
+                client.run_on_scheduler(_side()._restore_settings, self._run)
+            except Exception:  # the scheduler went away meanwhile: nothing to restore
                 pass
         if client is not None:
             client.close()

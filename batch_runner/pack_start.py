@@ -86,13 +86,21 @@ def _note_run(parts: str, resume: bool) -> float | None:
 
 
 def start_pack(
-    inputs: Sequence[str], output: str, *, jobs: int | None = None, resume: bool = False, read_ahead: bool = True, cluster: str | None = None
+    inputs: Sequence[str],
+    output: str,
+    *,
+    jobs: int | None = None,
+    resume: bool = False,
+    read_ahead: bool = True,
+    cluster: str | None = None,
+    ship_inputs: bool = False,
 ) -> PackStart:
     """Plan the pack and start its workers (with files to read ahead on a fresh run) without
     importing Blender; refuses a pack without clip files (an empty or missing folder, only
     entries that cannot be read) before anything is written. ``cluster``: the tasks go to a Dask
     cluster instead (:class:`.cluster.ClusterPool`, connected here: an unreachable scheduler
-    refuses the run before anything is written)."""
+    refuses the run before anything is written); ``ship_inputs``: its workers are sent the pack's
+    files rather than reading them by path."""
     out = str(Path(output).resolve())
     parts = parts_directory(out)
     own = [out, parts, out + ".partial.blend", *existing_volumes(out), *stray_volumes(out, 0)]
@@ -103,7 +111,8 @@ def start_pack(
     if cluster is not None:
         from .cluster import ClusterPool
 
-        cpool = ClusterPool(cluster)
+        ahead = [f.path for f in plan.files if f.is_bvh] if read_ahead and not resume else []
+        cpool = ClusterPool(cluster, ship=ship_inputs, read_ahead=ahead)
         try:
             made = not os.path.isdir(parts)
             if not resume and not made:

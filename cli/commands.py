@@ -309,7 +309,13 @@ def _bake_pack_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--cluster", metavar="tcp://HOST:8786|local:N",
-        help="run the clips on the workers of a Dask scheduler (pip install '.[cluster]'), or on a local Dask cluster of N processes",
+        help="run the clips on the workers of a Dask scheduler (pip install '.[cluster]'), or on a local Dask cluster of N processes; "
+        "the cluster's worker threads set how many files bake at once (not --jobs)",
+    )
+    p.add_argument(
+        "--ship-inputs",
+        action="store_true",
+        help="with --cluster: send each pack file to the worker baking it, so the workers need no shared path to the pack",
     )
     p.add_argument("--report", help="write the JSON report here (per file: baked, failed with the reason, lost)")
     p.add_argument("--target-armature", help="name of the armature to bake onto when the target file holds several")
@@ -387,6 +393,16 @@ def bake_pack(args: argparse.Namespace) -> int:
         if value is not None and value < least:
             print(f"marionette: error: {name} must be at least {least}", file=sys.stderr)
             return 2
+    if args.cluster is not None and args.jobs is not None:
+        print(
+            "marionette: error: --jobs and --cluster: on a cluster the workers' threads set how many files bake at once "
+            "(local:N for N processes here); give one of them",
+            file=sys.stderr,
+        )
+        return 2
+    if args.ship_inputs and args.cluster is None:
+        print("marionette: error: --ship-inputs sends the pack to a cluster's workers: give --cluster too", file=sys.stderr)
+        return 2
     methods = parse_method_table(args.method)  # a bad table is refused before any file is read
     from ..core.batch.plan import CLIP_EXTENSIONS
 
@@ -409,7 +425,7 @@ def bake_pack(args: argparse.Namespace) -> int:
     _check_mapping(args.source_mapping)
     with job_output(args.verbose) as terminal:  # progress, one line per file, goes to the terminal
         # Workers start (and read their first files) while this process loads Blender and the target.
-        start = start_pack(args.pack, args.output, jobs=args.jobs, resume=args.resume, cluster=args.cluster)
+        start = start_pack(args.pack, args.output, jobs=args.jobs, resume=args.resume, cluster=args.cluster, ship_inputs=args.ship_inputs)
         if start.jobs_note:
             print(f"marionette: {start.jobs_note}", file=terminal, flush=True)
         from ..usecases.bake_pack import bake_pack as run_bake_pack

@@ -197,3 +197,141 @@ def test_ctrl_c_keeps_what_the_cluster_baked_and_a_local_run_resumes_it(blender,
     proc2 = _bake(str(pack), str(shared_file(TARGET)), "-o", str(out), "--jobs", "2", "--resume", "--report", str(report))
     assert proc2.returncode == 0, proc2.stderr[-3000:]
     assert _report(report)["clips_by_status"] == {"already baked": kept, "baked": 40 - kept}
+
+
+def test_jobs_with_cluster_and_ship_inputs_without_cluster_are_refused(tmp_path) -> None:
+    pack = _pack(tmp_path / "pack", [CMU])
+    out = tmp_path / "out.blend"
+    target = str(shared_file(TARGET))
+    proc = _bake(str(pack), target, "-o", str(out), "--cluster", "local:2", "--jobs", "2")
+    assert proc.returncode == 2 and "--jobs and --cluster" in proc.stderr, proc.stderr[-2000:]
+    proc = _bake(str(pack), target, "-o", str(out), "--ship-inputs")
+    assert proc.returncode == 2 and "--ship-inputs" in proc.stderr and "--cluster" in proc.stderr, proc.stderr[-2000:]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pack"]
+
+
+@pytest.mark.slow
+def test_ship_inputs_workers_bake_files_they_cannot_read_with_the_keys_of_jobs_1(blender, tmp_path, dask_cluster) -> None:
+    from tests.helpers.dask_cluster import RemoveOnStart, shipped_leftovers
+
+    cluster, client = dask_cluster
+    client.wait_for_workers(2, timeout=60)
+    # The FBX (1.9 MB) is scattered to the cluster before its task; the BVH files travel in theirs.
+    pack = _pack(tmp_path / "pack", [CMU, DAZ, WALK, FBX])
+    target = str(shared_file(TARGET))
+    ref, ref_report = tmp_path / "jobs1.blend", tmp_path / "jobs1.json"
+    proc = _bake(str(pack), target, "-o", str(ref), "--jobs", "1", "--report", str(ref_report))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    # Each worker removes a file from the pack as its task starts: read by its path, it is gone.
+    client.register_plugin(RemoveOnStart(str(pack)))
+    try:
+        out, report = tmp_path / "shipped.blend", tmp_path / "shipped.json"
+        proc = _bake(str(pack), target, "-o", str(out), "--cluster", cluster.scheduler_address, "--ship-inputs", "--report", str(report))
+    finally:
+        client.unregister_worker_plugin("remove-on-start")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert list(pack.iterdir()) == []  # every file was removed before a worker baked it
+    r1, r2 = _report(ref_report), _report(report)
+    assert _statuses(r1) == _statuses(r2) and set(_statuses(r2).values()) == {"baked"}
+    a1, a2 = _read_output(blender, ref), _read_output(blender, out)
+    assert sorted(a1) == sorted(a2) and len(a1) == 14
+    for name in a1:
+        assert a1[name][:2] == a2[name][:2]  # named by the pack's path here, not the workers' copies
+        assert a1[name][2] == a2[name][2], name  # byte-identical keys
+    assert all(not left for left in client.run(shipped_leftovers).values())  # the copies are removed
+
+
+@pytest.mark.slow
+def test_ship_inputs_a_file_this_machine_cannot_read_fails_alone(tmp_path, dask_cluster) -> None:
+    from marionette.batch_runner.cluster import ClusterPool
+
+    cluster, client = dask_cluster
+    client.wait_for_workers(2, timeout=60)
+    pool = ClusterPool(cluster.scheduler_address, ship=True)
+    try:
+        pool.launch(1, False)
+        (w,) = pool.connect()
+        missing = tmp_path / "gone.bvh"
+        assert pool.send(w, {"op": "file", "file": 0, "path": str(missing), "skip": []})
+        got = []
+        deadline = time.monotonic() + 30
+        while not any(m["op"] == "file_done" for _, m in got) and time.monotonic() < deadline:
+            got += pool.receive(0.1)
+    finally:
+        pool.close()
+    ops = [m["op"] for _, m in got]
+    assert ops == ["start", "clip_failed", "file_failed", "file_done"], ops
+    failed = got[2][1]
+    assert "--ship-inputs: cannot read it on this machine" in failed["reason"] and str(missing) in failed["reason"]
+    assert got[1][1]["clip"] == "gone" and got[1][1]["reason"] == failed["reason"]
+
+
+@pytest.mark.slow
+def test_the_schedulers_settings_are_restored_when_a_run_ends_or_its_client_dies(tmp_path, dask_cluster) -> None:
+    cluster, client = dask_cluster
+    client.wait_for_workers(2, timeout=60)
+    scheduler = cluster.scheduler  # this process's: its settings are read here
+    own = (5, 2.5)  # not Dask's defaults, nor what a run sets
+    scheduler.allowed_failures, scheduler.WORKER_SATURATION = own
+    pack = tmp_path / "pack"
+    pack.mkdir()
+    for k in range(30):
+        shutil.copy(shared_file((CMU, DAZ)[k % 2]), pack / f"{k:03d}.bvh")
+    target = str(shared_file(TARGET))
+    try:
+        for kill in (False, True):
+            out = tmp_path / f"out_{kill}.blend"
+            proc = subprocess.Popen(
+                _bake_command(str(pack), target, "-o", str(out), "--cluster", cluster.scheduler_address),
+                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            )
+            assert proc.stdout is not None
+            during = None
+            for line in proc.stdout:
+                if line.startswith("  clip 3:"):  # the run is going: the settings are the run's
+                    during = (scheduler.allowed_failures, scheduler.WORKER_SATURATION)
+                    if kill:
+                        proc.kill()
+                    break
+            proc.communicate(timeout=300)
+            assert during == (1, 1.0)
+            if kill:
+                assert proc.returncode == -signal.SIGKILL
+                deadline = time.monotonic() + 30  # until the scheduler notices the client gone
+                while (scheduler.allowed_failures, scheduler.WORKER_SATURATION) != own and time.monotonic() < deadline:
+                    time.sleep(0.1)
+            else:
+                assert proc.returncode == 0
+            assert (scheduler.allowed_failures, scheduler.WORKER_SATURATION) == own, f"after the run (client killed: {kill})"
+    finally:
+        scheduler.allowed_failures, scheduler.WORKER_SATURATION = 3, 1.1
+
+
+@pytest.mark.slow
+def test_a_group_of_files_holding_a_killer_is_sent_again_file_by_file(blender, tmp_path, dask_cluster) -> None:
+    """One-clip files travel several to a Dask task: a task that kills two workers is split, so
+    only the file that kills its workers fails and the files sent with it bake."""
+    from tests.helpers.dask_cluster import KillOnFile
+
+    cluster, client = dask_cluster
+    client.wait_for_workers(2, timeout=60)
+    pack = tmp_path / "pack"
+    pack.mkdir()
+    shutil.copy(shared_file(WALK), pack / "a_poison.bvh")  # first in pack order: in the first group
+    for k in range(12):
+        shutil.copy(shared_file((CMU, DAZ)[k % 2]), pack / f"k_{k:02d}.bvh")
+    client.register_plugin(KillOnFile("poison"))
+    try:
+        out, report = tmp_path / "out.blend", tmp_path / "r.json"
+        proc = _bake(str(pack), str(shared_file(TARGET)), "-o", str(out), "--cluster", cluster.scheduler_address, "--report", str(report))
+    finally:
+        client.unregister_worker_plugin("kill-on-file")
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    r = _report(report)
+    statuses = _statuses(r)
+    assert statuses.pop("a_poison") == "failed" and set(statuses.values()) == {"baked"} and len(statuses) == 12
+    assert [os.path.basename(p) for p in r["cluster"]["files_killing_workers"]] == ["a_poison.bvh"]
+    # Files that lost workers with it (its group-mates, files waiting behind it) were baked again.
+    mates = [x for x in r["cluster"]["files_recomputed"] if os.path.basename(x["path"]).startswith("k_")]
+    assert mates and all(x["workers_lost"] >= 1 for x in mates)
+    assert len(_read_output(blender, out)) == 12
