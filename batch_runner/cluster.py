@@ -327,6 +327,12 @@ class ClusterPool:
         return max(1, sum(self.client.nthreads().values()))
 
     @property
+    def planned_threads(self) -> int:
+        """The worker threads the cluster had when the run was planned (:meth:`jobs_for`): what
+        the report gives as its jobs."""
+        return self._threads
+
+    @property
     def slots(self) -> int:
         """Files handed to the cluster at once, two per slot (the dispatching's depth): a group
         of :data:`GROUP_FILES` for each thread to run and one to come."""

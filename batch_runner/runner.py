@@ -148,7 +148,8 @@ class BatchBake(WorkDispatch, OutputWriting):
         self.target = target
         self.settings = settings
         self.plan = plan
-        #: Workers used, and why fewer than ``jobs`` (``None``: as asked).
+        #: Workers used (on a cluster: the files it holds at once), and why fewer than ``jobs``
+        #: (``None``: as asked).
         self.jobs, self.jobs_note = pool.jobs_for(plan) if hasattr(pool, "jobs_for") else pack_jobs(jobs, plan)
         self.jobs_requested = jobs
         self.parts_dir = parts_dir

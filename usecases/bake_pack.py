@@ -222,7 +222,8 @@ def bake_pack(
     report.info.update(
         output=out,
         target={"file": os.path.abspath(target_path), "armature": target.name, "reopened_output": bool(volumes)},
-        jobs=runner.jobs,
+        # A cluster's worker threads, not the files it holds at once (runner.jobs there).
+        jobs=getattr(start.pool, "planned_threads", runner.jobs),
         scene_fps=settings.scene_fps,
     )
     if push_to_nla:

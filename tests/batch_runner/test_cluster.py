@@ -94,6 +94,7 @@ def test_local_cluster_writes_the_keys_of_jobs_1_and_resumes_a_local_run(blender
         assert a1[name][2] == a2[name][2], name  # byte-identical keys
     # The report says which worker baked what; progress named them per clip.
     workers = r2["cluster"]["workers"]
+    assert r2["jobs"] == 2  # the cluster's worker threads
     assert len(workers) >= 1 and sum(w["clips"] for w in workers.values()) == 14
     assert sum(w["files"] for w in workers.values()) == 4
     assert all(w["seconds"] > 0 for w in workers.values())
