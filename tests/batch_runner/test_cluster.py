@@ -147,15 +147,11 @@ def test_worker_killed_mid_clip_the_clip_is_recomputed_elsewhere(blender, tmp_pa
     assert len(_read_output(blender, out)) == 4
 
 
-@pytest.mark.slow
-def test_a_clip_that_kills_two_workers_is_reported_and_the_rest_bake(blender, tmp_path, dask_cluster) -> None:
+def _bake_killing_on_poison(cluster, client, pack, tmp_path) -> tuple[dict, Path]:
+    """bake-pack of ``pack`` on ``cluster``, each worker dying as it starts a file named
+    ``poison``; the run's exit status 1 checked, its report and output returned."""
     from tests.helpers.dask_cluster import KillOnFile
 
-    cluster, client = dask_cluster
-    client.wait_for_workers(2, timeout=60)
-    # The FBX is imported by workers started from this process, which has loaded Blender.
-    pack = _pack(tmp_path / "pack", [CMU, DAZ, FBX])
-    shutil.copy(shared_file(WALK), pack / "poison_walk.bvh")
     client.register_plugin(KillOnFile("poison"))
     try:
         out, report = tmp_path / "out.blend", tmp_path / "r.json"
@@ -163,7 +159,18 @@ def test_a_clip_that_kills_two_workers_is_reported_and_the_rest_bake(blender, tm
     finally:
         client.unregister_worker_plugin("kill-on-file")
     assert proc.returncode == 1, proc.stderr[-3000:]
-    r = _report(report)
+    return _report(report), out
+
+
+@pytest.mark.slow
+def test_a_clip_that_kills_two_workers_is_reported_and_the_rest_bake(blender, tmp_path, dask_cluster) -> None:
+
+    cluster, client = dask_cluster
+    client.wait_for_workers(2, timeout=60)
+    # The FBX is imported by workers started from this process, which has loaded Blender.
+    pack = _pack(tmp_path / "pack", [CMU, DAZ, FBX])
+    shutil.copy(shared_file(WALK), pack / "poison_walk.bvh")
+    r, out = _bake_killing_on_poison(cluster, client, pack, tmp_path)
     expected = {"02_02_daz": "baked", "12_03_motionbuilder": "baked", "quaternius_male_casual": "baked", "poison_walk": "failed"}
     assert _statuses(r) == expected, r["files"]
     poison = next(f for f in r["files"] if f["label"] == "poison_walk")
@@ -312,7 +319,6 @@ def test_the_schedulers_settings_are_restored_when_a_run_ends_or_its_client_dies
 def test_a_group_of_files_holding_a_killer_is_sent_again_file_by_file(blender, tmp_path, dask_cluster) -> None:
     """One-clip files travel several to a Dask task: a task that kills two workers is split, so
     only the file that kills its workers fails and the files sent with it bake."""
-    from tests.helpers.dask_cluster import KillOnFile
 
     cluster, client = dask_cluster
     client.wait_for_workers(2, timeout=60)
@@ -321,14 +327,7 @@ def test_a_group_of_files_holding_a_killer_is_sent_again_file_by_file(blender, t
     shutil.copy(shared_file(WALK), pack / "a_poison.bvh")  # first in pack order: in the first group
     for k in range(12):
         shutil.copy(shared_file((CMU, DAZ)[k % 2]), pack / f"k_{k:02d}.bvh")
-    client.register_plugin(KillOnFile("poison"))
-    try:
-        out, report = tmp_path / "out.blend", tmp_path / "r.json"
-        proc = _bake(str(pack), str(shared_file(TARGET)), "-o", str(out), "--cluster", cluster.scheduler_address, "--report", str(report))
-    finally:
-        client.unregister_worker_plugin("kill-on-file")
-    assert proc.returncode == 1, proc.stderr[-3000:]
-    r = _report(report)
+    r, out = _bake_killing_on_poison(cluster, client, pack, tmp_path)
     statuses = _statuses(r)
     assert statuses.pop("a_poison") == "failed" and set(statuses.values()) == {"baked"} and len(statuses) == 12
     assert [os.path.basename(p) for p in r["cluster"]["files_killing_workers"]] == ["a_poison.bvh"]
