@@ -140,6 +140,16 @@ def test_from_quat_normalizes_unless_told_not_to(rng):
 # --- bit-identical to the functions each method stands for ---------------------------------------
 
 
+def _same_to_the_ulp(got: np.ndarray, want: np.ndarray) -> bool:
+    """Equal but for numpy's own last bit in a transcendental function (sin, arctan2...): its
+    vectorised loops and the scalar ones they leave the last few elements to may round the same
+    value apart, and which elements those are depends on where the array lies in memory."""
+    got, want = np.asarray(got), np.asarray(want)
+    if np.array_equal(got, want):
+        return True
+    return got.shape == want.shape and int(np.max(np.abs(got.view(np.int64) - want.view(np.int64)))) <= 2
+
+
 @pytest.mark.parametrize("shape", SHAPES)
 def test_methods_are_bit_identical_to_their_functions(rng, shape):
     raw = rng.normal(size=shape + (4,))
@@ -156,16 +166,17 @@ def test_methods_are_bit_identical_to_their_functions(rng, shape):
     assert same((a * b).as_quat(), R.quat_multiply(q, p))
     assert same(a.inv().as_quat(), R.quat_conjugate(q))
     assert same(a.apply(v), R.quat_apply(q, v))
-    assert same(a.magnitude(), R.quat_angle(q))
-    assert same(a.interpolate(b, 0.3).as_quat(), R.quat_slerp(q, p, 0.3))
+    # Through sin, cos, arccos, arctan2: the same function, to numpy's own last bit.
+    assert _same_to_the_ulp(a.magnitude(), R.quat_angle(q))
+    assert _same_to_the_ulp(a.interpolate(b, 0.3).as_quat(), R.quat_slerp(q, p, 0.3))
     for got, want in zip(a.as_axis_angle(), R.axis_angle_from_quat(q), strict=True):
-        assert same(got, want)
-    assert same(Rotation.from_axis_angle(axis, angle).as_quat(), R.quat_from_axis_angle(axis, angle))
+        assert _same_to_the_ulp(got, want)
+    assert _same_to_the_ulp(Rotation.from_axis_angle(axis, angle).as_quat(), R.quat_from_axis_angle(axis, angle))
     assert same(Rotation.align(v, w).as_quat(), R.quat_between_vectors(v, w))
     for order in R.EULER_ORDERS:
         e = rng.uniform(-np.pi, np.pi, size=shape + (3,))
-        assert same(Rotation.from_euler(order, e).as_quat(), R.quat_from_euler(e, order))
-        assert same(a.as_euler(order), R.euler_from_quat(q, order))
+        assert _same_to_the_ulp(Rotation.from_euler(order, e).as_quat(), R.quat_from_euler(e, order))
+        assert _same_to_the_ulp(a.as_euler(order), R.euler_from_quat(q, order))
     assert same(Rotation.identity(shape).as_quat(), R.quat_identity(shape))
 
 
