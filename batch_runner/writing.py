@@ -119,6 +119,7 @@ class OutputWriting:
     _clips: dict[str, WrittenClip]
     _outcomes: dict[str, ClipOutcome]
     _stale: dict[str, str]
+    _chain_body: Any  # the target read as chains, once a chain-by-chain clip needs it
     _records: dict[str, list[str]]
     _record_text: str
     _state: TargetState
@@ -269,7 +270,10 @@ class OutputWriting:
         skeleton = self.settings.target.skeleton
         frames = np.asarray(msg["frames"], dtype=np.float64)[np.asarray(msg["reference_picks"], dtype=np.int64)]
         played, notes = played_placements(self.target, action, frames, skeleton, fps=float(msg["fps"]))
-        figures = played_chain_figures(target_body(self.settings), msg, played)
+        body = getattr(self, "_chain_body", None)
+        if body is None:  # read once: the target does not change during a run
+            body = self._chain_body = target_body(self.settings)
+        figures = played_chain_figures(body, msg, played)
         return figures, what_overrides(self.target, action, list(msg["names"])) + notes
 
     def _write_controls(self, control: Any, msg: Message, base: str) -> Any:

@@ -135,11 +135,10 @@ def build_rigid_bodies(arm: Any, physics: PhysicsModel, bone_names: dict[int, st
     parent.children.link(coll)
     out = PhysicsObjects(coll)
     ensure_world(scene)
-    # The bodies are built at the armature object's scale; MMD's gravity scales with them.
-    arm_scale = float(np.cbrt(abs(np.linalg.det(np.array(arm.matrix_world, dtype=np.float64)[:3, :3]))))
-    arm[GRAVITY_PROPERTY] = physics.gravity * arm_scale
-    out.notes.append(mmd_gravity(arm, scene))
     arm_world = np.array(arm.matrix_world, dtype=np.float64)
+    # The bodies are built at the armature object's scale; MMD's gravity scales with them.
+    arm[GRAVITY_PROPERTY] = physics.gravity * float(np.cbrt(abs(np.linalg.det(arm_world[:3, :3]))))
+    out.notes.append(mmd_gravity(arm, scene))
     bones = arm.data.bones
     for k, spec in enumerate(physics.bodies):
         obj = bpy.data.objects.new(spec.name or f"body{k}", _box_mesh(spec.name or f"body{k}", _half_extents(spec.shape, spec.dimensions)))

@@ -23,7 +23,7 @@ from ..mapping.bone_mapping import BoneMapping
 from ..mapping.quadruped import check_quadruped
 from ..measure.chains import REFERENCE_ARRAYS, chain_reference, judge_played
 from ..retarget.binding_cache import BindingCache, native_binding
-from ..retarget.body_chains import ChainBody, plan_of_description, read_body
+from ..retarget.body_chains import BodyPlan, ChainBody, plan_of_description, read_body
 from ..retarget.geometric import Binding, RigInput, retarget
 from ..retarget.methods import retarget_with_methods
 from ..retarget.quadruped import QuadrupedBinding, bind_quadrupeds, pose_of, retarget_quadruped
@@ -154,9 +154,8 @@ class PackCache:
             return found, True
         s = self.settings
         src_plan = plan_of_description(dict(s.source_body), source.skeleton) if s.source_body is not None else dict(source.slots)
-        tgt_plan = plan_of_description(dict(s.body), s.target.skeleton) if s.body is not None else dict(s.target.slots)
         b = bind_quadrupeds(
-            source.skeleton, src_plan, s.target.skeleton, tgt_plan,
+            source.skeleton, src_plan, s.target.skeleton, _target_plan(s),
             None if source.ends is None else np.asarray(source.ends), None if s.target.ends is None else np.asarray(s.target.ends),
             root_motion=s.options.root_motion, options=s.options,
         )
@@ -246,11 +245,15 @@ def chain_reference_message(binding: QuadrupedBinding, source: Clip) -> Message:
     return out
 
 
+def _target_plan(s: BakeSettings) -> BodyPlan | dict[str, str]:
+    """The target's chains: its described body, else its quadruped slots."""
+    return plan_of_description(dict(s.body), s.target.skeleton) if s.body is not None else dict(s.target.slots)
+
+
 def target_body(settings: BakeSettings) -> ChainBody:
     """The target read as chains, as :meth:`PackCache.chain_binding` reads it for every source."""
     s = settings
-    plan = plan_of_description(dict(s.body), s.target.skeleton) if s.body is not None else dict(s.target.slots)
-    return read_body(s.target.skeleton, plan, None if s.target.ends is None else np.asarray(s.target.ends))
+    return read_body(s.target.skeleton, _target_plan(s), None if s.target.ends is None else np.asarray(s.target.ends))
 
 
 def played_chain_figures(body: ChainBody, msg: Message, played: FloatArray) -> dict[str, Any]:

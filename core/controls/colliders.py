@@ -440,14 +440,6 @@ def clearance(x0: float, x1: float, x2: float, r: float, prepared: Sequence[Prep
     return least, nearest, second
 
 
-def collide(p: Sequence[float], x: Vec, length: float, r: float, prepared: Sequence[Prepared]) -> tuple[Vec, float]:
-    """The end point ``x`` of a segment of ``length`` from the pivot ``p``, moved where every
-    collider of ``prepared`` (:func:`prepare`) allows it, and the deepest penetration left (0
-    when none). Runs for every end point at every fixed step: the tests are plain arithmetic,
-    and the common case (no collider near) is one bound test per outer collider."""
-    return _sweeps(p, x, length, r, prepared)
-
-
 def _from_axis(detail: Detail, x0: float, x1: float, x2: float) -> float:
     """The distance of ``(x0, x1, x2)`` from a sphere's centre or a capsule's axis."""
     _code, ax, ay, az, ex, ey, ez, inv, _radius, _c = detail
@@ -481,7 +473,7 @@ def collide_nearest(
     stay untouched, so :func:`collide` with all of them would make the very same moves;
     ``None`` when one does (the caller then runs :func:`collide`).
 
-    The sweeps of :func:`_sweeps` over one collider, written out for it (a point resting on a
+    The sweeps of :func:`collide`'s sweeps over one collider, written out for it (a point resting on a
     collider comes here at every step): the same tests and moves, bit for bit."""
     c = nearest[4][9]
     s0, s1, s2 = x
@@ -518,9 +510,12 @@ def _inside(one: Prepared, x0: float, x1: float, x2: float, r: float) -> float:
     return dist - (inner if inner > 0.0 else 0.0)
 
 
-def _sweeps(p: Sequence[float], x: Vec, length: float, r: float, prepared: Sequence[Prepared]) -> tuple[Vec, float]:
-    """Up to ``SWEEPS`` passes over the colliders, each moving the point out of every one it is
-    in; the deepest penetration the last pass finds is what is left."""
+def collide(p: Sequence[float], x: Vec, length: float, r: float, prepared: Sequence[Prepared]) -> tuple[Vec, float]:
+    """The end point ``x`` of a segment of ``length`` from the pivot ``p``, moved where every
+    collider of ``prepared`` (:func:`prepare`) allows it, and the deepest penetration left (0
+    when none): up to ``SWEEPS`` passes over the colliders, each moving the point out of every
+    one it is in, the deepest penetration the last pass finds being what is left. The tests are
+    plain arithmetic; a collider far from the point costs one bound test."""
     worst = 0.0
     for sweep in range(SWEEPS + 1):
         moved = False
