@@ -18,13 +18,12 @@ from __future__ import annotations
 
 import os
 import signal
-import sys
 import time
-import traceback
 from collections.abc import Sequence
 from multiprocessing.connection import Connection, Pipe
 from typing import Any
 
+from .worker_pool import fork_child
 from .worker_process import die_with_parent
 
 
@@ -58,21 +57,13 @@ class ForkedCluster:
     def __init__(self, n: int, settings: dict[str, Any], reading: tuple[str, Sequence[Sequence[str]]] = ("", ())) -> None:
         here, there = Pipe(duplex=False)
         parent = os.getpid()
-        sys.stdout.flush()
-        sys.stderr.flush()
-        pid = os.fork()
-        if pid == 0:  # the host: never returns into the caller
-            code = 1
-            try:
-                here.close()
-                _host(n, there, parent, settings, reading)
-                code = 0
-            except BaseException:
-                traceback.print_exc()
-            finally:
-                sys.stdout.flush()
-                sys.stderr.flush()
-                os._exit(code)
+
+        def host() -> int:  # the forked host: never returns into the caller
+            here.close()
+            _host(n, there, parent, settings, reading)
+            return 0
+
+        pid = fork_child(host)
         there.close()
         self.pid = pid
         self._conn = here

@@ -18,7 +18,7 @@ import sys
 import time
 import traceback
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, answer_challenge, deliver_challenge, wait
 from pathlib import Path
@@ -154,16 +154,30 @@ def can_fork_workers() -> bool:
     return sys.platform.startswith("linux") and hasattr(os, "fork") and "bpy" not in sys.modules
 
 
-def _fork_worker(argv: list[str], log: str, key: bytes) -> ForkedWorker:
-    """Fork a worker running :func:`serve` with ``argv``, its output to ``log``."""
+def fork_child(run: Callable[[], int]) -> int:
+    """Fork; the child runs ``run`` and exits with its status (1 and the traceback on stderr if it
+    raised), never returning into the caller. Returns the child's pid to the parent."""
     sys.stdout.flush()
     sys.stderr.flush()
-    parent = os.getpid()
     pid = os.fork()
     if pid:
-        return ForkedWorker(pid)
+        return pid
     code = 1
-    try:  # the child: never returns into the caller
+    try:
+        code = run()
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def _fork_worker(argv: list[str], log: str, key: bytes) -> ForkedWorker:
+    """Fork a worker running :func:`serve` with ``argv``, its output to ``log``."""
+    parent = os.getpid()
+
+    def child() -> int:
         os.setsid()  # Ctrl-C in the terminal is for the main process only
         out = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         os.dup2(out, 1)
@@ -174,13 +188,9 @@ def _fork_worker(argv: list[str], log: str, key: bytes) -> ForkedWorker:
             blas[1](1)
         os.environ[KEY_ENVIRONMENT] = key.hex()
         os.environ[PARENT_ENVIRONMENT] = str(parent)
-        code = serve(argv)
-    except BaseException:
-        traceback.print_exc()
-    finally:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
+        return serve(argv)
+
+    return ForkedWorker(fork_child(child))
 
 
 def _blender_binary() -> str:
