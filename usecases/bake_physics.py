@@ -9,7 +9,9 @@ The order of effects, as MMD runs them:
    the controlled pose;
 2. the dynamic bodies are placed where the first frame's pose carries them (no jump from the rest
    pose at the cache start: the simulation starts at rest relative to its bones), then the scene is
-   stepped frame by frame from the rigid-body cache's first frame, Blender simulating;
+   stepped frame by frame from one frame before the rigid-body cache's first, that frame holding
+   the first frame's pose (Blender builds the joints from where the bodies stand on the second
+   frame it simulates: see :func:`_simulate`), Blender simulating;
 3. each dynamic body's bone takes the place its body reaches (its rotation only for "dynamic,
    bone position"), solved as a local pose under its parent's new placement; every other bone
    keeps its baked local pose, so the hierarchy is rebuilt from the parents down and IK is not
@@ -120,26 +122,15 @@ def bake_physics(obj: Any, frames: np.ndarray | None = None, name: str | None = 
         if c is not None and c.target is not None and c.target.parent is not None:
             tracks[pb.name] = c.target.parent
     arm_world = np.array(obj.matrix_world, dtype=np.float64)
-
-    # Stable start: bodies and joints where the first frame's (controlled) pose carries them.
-    placed = place_at_first_frame(obj, scene)
-    set_tracks(obj, True)
     carried_bones = [n for n in names if n in tracks]
     carried_objs = [tracks[n] for n in carried_bones]
-    body_track = np.empty((steps.size, len(carried_objs), 4, 4))
-    all_track = np.empty((steps.size, len(bodies), 4, 4))
-    basis = np.empty((steps.size, len(names), 4, 4))
-    pbs = [obj.pose.bones[n] for n in names]
-    inv_arm = np.linalg.inv(arm_world)
-    for i, fr in enumerate(steps):
-        scene.frame_set(int(fr))
-        all_track[i] = inv_arm @ _matrices(bodies)
-        if carried_objs:
-            body_track[i] = inv_arm @ _matrices(carried_objs)
-        basis[i] = [np.array(pb.matrix_basis, dtype=np.float64) for pb in pbs]
-    first_step = float(np.linalg.norm(all_track[1, :, :3, 3] - all_track[0, :, :3, 3], axis=-1).max()) if steps.size > 1 else 0.0
+    sim = _simulate(obj, scene, bodies, carried_objs, names, steps)
+    all_track, body_track, basis = sim.bodies, sim.carried, sim.basis
+    # Over the held frame (see _simulate) only gravity acts: a body moves by its first step.
+    first_step = float(np.linalg.norm(all_track[0, :, :3, 3] - sim.held[:, :3, 3], axis=-1).max())
     start_offset = max(
-        (float(np.linalg.norm((arm_world @ all_track[0, k])[:3, 3] - placed[b.name][:3, 3])) for k, b in enumerate(bodies) if b.name in placed), default=0.0
+        (float(np.linalg.norm((arm_world @ sim.held[k])[:3, 3] - sim.placed[b.name][:3, 3])) for k, b in enumerate(bodies) if b.name in sim.placed),
+        default=0.0,
     )
     q, t, _s = parts_from_transform(basis)
     offsets = np.array(
@@ -192,6 +183,53 @@ def bake_physics(obj: Any, frames: np.ndarray | None = None, name: str | None = 
         "seconds": round(time.perf_counter() - t0, 4),
     }
     return PhysicsBake(report, new, steps, all_track)
+
+
+@dataclass
+class _Simulated:
+    """What :func:`_simulate` read: where each dynamic body was placed to start (world space, by
+    object name), the bodies at the held frame ``(N, 4, 4)``, and over the steps the bodies
+    ``(T, N, 4, 4)`` and the carrying bodies ``(T, C, 4, 4)`` (armature space), and the bones'
+    local matrices ``(T, B, 4, 4)``."""
+
+    placed: dict[str, np.ndarray]
+    held: np.ndarray
+    bodies: np.ndarray
+    carried: np.ndarray
+    basis: np.ndarray
+
+
+def _simulate(obj: Any, scene: Any, bodies: list[Any], carried: list[Any], names: list[str], steps: np.ndarray) -> _Simulated:
+    """Step the scene over ``steps`` from one held frame before them, reading the bodies and
+    the bones at each.
+
+    Blender builds the joints while it evaluates the cache's second frame, from where the bodies
+    stand then: a bone-following body moved between the first two frames would fix its joints
+    off by that move for the whole simulation. So the cache starts one frame earlier (restored
+    afterwards), where the pose holds the first frame's (the controls bake starts at that frame
+    and its keys hold before it), and the bodies are placed there: the joints are built on the
+    first frame's pose, and the first step moves the bodies by gravity only."""
+    cache = scene.rigidbody_world.point_cache
+    kept = int(cache.frame_start)
+    held = np.concatenate([[steps[0] - 1.0], steps])
+    cache.frame_start = int(held[0])
+    try:
+        placed = place_at_first_frame(obj, scene)
+        set_tracks(obj, True)
+        arm_inv = np.linalg.inv(np.array(obj.matrix_world, dtype=np.float64))
+        every = np.empty((held.size, len(bodies), 4, 4))
+        tracks = np.empty((held.size, len(carried), 4, 4))
+        basis = np.empty((held.size, len(names), 4, 4))
+        pbs = [obj.pose.bones[n] for n in names]
+        for i, fr in enumerate(held):
+            scene.frame_set(int(fr))
+            every[i] = arm_inv @ _matrices(bodies)
+            if carried:
+                tracks[i] = arm_inv @ _matrices(carried)
+            basis[i] = [np.array(pb.matrix_basis, dtype=np.float64) for pb in pbs]
+    finally:
+        cache.frame_start = kept
+    return _Simulated(placed, every[0], every[1:], tracks[1:], basis[1:])
 
 
 def _after_physics(stack: ControlStack | None, bones: set[str]) -> ControlStack | None:

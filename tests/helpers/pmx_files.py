@@ -513,3 +513,19 @@ def many_hair_model(strands: int = 8, links: int = 5) -> tuple[list[Bone], list[
             bodies.append(Body(f"髪{s}_{k}", first + k, 2, (HAIR_RADIUS, step - 2 * HAIR_RADIUS, 0.0), (x, y - step / 2, z), group=1, mask=no_hair, mass=0.2, mode=1))
             joints.append(JointRecord(f"髪J{s}_{k}", above, len(bodies) - 1, (x, y, z), turn=((-1.0, -0.2, -1.0), (1.0, 0.2, 1.0)), springs=((0.0, 0.0, 0.0), (0.0, 0.0, 0.0))))
     return bones, bodies, joints
+
+
+def knee_ornament_model() -> tuple[list[Bone], list[Body], list[JointRecord]]:
+    """:func:`humanoid_bones` with an ornament hanging beside the left knee: a capsule following
+    the knee bone (a bone the leg IK moves) and, jointed to it with every axis locked, a dynamic
+    box on a bone ``左飾`` under the knee. Body 0 is the knee's, body 1 the ornament's."""
+    bones = humanoid_bones()
+    knee = next(i for i, b in enumerate(bones) if b.name == "左ひざ")
+    bones.append(Bone("左飾", (1.6, 4.0, 0.0), knee, "ornament_L", tail_offset=(0.0, -1.5, 0.0)))
+    bodies = [
+        Body("膝", knee, 2, (0.5, 3.0, 0.0), (1.0, 3.5, 0.0), group=0, mask=0xFFFF, mode=0, mass=2.0),
+        Body("飾", len(bones) - 1, 1, (0.2, 0.75, 0.2), (1.6, 3.25, 0.0), group=1, mask=0, mode=1, mass=0.3),
+    ]
+    locked = ((0.0, 0.0, 0.0), (0.0, 0.0, 0.0))
+    turn = ((-0.01, -0.01, -0.01), (0.01, 0.01, 0.01))
+    return bones, bodies, [JointRecord("飾J", 0, 1, (1.6, 4.0, 0.0), move=locked, turn=turn, springs=locked)]
