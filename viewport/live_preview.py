@@ -8,7 +8,10 @@ Armature have separate controls, instances and spring state. On ``frame_change_p
 does one bulk read of the animated pose (the action's keys, sampled once, in numpy; never the
 pose bones after its own write), one core call, one bulk write of the driven channels. Springs
 are given the scene time of the frame, so scrubbing backwards or jumping recomputes them from the
-core's cached states, deterministically.
+core's cached states, deterministically. An armature whose PMX rigid bodies the scene simulates is
+also shown on ``frame_change_pre``: Blender steps the rigid-body world inside the frame's
+evaluation, before ``frame_change_post``, and the bodies riding on bones the controls move must
+stand on this frame's pose then.
 
 Renders never run controls on a render thread. Every render (F12 and Ctrl+F12 in the interface,
 ``bpy.ops.render.render()`` from a script, ``blender -b … -f/-a``) evaluates its own depsgraph and
@@ -52,6 +55,7 @@ from ..bridge.animated_pose import AnimatedPose, forget_live_property, pose_prob
 from ..bridge.control_evaluation import evaluate, switched_rows
 from ..bridge.control_rows import BuiltControls, build_controls
 from ..bridge.control_targets import TargetReader, inputs_match
+from ..bridge.rigid_bodies import GRAVITY_PROPERTY
 from ..core.controls.stack import ControlInstance, ControlReport
 from ..core.errors import MarionetteError
 
@@ -266,6 +270,27 @@ def _on_frame_change(scene: bpy.types.Scene, depsgraph: Any = None) -> None:
         return
     for obj in _live_objects(scene):
         evaluate_object(obj, scene, depsgraph or bpy.context.evaluated_depsgraph_get())
+
+
+@persistent
+def _on_frame_pre(scene: bpy.types.Scene, depsgraph: Any = None) -> None:
+    """Show the new frame before Blender evaluates it, for armatures whose PMX bodies the scene
+    simulates: the rigid-body world steps inside that evaluation, so bodies riding on bones the
+    controls alone move (leg IK on unkeyed legs) are carried by this frame's controlled pose
+    rather than the last one's. A channel the action keys is set by the animation in that
+    evaluation all the same; ``frame_change_post`` shows the frame again over it."""
+    # Blender gives this handler no depsgraph, and a render's frame changes call it too: while a
+    # render runs it leaves the frame to the render's own handling (see _render_frame).
+    if _hold[0] or not _main_thread() or _render_thread[0] is not None:
+        return
+    if depsgraph is not None and depsgraph.mode != "VIEWPORT":
+        return
+    world = scene.rigidbody_world
+    if world is None or not world.enabled:
+        return
+    for obj in _live_objects(scene):
+        if obj.get(GRAVITY_PROPERTY) is not None:
+            evaluate_object(obj, scene, depsgraph or bpy.context.evaluated_depsgraph_get())
 
 
 @persistent
@@ -496,6 +521,7 @@ def _on_load(*_args: Any) -> None:
 
 
 _HANDLERS = (
+    ("frame_change_pre", _on_frame_pre),
     ("frame_change_post", _on_frame_change),
     ("depsgraph_update_post", _on_depsgraph_update),
     ("render_init", _on_render_init),

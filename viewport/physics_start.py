@@ -83,10 +83,10 @@ def _before_frame(scene: Any, depsgraph: Any = None) -> None:
 
 @persistent
 def _after_frame(scene: Any, depsgraph: Any = None) -> None:
+    state = _scenes.setdefault(scene.as_pointer(), _SceneStart())
+    put_back(state)  # also after a render's frame (Blender gives frame_change_pre no depsgraph)
     if _rendering(depsgraph):
         return
-    state = _scenes.setdefault(scene.as_pointer(), _SceneStart())
-    put_back(state)
     start = _cache_start(scene)
     if start is None:
         state.last = None

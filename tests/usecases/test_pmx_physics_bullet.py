@@ -462,11 +462,12 @@ def test_a_joint_to_a_body_moving_from_the_first_frame_holds(addon, tmp_path):
 @pytest.mark.parametrize("drive", ["keys", "live preview"])
 def test_played_in_the_viewport_a_joint_to_a_body_moving_from_the_first_frame_holds(addon, tmp_path, drive):
     """The same ornament played on the timeline with physics on, the knee moved by baked keys or
-    by the live preview's leg IK: its joint is built on the first frame's pose (the knee body is
-    held there for the evaluation of the second frame), so once the leg stops the ornament sits on
-    its joint (26.6 mm off before, with keys), and the knee body is parented to its bone again.
-    Judged from two frames after the leg stopped: the live preview carries the knee body one
-    evaluation late (README, physics limits), so the frame it stops still shows one frame's lag."""
+    by the live preview's leg IK (the leg bones unkeyed). Its joint is built on the first frame's
+    pose (the knee body is held there for the evaluation of the second frame): once the leg stops
+    the ornament sits on its joint (26.6 mm off before, with keys). While the leg moves it keeps
+    within the joint's slack: the live preview shows each frame before Blender simulates it too,
+    so the knee body is carried by that frame's IK (11 mm behind before). Frame 2, whose step
+    carries no motion of the knee, is left out. The knee body is parented to its bone again."""
     bpy = addon
     from marionette.bridge.rigid_bodies import set_physics
     from marionette.usecases.bake_controls import bake_controls
@@ -486,9 +487,13 @@ def test_played_in_the_viewport_a_joint_to_a_body_moving_from_the_first_frame_ho
         placements.append([np.array(b.matrix_world) for b in bodies])
     off = _off_joint(bodies, np.array(placements))
     knee = obj.pose.bones["左ひざ"]
-    print(f"\n{drive}: the ornament off its joint by at most {off[32:].max() * 1000:.2f} mm once the leg stopped")
+    print(
+        f"\n{drive}: the ornament off its joint by at most {off[2:30].max() * 1000:.2f} mm while the leg moves, "
+        f"{off[30:].max() * 1000:.2f} mm once it stopped"
+    )
     assert bodies[0].parent == obj and bodies[0].parent_type == "BONE" and bodies[0].parent_bone == "左ひざ"
     # The knee body rides on its bone as shown (it was held only inside the second frame's evaluation).
     tail = np.array(obj.matrix_world) @ np.array(knee.matrix) @ _along_y(knee.bone.length)
     np.testing.assert_allclose(np.array(bodies[0].matrix_world), tail @ np.array(bodies[0].matrix_basis), atol=1e-5)
-    assert off[32:].max() < 0.0015, off
+    assert off[2:30].max() < 0.005, off
+    assert off[30:].max() < 0.0015, off
