@@ -675,18 +675,27 @@ def summary(obj: bpy.types.Object) -> dict[str, Any]:
     return out
 
 
-def register() -> None:
-    for name, fn in _HANDLERS:
+def add_handlers(pairs: tuple[tuple[str, Callable[..., None]], ...]) -> None:
+    """Append each ``(handler list name, function)`` to Blender's handlers, once."""
+    for name, fn in pairs:
         handlers = getattr(bpy.app.handlers, name)
         if fn not in handlers:
             handlers.append(fn)
 
 
-def unregister() -> None:
-    for name, fn in _HANDLERS:
+def remove_handlers(pairs: tuple[tuple[str, Callable[..., None]], ...]) -> None:
+    for name, fn in pairs:
         handlers = getattr(bpy.app.handlers, name)
         while fn in handlers:
             handlers.remove(fn)
+
+
+def register() -> None:
+    add_handlers(_HANDLERS)
+
+
+def unregister() -> None:
+    remove_handlers(_HANDLERS)
     for obj in bpy.data.objects:
         if obj.session_uid in _runtimes:
             _drop(obj, restore=True)

@@ -28,6 +28,7 @@ from bpy.app.handlers import persistent
 from mathutils import Matrix
 
 from ..bridge.rigid_bodies import BODY_PROPERTY
+from .live_preview import add_handlers, remove_handlers
 
 
 @dataclass
@@ -120,17 +121,11 @@ _HANDLERS = (("frame_change_pre", _before_frame), ("frame_change_post", _after_f
 
 
 def register() -> None:
-    for name, fn in _HANDLERS:
-        handlers = getattr(bpy.app.handlers, name)
-        if fn not in handlers:
-            handlers.append(fn)
+    add_handlers(_HANDLERS)
 
 
 def unregister() -> None:
-    for name, fn in _HANDLERS:
-        handlers = getattr(bpy.app.handlers, name)
-        while fn in handlers:
-            handlers.remove(fn)
+    remove_handlers(_HANDLERS)
     for state in _scenes.values():
         put_back(state)
     _scenes.clear()
