@@ -250,6 +250,44 @@ def _track(arm: Any, bone: str, body: Any, coll: Any, arm_world: np.ndarray) -> 
     c.target = empty
 
 
+def _along_bone(length: float) -> np.ndarray:
+    m = np.eye(4)
+    m[1, 3] = length
+    return m
+
+
+def rest_basis(body: Any) -> Matrix:
+    """An Animated body's own transform under its bone as built: from the bone's tail at rest to
+    the body's rest placement."""
+    bone = bpy.data.objects[body[ARMATURE_PROPERTY]].data.bones[body[BONE_PROPERTY]]
+    tail = np.array(bone.matrix_local, dtype=np.float64) @ _along_bone(bone.length)
+    return Matrix(np.linalg.solve(tail, rest_matrix(body)).tolist())
+
+
+def carry_animated_bodies(arm: Any, index: dict[str, int], shown: np.ndarray, evaluated: np.ndarray) -> list[Any]:
+    """Give each Animated body of ``arm`` the own transform that puts it where its bone is
+    ``shown`` (armature space, ``(B, 4, 4)`` by ``index``) while Blender evaluates the bone at
+    ``evaluated``; bodies whose bone stands the same in both, or is carried by a dynamic body
+    (its place is not known before the simulation), are left alone. Returns the bodies moved
+    (:func:`rest_basis` puts one back)."""
+    tracked = {pb.name for pb in arm.pose.bones if TRACK_CONSTRAINT in pb.constraints}
+    moved = []
+    for body in physics_objects(arm):
+        if not body.rigid_body or not body.rigid_body.kinematic or body.parent != arm or body.parent_type != "BONE":
+            continue
+        j = index.get(body.parent_bone)
+        if j is None or np.allclose(shown[j], evaluated[j], rtol=0.0, atol=1e-7):
+            continue
+        bone = arm.data.bones[body.parent_bone]
+        if bone.name in tracked or any(b.name in tracked for b in bone.parent_recursive):
+            continue
+        tail = _along_bone(bone.length)
+        basis = np.linalg.solve(evaluated[j] @ tail, shown[j] @ tail @ np.array(rest_basis(body), dtype=np.float64))
+        body.matrix_basis = Matrix(basis.tolist())
+        moved.append(body)
+    return moved
+
+
 def physics_objects(arm: Any) -> list[Any]:
     """The rigid-body objects built for ``arm``, by body index."""
     found = [o for o in bpy.data.objects if o.get(ARMATURE_PROPERTY) == arm.name and BODY_PROPERTY in o]

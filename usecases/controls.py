@@ -22,7 +22,7 @@ from ..core.errors import MarionetteError
 from ..core.mapping.auto_map import auto_map_skeleton
 from ..properties import control_settings
 from ..properties.control_settings import KIND_LABEL
-from ..viewport import collider_gizmos, collider_overlay, control_overrides, live_preview, physics_start
+from ..viewport import collider_gizmos, collider_overlay, control_overrides, live_preview, physics_playback
 
 # --- suggestions for a new control -----------------------------------------------------------
 
@@ -229,11 +229,11 @@ def register() -> None:
     control_overrides.register()
     collider_overlay.register()
     collider_gizmos.register()
-    physics_start.register()
+    physics_playback.register()
 
 
 def unregister() -> None:
-    physics_start.unregister()
+    physics_playback.unregister()
     collider_gizmos.unregister()
     collider_overlay.unregister()
     control_overrides.unregister()

@@ -1,1 +1,1 @@
-"""What runs in the viewport while the user works: the live preview of controls and the bookkeeping of controls on library overrides."""
+"""What runs in the viewport while the user works: the live preview of controls, a PMX rig's physics as the timeline plays, collider drawing and handles, and the bookkeeping of controls on library overrides."""

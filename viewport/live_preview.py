@@ -9,9 +9,7 @@ does one bulk read of the animated pose (the action's keys, sampled once, in num
 pose bones after its own write), one core call, one bulk write of the driven channels. Springs
 are given the scene time of the frame, so scrubbing backwards or jumping recomputes them from the
 core's cached states, deterministically. An armature whose PMX rigid bodies the scene simulates is
-also shown on ``frame_change_pre``: Blender steps the rigid-body world inside the frame's
-evaluation, before ``frame_change_post``, and the bodies riding on bones the controls move must
-stand on this frame's pose then.
+also shown before Blender evaluates the frame (:mod:`.physics_playback`).
 
 Renders never run controls on a render thread. Every render (F12 and Ctrl+F12 in the interface,
 ``bpy.ops.render.render()`` from a script, ``blender -b … -f/-a``) evaluates its own depsgraph and
@@ -55,7 +53,6 @@ from ..bridge.animated_pose import AnimatedPose, forget_live_property, pose_prob
 from ..bridge.control_evaluation import evaluate, switched_rows
 from ..bridge.control_rows import BuiltControls, build_controls
 from ..bridge.control_targets import TargetReader, inputs_match
-from ..bridge.rigid_bodies import GRAVITY_PROPERTY
 from ..core.controls.stack import ControlInstance, ControlReport
 from ..core.errors import MarionetteError
 
@@ -110,7 +107,7 @@ _render_thread: list[int | None] = [None]
 last_render: dict[str, dict[str, list[float]]] = {}
 RENDER_OUTCOMES = ("kept", "blended", "computed", "missed")
 #: Per scene (by pointer): its object count and the names of its live objects, as last found
-#: (see _live_objects).
+#: (see live_objects).
 _live_names: dict[int, tuple[int, list[str]]] = {}
 
 
@@ -140,6 +137,18 @@ def _paused() -> bool:
     # fails to start).
     _render_thread[0] = None
     return False
+
+
+def quiet() -> bool:
+    """Whether nothing may be shown now: held, off the main thread, or while a render runs (a
+    render's frame changes reach every frame handler; unlike :func:`_paused` this leaves a
+    render's state alone)."""
+    return bool(_hold[0]) or not _main_thread() or _render_thread[0] is not None
+
+
+def shown(rt: ObjectRuntime) -> RenderFrame | None:
+    """The frame ``rt`` showed last, as kept (``None`` when it was not kept)."""
+    return rt.frames.get(_frame_key(rt.frame))
 
 
 def _frame_key(frame: float) -> float:
@@ -236,7 +245,7 @@ def evaluate_object(obj: bpy.types.Object, scene: bpy.types.Scene, depsgraph: An
     return rt
 
 
-def _live_objects(scene: bpy.types.Scene) -> list[bpy.types.Object]:
+def live_objects(scene: bpy.types.Scene) -> list[bpy.types.Object]:
     """The armatures of ``scene`` with the live preview on. Which ones they are changes only
     with an edit (a depsgraph update, an undo, a load, a toggle; each forgets the names kept
     here), so a frame change looks them up by name instead of walking every object of the
@@ -268,29 +277,8 @@ def _on_frame_change(scene: bpy.types.Scene, depsgraph: Any = None) -> None:
         return
     if depsgraph is not None and depsgraph.mode != "VIEWPORT":
         return
-    for obj in _live_objects(scene):
+    for obj in live_objects(scene):
         evaluate_object(obj, scene, depsgraph or bpy.context.evaluated_depsgraph_get())
-
-
-@persistent
-def _on_frame_pre(scene: bpy.types.Scene, depsgraph: Any = None) -> None:
-    """Show the new frame before Blender evaluates it, for armatures whose PMX bodies the scene
-    simulates: the rigid-body world steps inside that evaluation, so bodies riding on bones the
-    controls alone move (leg IK on unkeyed legs) are carried by this frame's controlled pose
-    rather than the last one's. A channel the action keys is set by the animation in that
-    evaluation all the same; ``frame_change_post`` shows the frame again over it."""
-    # Blender gives this handler no depsgraph, and a render's frame changes call it too: while a
-    # render runs it leaves the frame to the render's own handling (see _render_frame).
-    if _hold[0] or not _main_thread() or _render_thread[0] is not None:
-        return
-    if depsgraph is not None and depsgraph.mode != "VIEWPORT":
-        return
-    world = scene.rigidbody_world
-    if world is None or not world.enabled:
-        return
-    for obj in _live_objects(scene):
-        if obj.get(GRAVITY_PROPERTY) is not None:
-            evaluate_object(obj, scene, depsgraph or bpy.context.evaluated_depsgraph_get())
 
 
 @persistent
@@ -299,7 +287,7 @@ def _on_depsgraph_update(scene: bpy.types.Scene, depsgraph: Any) -> None:
     _live_names.clear()  # an edit may have added, removed or renamed a live object
     if _paused():
         return
-    live = _live_objects(scene)
+    live = live_objects(scene)
     if not live:
         _wrote.clear()
         return
@@ -355,14 +343,14 @@ def _ground_moved(rt: ObjectRuntime, meshes: set[str]) -> bool:
 @persistent
 def _on_render_init(scene: bpy.types.Scene, *_args: Any) -> None:
     last_render.clear()
-    _render_thread[0] = threading.current_thread().ident if _live_objects(scene) else None
+    _render_thread[0] = threading.current_thread().ident if live_objects(scene) else None
 
 
 def _render_frame(scene: bpy.types.Scene, depsgraph: Any) -> None:
     """Write each live object's frame for the render evaluating ``depsgraph`` (see the module
     docstring) and note how."""
     frame = float(scene.frame_current_final)
-    for obj in _live_objects(scene):
+    for obj in live_objects(scene):
         try:
             how = _render_object(obj, scene, depsgraph, frame)
         except (ReferenceError, KeyError, ValueError, MarionetteError):
@@ -521,7 +509,6 @@ def _on_load(*_args: Any) -> None:
 
 
 _HANDLERS = (
-    ("frame_change_pre", _on_frame_pre),
     ("frame_change_post", _on_frame_change),
     ("depsgraph_update_post", _on_depsgraph_update),
     ("render_init", _on_render_init),

@@ -406,16 +406,21 @@ def test_of_two_dynamic_bodies_on_one_bone_the_later_carries_it(addon, tmp_path)
     assert track.target.parent == result.physics.bodies[-1] and result.physics.bodies[-1].name.startswith("髪1b")
 
 
-def _ornament_files(tmp_path):
+def _ornament_files(tmp_path, fk_keys=False):
     """The knee ornament model (:func:`tests.helpers.pmx_files.knee_ornament_model`) and a motion
     lifting the left leg IK bone from the first frame on: the knee, and the body following it,
-    move 30 mm over the first simulated frame."""
+    move 30 mm over the first simulated frame. ``fk_keys``: the motion also keys the thigh and
+    the knee (turned 20 and 40 degrees), which the IK overrides as MMD plays it."""
     from tests.helpers.pmx_files import knee_ornament_model
 
     bones, bodies, joints = knee_ornament_model()
     pmx, vmd = tmp_path / "knee.pmx", tmp_path / "lift.vmd"
     pmx.write_bytes(write_pmx(bones, bodies=bodies, joints=joints)[0])
     lift = [Key("左足ＩＫ", 0, (0.0, 0.0, 0.0)), Key("左足ＩＫ", 30, (0.0, 4.0, -2.0)), Key("左足ＩＫ", 45, (0.0, 4.0, -2.0))]
+    if fk_keys:
+        for name, deg in (("左足", -20.0), ("左ひざ", 40.0)):
+            h = math.radians(deg) / 2
+            lift += [Key(name, f, rotation=(math.sin(h), 0.0, 0.0, math.cos(h))) for f in (0, 45)]
     vmd.write_bytes(vmd_bytes(Motion(keys=lift)))
     return pmx, vmd
 
@@ -459,20 +464,22 @@ def test_a_joint_to_a_body_moving_from_the_first_frame_holds(addon, tmp_path):
     assert baked.report["start_offset"] < 1e-4 and baked.report["first_step"] < 0.01
 
 
-@pytest.mark.parametrize("drive", ["keys", "live preview"])
+@pytest.mark.parametrize("drive", ["keys", "live preview", "live preview over FK keys"])
 def test_played_in_the_viewport_a_joint_to_a_body_moving_from_the_first_frame_holds(addon, tmp_path, drive):
     """The same ornament played on the timeline with physics on, the knee moved by baked keys or
     by the live preview's leg IK (the leg bones unkeyed). Its joint is built on the first frame's
     pose (the knee body is held there for the evaluation of the second frame): once the leg stops
     the ornament sits on its joint (26.6 mm off before, with keys). While the leg moves it keeps
     within the joint's slack: the live preview shows each frame before Blender simulates it too,
-    so the knee body is carried by that frame's IK (11 mm behind before). Frame 2, whose step
+    so the knee body is carried by that frame's IK (11 mm behind before); where the motion also
+    keys the leg, which the animation sets in the evaluation that steps the simulation, the knee
+    body is given the own transform that makes up for it. Frame 2, whose step
     carries no motion of the knee, is left out. The knee body is parented to its bone again."""
     bpy = addon
     from marionette.bridge.rigid_bodies import set_physics
     from marionette.usecases.bake_controls import bake_controls
 
-    pmx, vmd = _ornament_files(tmp_path)
+    pmx, vmd = _ornament_files(tmp_path, fk_keys=drive.endswith("FK keys"))
     result = _import(bpy, pmx, vmd)
     obj, bodies = result.obj, result.physics.bodies
     scene = bpy.context.scene

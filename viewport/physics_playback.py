@@ -1,0 +1,173 @@
+"""A PMX rig's rigid-body simulation as the timeline plays it (docs/formats.md, "Physics").
+
+Blender steps the rigid-body world inside the evaluation of each frame, before
+``frame_change_post``, where the live preview shows the frame with its controls. Two things are
+done around that evaluation, and undone once it ran (Blender evaluates the frame again after the
+handlers, so the bodies show where they belong):
+
+* **Carried by the controlled pose.** Each live-previewed armature with physics is shown on
+  ``frame_change_pre`` too, so bodies on bones the controls alone move (leg IK on unkeyed legs)
+  stand on this frame's controlled pose when Bullet steps. Where the action keys a channel the
+  controls override (FK keys under an IK), the animation sets it in that evaluation all the same:
+  each Animated body on such a bone is given the own transform that makes up the difference
+  (:func:`..bridge.rigid_bodies.carry_animated_bodies`).
+* **Joints built on the first frame's pose.** Blender builds the joints while it evaluates the
+  frame after the cache's first, from where the bodies stand in that evaluation. The dynamic
+  bodies and the joints were placed on the first frame's pose
+  (:func:`..bridge.rigid_bodies.place_at_first_frame`), but a bone-following body already stands
+  on the second frame's then: a bone moving from the first frame would fix its joints off by
+  that move for the whole simulation. So, when the timeline steps from the cache's first frame
+  to the next, every Animated PMX body is held where the first frame showed it (unparented and
+  placed), and the first step carries no motion of the bones; the next one carries two frames of
+  it. Bake Physics does not need this: it simulates from a frame held before the first (see
+  :mod:`..usecases.bake_physics`).
+"""
+
+# mypy: disable-error-code="union-attr"
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+from typing import Any
+
+import bpy
+import numpy as np
+from bpy.app.handlers import persistent
+from mathutils import Matrix
+
+from ..bridge.pose_channels import rotation_prop
+from ..bridge.rigid_bodies import BODY_PROPERTY, GRAVITY_PROPERTY, carry_animated_bodies, rest_basis
+from . import live_preview
+from .live_preview import ObjectRuntime, add_handlers, remove_handlers
+
+
+@dataclass
+class _SceneStart:
+    """Per scene: the last whole frame shown, where the Animated bodies stood on the cache's
+    first frame (by object name), and the parenting of the bodies held now."""
+
+    last: int | None = None
+    placed: dict[str, np.ndarray] = field(default_factory=dict)
+    held: list[tuple[Any, Any, str, str, Matrix]] = field(default_factory=list)
+
+
+_scenes: dict[int, _SceneStart] = {}
+#: Animated bodies given an own transform for the evaluation under way (see _carry_bodies).
+_carried: list[Any] = []
+
+
+def _animated_bodies() -> list[Any]:
+    return [
+        o
+        for o in bpy.data.objects
+        if BODY_PROPERTY in o and o.rigid_body is not None and o.rigid_body.kinematic and o.parent is not None
+    ]
+
+
+def _cache_start(scene: Any) -> int | None:
+    world = scene.rigidbody_world
+    if world is None or not world.enabled or world.point_cache.is_baked:
+        return None
+    return int(world.point_cache.frame_start)
+
+
+def _rendering(depsgraph: Any) -> bool:
+    return depsgraph is not None and depsgraph.mode == "RENDER"
+
+
+@persistent
+def _before_frame(scene: Any, depsgraph: Any = None) -> None:
+    # Blender gives frame_change_pre no depsgraph, and a render's frame changes reach it too.
+    start = _cache_start(scene)
+    if start is None or _rendering(depsgraph):
+        return
+    if not live_preview.quiet():
+        for obj in live_preview.live_objects(scene):
+            if obj.get(GRAVITY_PROPERTY) is not None:
+                rt = live_preview.evaluate_object(obj, scene, bpy.context.evaluated_depsgraph_get())
+                _carried.extend(_carry_bodies(obj, rt))
+    state = _scenes.get(scene.as_pointer())
+    if state is None or state.last != start or scene.frame_current != start + 1 or not state.placed:
+        return
+    for body in _animated_bodies():
+        placed = state.placed.get(body.name)
+        if placed is None:
+            continue
+        state.held.append((body, body.parent, body.parent_type, body.parent_bone, body.matrix_parent_inverse.copy()))
+        body.parent = None
+        body.matrix_world = Matrix(placed.tolist())
+
+
+def _carry_bodies(obj: Any, rt: ObjectRuntime) -> list[Any]:
+    """Where the action keys channels the controls override, the bones stand on the keys in the
+    evaluation about to run: give ``obj``'s Animated bodies on them the own transforms that put
+    them where the frame just shown places their bones."""
+    kept = live_preview.shown(rt)
+    if rt.error or rt.pose is None or rt.built is None or rt.built.stack is None or kept is None:
+        return []
+    io, keyed = rt.pose.io, rt.pose.keys.keyed
+    animated = {p: v[None].astype(np.float64) for p, v in rt.pose.last.items()}
+    rot = io.quats(animated)[0]
+    tr = animated["location"][0].copy()
+    tr[io.connected] = 0.0
+    rot_keyed = np.array([keyed[rotation_prop(m)][j].any() for j, m in enumerate(io.modes)], dtype=bool)
+    loc_keyed = keyed["location"].any(axis=1)
+    skeleton = rt.built.stack.skeleton
+    shown = skeleton.forward_kinematics(kept.rotations[None], kept.translations[None])[0]
+    evaluated = skeleton.forward_kinematics(
+        np.where(rot_keyed[:, None], rot, kept.rotations)[None], np.where(loc_keyed[:, None], tr, kept.translations)[None]
+    )[0]
+    return carry_animated_bodies(obj, {n: j for j, n in enumerate(skeleton.names)}, shown, evaluated)
+
+
+@persistent
+def _after_frame(scene: Any, depsgraph: Any = None) -> None:
+    state = _scenes.setdefault(scene.as_pointer(), _SceneStart())
+    put_back(state)  # also after a render's frame
+    if _rendering(depsgraph):
+        return
+    start = _cache_start(scene)
+    if start is None:
+        state.last = None
+        return
+    frame = scene.frame_current
+    if frame == start:
+        state.placed = {b.name: np.array(b.matrix_world, dtype=np.float64) for b in _animated_bodies()}
+    state.last = frame if scene.frame_subframe == 0.0 else None
+
+
+def put_back(state: _SceneStart) -> None:
+    """The bodies carried or held for the evaluation that ran, back under their bones as built."""
+    for body, parent, parent_type, parent_bone, inverse in state.held:
+        with contextlib.suppress(ReferenceError):
+            body.parent = parent
+            body.parent_type = parent_type
+            body.parent_bone = parent_bone
+            body.matrix_parent_inverse = inverse
+            body.matrix_basis = rest_basis(body)
+    state.held.clear()
+    for body in _carried:
+        with contextlib.suppress(ReferenceError):
+            body.matrix_basis = rest_basis(body)
+    _carried.clear()
+
+
+@persistent
+def _on_load(*_args: Any) -> None:
+    _scenes.clear()
+    _carried.clear()
+
+
+_HANDLERS = (("frame_change_pre", _before_frame), ("frame_change_post", _after_frame), ("load_post", _on_load))
+
+
+def register() -> None:
+    add_handlers(_HANDLERS)
+
+
+def unregister() -> None:
+    remove_handlers(_HANDLERS)
+    for state in _scenes.values():
+        put_back(state)
+    _scenes.clear()
+    put_back(_SceneStart())
