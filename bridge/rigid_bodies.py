@@ -288,6 +288,32 @@ def carry_animated_bodies(arm: Any, index: dict[str, int], shown: np.ndarray, ev
     return moved
 
 
+@dataclass
+class CarriedBones:
+    """The bones a dynamic body carries (through its track constraint), in skeleton order: the
+    bodies, each bone's placement relative to its body at rest ``(C, 4, 4)``, and whether only
+    its rotation comes from the body ("dynamic, bone position")."""
+
+    bones: list[str]
+    bodies: list[Any]
+    offsets: np.ndarray
+    position_kept: list[bool]
+
+
+def carried_bones(arm: Any, names: list[str]) -> CarriedBones:
+    """Which of ``names`` (``arm``'s bones) the dynamic bodies carry (see :class:`CarriedBones`)."""
+    tracks: dict[str, Any] = {}
+    for pb in arm.pose.bones:
+        c = pb.constraints.get(TRACK_CONSTRAINT)
+        if c is not None and c.target is not None and c.target.parent is not None:
+            tracks[pb.name] = c.target.parent
+    bones = [n for n in names if n in tracks]
+    bodies = [tracks[n] for n in bones]
+    offsets = [np.linalg.solve(rest_matrix(b), np.array(arm.data.bones[n].matrix_local, dtype=np.float64)) for n, b in zip(bones, bodies, strict=True)]
+    kept = [int(b[MODE_PROPERTY]) == int(BodyMode.DYNAMIC_BONE_POSITION) for b in bodies]
+    return CarriedBones(bones, bodies, np.array(offsets).reshape(len(bones), 4, 4), kept)
+
+
 def physics_objects(arm: Any) -> list[Any]:
     """The rigid-body objects built for ``arm``, by body index."""
     found = [o for o in bpy.data.objects if o.get(ARMATURE_PROPERTY) == arm.name and BODY_PROPERTY in o]

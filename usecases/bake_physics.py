@@ -45,18 +45,16 @@ from ..bridge.file_import import FPS_PROPERTY, scene_fps
 from ..bridge.rigid_bodies import (
     AFTER_PHYSICS_PROPERTY,
     MODE_PROPERTY,
-    TRACK_CONSTRAINT,
+    carried_bones,
     physics_objects,
     place_at_first_frame,
-    rest_matrix,
     set_tracks,
 )
 from ..bridge.session import save_blend
 from ..bridge.skeleton_read import skeleton_from_armature
-from ..core.controls.stack import ControlStack
 from ..core.errors import ClipError, RigError
 from ..core.formats.pmx import BodyMode
-from ..core.formats.pmx_physics import write_back
+from ..core.formats.pmx_physics import after_physics_stack, run_after_physics, write_back
 from ..core.rig.clip import Clip
 from ..core.rig.rotations import parts_from_transform
 from ..viewport import live_preview
@@ -115,36 +113,22 @@ def bake_physics(obj: Any, frames: np.ndarray | None = None, name: str | None = 
         skeleton = skeleton_from_armature(obj)
     names = list(skeleton.names)
     dynamic = [b for b in bodies if int(b[MODE_PROPERTY]) != int(BodyMode.FOLLOW_BONE)]
-    # A dynamic bone follows its body through the empty its track constraint aims at.
-    tracks: dict[str, Any] = {}
-    for pb in obj.pose.bones:
-        c = pb.constraints.get(TRACK_CONSTRAINT)
-        if c is not None and c.target is not None and c.target.parent is not None:
-            tracks[pb.name] = c.target.parent
     arm_world = np.array(obj.matrix_world, dtype=np.float64)
-    carried_bones = [n for n in names if n in tracks]
-    carried_objs = [tracks[n] for n in carried_bones]
-    sim = _simulate(obj, scene, bodies, carried_objs, names, steps)
-    all_track, body_track, basis = sim.bodies, sim.carried, sim.basis
+    carried = carried_bones(obj, names)  # a dynamic bone follows its body through its track
+    sim = _simulate(obj, scene, bodies, carried.bodies, names, steps)
     # Over the held frame (see _simulate) only gravity acts: a body moves by its first step.
-    first_step = float(np.linalg.norm(all_track[0, :, :3, 3] - sim.held[:, :3, 3], axis=-1).max())
+    first_step = float(np.linalg.norm(sim.bodies[0, :, :3, 3] - sim.held[:, :3, 3], axis=-1).max())
     start_offset = max(
         (float(np.linalg.norm((arm_world @ sim.held[k])[:3, 3] - sim.placed[b.name][:3, 3])) for k, b in enumerate(bodies) if b.name in sim.placed),
         default=0.0,
     )
-    q, t, _s = parts_from_transform(basis)
-    offsets = np.array(
-        [np.linalg.solve(rest_matrix(b), np.array(obj.data.bones[n].matrix_local, dtype=np.float64)) for n, b in zip(carried_bones, carried_objs, strict=True)]
-    ).reshape(len(carried_objs), 4, 4)
-    kept = [int(b[MODE_PROPERTY]) == int(BodyMode.DYNAMIC_BONE_POSITION) for b in carried_objs]
-    joints = [skeleton.index(n) for n in carried_bones]
-    rot, tr = write_back(skeleton, q, t, joints, body_track, offsets, kept)
+    q, t, _s = parts_from_transform(sim.basis)
+    joints = [skeleton.index(n) for n in carried.bones]
+    rot, tr = write_back(skeleton, q, t, joints, sim.carried, carried.offsets, carried.position_kept)
     fps = scene_fps(scene)
-    late = _after_physics(built.stack, set(obj.get(AFTER_PHYSICS_PROPERTY, ())))
+    late = after_physics_stack(built.stack, set(obj.get(AFTER_PHYSICS_PROPERTY, ())))
     if late is not None:
-        again = late.instance().evaluate(rot, tr, time=(steps - steps[0]) / fps, placement=arm_world)
-        moved = sorted({j for c in late.controls for j in c.written})
-        rot[:, moved], tr[:, moved] = again.rotations[:, moved], again.translations[:, moved]
+        rot, tr, _moved = run_after_physics(late, rot, tr, (steps - steps[0]) / fps, arm_world)
     keep = np.isin(steps, f)
     base = name or f"{(previous[0].name if previous[0] is not None else obj.name)}_physics"
     clip = Clip(
@@ -176,13 +160,13 @@ def bake_physics(obj: Any, frames: np.ndarray | None = None, name: str | None = 
         "simulated_from": start,
         "bodies": len(bodies),
         "dynamic_bodies": len(dynamic),
-        "bones_written_back": carried_bones,
+        "bones_written_back": carried.bones,
         "after_physics_controls": [] if late is None else [c.name for c in late.controls],
         "first_step": round(first_step, 6),
         "start_offset": round(start_offset, 6),
         "seconds": round(time.perf_counter() - t0, 4),
     }
-    return PhysicsBake(report, new, steps, all_track)
+    return PhysicsBake(report, new, steps, sim.bodies)
 
 
 @dataclass
@@ -230,16 +214,6 @@ def _simulate(obj: Any, scene: Any, bodies: list[Any], carried: list[Any], names
     finally:
         cache.frame_start = kept
     return _Simulated(placed, every[0], every[1:], tracks[1:], basis[1:])
-
-
-def _after_physics(stack: ControlStack | None, bones: set[str]) -> ControlStack | None:
-    """The controls of ``stack`` that write only bones the model transforms after physics, as a
-    stack of their own in the same order (``None`` when there are none)."""
-    if stack is None or not bones:
-        return None
-    names = stack.skeleton.names
-    late = [c for c in stack.controls if c.written and all(names[j] in bones for j in c.written)]
-    return ControlStack(stack.skeleton, late) if late else None
 
 
 def bake_physics_file(path: str, object_name: str, output: str, frames: Sequence[int] | None = None, action_name: str | None = None) -> dict[str, Any]:

@@ -151,6 +151,18 @@ def shown(rt: ObjectRuntime) -> RenderFrame | None:
     return rt.frames.get(_frame_key(rt.frame))
 
 
+def reshow(obj: bpy.types.Object, rt: ObjectRuntime, rotations: np.ndarray, translations: np.ndarray) -> None:
+    """Write the frame ``rt`` showed last again as ``rotations`` ``(B, 4)`` and ``translations``
+    ``(B, 3)`` (a pass run after it, such as the controls MMD runs after physics), and keep it so."""
+    assert rt.pose is not None
+    rt.pose.write(obj, rotations, translations, rt.pose.io.read(obj))
+    _wrote.add(obj.name)
+    key = _frame_key(rt.frame)
+    kept = rt.frames.get(key)
+    if kept is not None:
+        rt.frames[key] = RenderFrame(rotations.copy(), translations.copy(), kept.seen)
+
+
 def _frame_key(frame: float) -> float:
     return round(float(frame), 4)
 

@@ -1,8 +1,8 @@
 """A PMX rig's rigid-body simulation as the timeline plays it (docs/formats.md, "Physics").
 
 Blender steps the rigid-body world inside the evaluation of each frame, before
-``frame_change_post``, where the live preview shows the frame with its controls. Two things are
-done around that evaluation, and undone once it ran (Blender evaluates the frame again after the
+``frame_change_post``, where the live preview shows the frame with its controls. What is changed
+for that evaluation is put back once it ran (Blender evaluates the frame again after the
 handlers, so the bodies show where they belong):
 
 * **Carried by the controlled pose.** Each live-previewed armature with physics is shown on
@@ -11,6 +11,9 @@ handlers, so the bodies show where they belong):
   controls override (FK keys under an IK), the animation sets it in that evaluation all the same:
   each Animated body on such a bone is given the own transform that makes up the difference
   (:func:`..bridge.rigid_bodies.carry_animated_bodies`).
+* **Bones transformed after physics.** Once the step ran (``frame_change_post``), the controls of
+  the bones the model flags "after physics" run again on the frame just shown, its carried bones
+  where the bodies left them, and the result is shown, as Bake Physics does (:func:`_after_physics`).
 * **Joints built on the first frame's pose.** Blender builds the joints while it evaluates the
   frame after the cache's first, from where the bodies stand in that evaluation. The dynamic
   bodies and the joints were placed on the first frame's pose
@@ -35,8 +38,17 @@ import numpy as np
 from bpy.app.handlers import persistent
 from mathutils import Matrix
 
+from ..bridge.file_import import scene_fps
 from ..bridge.pose_channels import rotation_prop
-from ..bridge.rigid_bodies import BODY_PROPERTY, GRAVITY_PROPERTY, carry_animated_bodies, rest_basis
+from ..bridge.rigid_bodies import (
+    AFTER_PHYSICS_PROPERTY,
+    BODY_PROPERTY,
+    GRAVITY_PROPERTY,
+    carried_bones,
+    carry_animated_bodies,
+    rest_basis,
+)
+from ..core.formats.pmx_physics import after_physics_stack, run_after_physics, write_back
 from . import live_preview
 from .live_preview import ObjectRuntime, add_handlers, remove_handlers
 
@@ -130,10 +142,37 @@ def _after_frame(scene: Any, depsgraph: Any = None) -> None:
     if start is None:
         state.last = None
         return
+    if not live_preview.quiet():
+        for obj in live_preview.live_objects(scene):
+            if obj.get(AFTER_PHYSICS_PROPERTY):
+                _after_physics(obj, scene)
     frame = scene.frame_current
     if frame == start:
         state.placed = {b.name: np.array(b.matrix_world, dtype=np.float64) for b in _animated_bodies()}
     state.last = frame if scene.frame_subframe == 0.0 else None
+
+
+def _after_physics(obj: Any, scene: Any) -> None:
+    """Run the controls of the bones ``obj``'s model transforms after physics again on the frame
+    just shown, its carried bones where the bodies left them in the step that ran, and show the
+    result (as Bake Physics does over a whole range)."""
+    rt = live_preview.runtime(obj)
+    kept = None if rt is None else live_preview.shown(rt)
+    if rt is None or kept is None or rt.built is None or rt.built.stack is None or rt.error:
+        return
+    skeleton = rt.built.stack.skeleton
+    late = after_physics_stack(rt.built.stack, set(obj[AFTER_PHYSICS_PROPERTY]))
+    if late is None:
+        return
+    carried = carried_bones(obj, list(skeleton.names))
+    arm = np.array(obj.matrix_world, dtype=np.float64)
+    bodies = np.array([np.array(b.matrix_world, dtype=np.float64) for b in carried.bodies]).reshape(-1, 4, 4)
+    joints = [skeleton.index(n) for n in carried.bones]
+    rot, tr = write_back(skeleton, kept.rotations[None], kept.translations[None], joints, np.linalg.solve(arm, bodies)[None], carried.offsets, carried.position_kept)
+    rot, tr, moved = run_after_physics(late, rot, tr, np.array([rt.frame / scene_fps(scene)]), arm)
+    shown_rot, shown_tr = kept.rotations.copy(), kept.translations.copy()
+    shown_rot[moved], shown_tr[moved] = rot[0, moved], tr[0, moved]
+    live_preview.reshow(obj, rt, shown_rot, shown_tr)
 
 
 def put_back(state: _SceneStart) -> None:

@@ -42,6 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 
+from ..controls.stack import ControlStack
 from ..rig.rotations import FloatArray, parts_from_transform
 from ..rig.skeleton import Skeleton
 from .pmx import BodyMode, BodyShape, PmxJoint, PmxModel, PmxRigidBody
@@ -316,3 +317,26 @@ def _parents_first(skeleton: Skeleton) -> list[int]:
             seen.add(c)
             order.append(c)
     return order
+
+
+def after_physics_stack(stack: ControlStack | None, bones: set[str]) -> ControlStack | None:
+    """The controls of ``stack`` that write only bones the model transforms after physics (PMX's
+    flag), as a stack of their own in the same order (``None`` when there are none)."""
+    if stack is None or not bones:
+        return None
+    names = stack.skeleton.names
+    late = [c for c in stack.controls if c.written and all(names[j] in bones for j in c.written)]
+    return ControlStack(stack.skeleton, late) if late else None
+
+
+def run_after_physics(
+    late: ControlStack, rotations: FloatArray, translations: FloatArray, time: ArrayLike, placement: ArrayLike
+) -> tuple[FloatArray, FloatArray, list[int]]:
+    """Run ``late`` (:func:`after_physics_stack`) on the pose the bodies left ``(T, B, 4)``,
+    ``(T, B, 3)``, as MMD runs those bones' transforms after the simulation: returns the pose with
+    the joints it writes replaced, and those joints."""
+    again = late.instance().evaluate(rotations, translations, time=time, placement=placement)
+    moved = sorted({j for c in late.controls for j in c.written})
+    rot, tr = rotations.copy(), translations.copy()
+    rot[:, moved], tr[:, moved] = again.rotations[:, moved], again.translations[:, moved]
+    return rot, tr, moved

@@ -315,12 +315,9 @@ def test_a_free_body_falls_with_mmds_gravity(addon, tmp_path, scale):
     assert fallen == pytest.approx(expected, rel=0.03)
 
 
-def test_a_bone_transformed_after_physics_follows_what_the_bodies_did(addon, tmp_path, files):
-    """An ornament bone beside the first hair bone, flagged "after physics", inherits that hair
-    bone's rotation: baked with physics it turns as the hair swung (the inheritance run again on
-    the written-back pose, as MMD orders it), not as the hair's keys stood before the simulation."""
-    bpy = addon
-    from marionette.usecases.bake_physics import bake_physics
+def _after_physics_rig(bpy, tmp_path, vmd):
+    """:func:`tests.helpers.pmx_files.hair_model` with an ornament bone beside the first hair
+    bone, flagged "after physics", inheriting that hair bone's rotation."""
     from tests.helpers.pmx_files import AFTER_PHYSICS, APPEND_ROTATION, ENABLED, ROTATABLE, VISIBLE
 
     bones, bodies, joints = hair_model()
@@ -330,9 +327,29 @@ def test_a_bone_transformed_after_physics_follows_what_the_bodies_did(addon, tmp
                     tail_offset=(1.5, 0.0, 0.0), append=(first, 1.0))
     pmx = tmp_path / "ornament.pmx"
     pmx.write_bytes(write_pmx([*bones, ornament], bodies=bodies, joints=joints)[0])
-    result = _import(bpy, pmx, files[1])
-    obj = result.obj
+    obj = _import(bpy, pmx, vmd).obj
     assert list(obj["pmx_after_physics"]) == ["髪飾り"]
+    return obj
+
+
+def _shown_turn(obj, name):
+    """A bone's rotation under its parent as shown (constraints included), as a quaternion."""
+    pb = obj.pose.bones[name]
+    parent = np.array(pb.parent.matrix) @ np.linalg.inv(np.array(pb.parent.bone.matrix_local))
+    local = np.linalg.solve(parent @ np.array(pb.bone.matrix_local), np.array(pb.matrix))
+    from mathutils import Matrix
+
+    return Matrix(local.tolist()).to_quaternion()
+
+
+def test_a_bone_transformed_after_physics_follows_what_the_bodies_did(addon, tmp_path, files):
+    """An ornament bone beside the first hair bone, flagged "after physics", inherits that hair
+    bone's rotation: baked with physics it turns as the hair swung (the inheritance run again on
+    the written-back pose, as MMD orders it), not as the hair's keys stood before the simulation."""
+    bpy = addon
+    from marionette.usecases.bake_physics import bake_physics
+
+    obj = _after_physics_rig(bpy, tmp_path, files[1])
     baked = bake_physics(obj, np.arange(1, 47, dtype=float))
     assert baked.report["after_physics_controls"], baked.report
     turns, gaps = [], []
@@ -504,3 +521,24 @@ def test_played_in_the_viewport_a_joint_to_a_body_moving_from_the_first_frame_ho
     np.testing.assert_allclose(np.array(bodies[0].matrix_world), tail @ np.array(bodies[0].matrix_basis), atol=1e-5)
     assert off[2:30].max() < 0.005, off
     assert off[30:].max() < 0.0015, off
+
+
+def test_played_with_the_live_preview_a_bone_transformed_after_physics_follows_the_bodies(addon, tmp_path, files):
+    """The same ornament played on the timeline with the live preview and physics on: as shown,
+    it turns as the simulated hair bone does (the inheritance run again after the simulation
+    step, on the pose the bodies left), frame by frame."""
+    bpy = addon
+    from marionette.bridge.rigid_bodies import set_physics
+
+    obj = _after_physics_rig(bpy, tmp_path, files[1])
+    obj.marionette_controls.live_preview = True
+    set_physics(obj, bpy.context.scene, True)
+    turns, gaps = [], []
+    for f in range(1, 47):
+        bpy.context.scene.frame_set(f)
+        q_hair, q_orn = _shown_turn(obj, HAIR[0]), _shown_turn(obj, "髪飾り")
+        turns.append(math.degrees(q_hair.angle))
+        gaps.append(math.degrees(q_hair.rotation_difference(q_orn).angle))
+    print(f"\nafter physics, live: the hair turned up to {max(turns):.1f} deg, the ornament off it by at most {max(gaps):.2e} deg")
+    assert max(turns) > 10.0
+    assert max(gaps) < 1e-3
