@@ -78,6 +78,8 @@ class ObjectRuntime:
     rest: bytes = b""
     #: The frames shown since the last change, by frame (for renders on another thread).
     frames: dict[float, RenderFrame] = field(default_factory=dict)
+    #: The frame shown before Blender evaluated it (see show_before_frame), until shown after.
+    early: float = float("nan")
 
 
 @dataclass(frozen=True)
@@ -290,7 +292,38 @@ def _on_frame_change(scene: bpy.types.Scene, depsgraph: Any = None) -> None:
     if depsgraph is not None and depsgraph.mode != "VIEWPORT":
         return
     for obj in live_objects(scene):
-        evaluate_object(obj, scene, depsgraph or bpy.context.evaluated_depsgraph_get())
+        dg = depsgraph or bpy.context.evaluated_depsgraph_get()
+        if not _show_early_frame(obj, scene, dg):
+            evaluate_object(obj, scene, dg)
+
+
+def show_before_frame(obj: bpy.types.Object, scene: bpy.types.Scene) -> ObjectRuntime:
+    """Show the scene's new frame of ``obj`` before Blender evaluates it (``frame_change_pre``):
+    targets are read where the last evaluation left them. Once Blender evaluated the frame, it is
+    shown again from what was computed here when the armature and its targets stand where they
+    were read (no core call), or computed again."""
+    rt = evaluate_object(obj, scene, bpy.context.evaluated_depsgraph_get())
+    rt.early = _frame_key(rt.frame) if rt.pose is not None and not rt.error else float("nan")
+    return rt
+
+
+def _show_early_frame(obj: bpy.types.Object, scene: bpy.types.Scene, depsgraph: Any) -> bool:
+    """Write the frame :func:`show_before_frame` computed, over the animation Blender set since,
+    if it still holds (see there); False when it must be computed again."""
+    rt = _runtimes.get(obj.session_uid)
+    if rt is None:
+        return False
+    early, rt.early = rt.early, float("nan")
+    key = _frame_key(scene.frame_current_final)
+    kept = rt.frames.get(key)
+    if early != key or kept is None or rt.dirty or rt.pose is None or rt.built is None:
+        return False
+    # A ground probed then stood where the last frame left it.
+    if any(s.kind == "GROUND" for s in rt.built.specs) or not inputs_match(obj, kept.seen, depsgraph):
+        return False
+    rt.pose.write(obj, kept.rotations, kept.translations, rt.pose.io.read(obj))
+    _wrote.add(obj.name)
+    return True
 
 
 @persistent

@@ -96,8 +96,7 @@ def _before_frame(scene: Any, depsgraph: Any = None) -> None:
     if not live_preview.quiet():
         for obj in live_preview.live_objects(scene):
             if obj.get(GRAVITY_PROPERTY) is not None:
-                rt = live_preview.evaluate_object(obj, scene, bpy.context.evaluated_depsgraph_get())
-                _carried.extend(_carry_bodies(obj, rt))
+                _carried.extend(_carry_bodies(obj, live_preview.show_before_frame(obj, scene)))
     state = _scenes.get(scene.as_pointer())
     if state is None or state.last != start or scene.frame_current != start + 1 or not state.placed:
         return
@@ -124,11 +123,13 @@ def _carry_bodies(obj: Any, rt: ObjectRuntime) -> list[Any]:
     tr[io.connected] = 0.0
     rot_keyed = np.array([keyed[rotation_prop(m)][j].any() for j, m in enumerate(io.modes)], dtype=bool)
     loc_keyed = keyed["location"].any(axis=1)
+    evaluated_rot = np.where(rot_keyed[:, None], rot, kept.rotations)
+    evaluated_tr = np.where(loc_keyed[:, None], tr, kept.translations)
+    if np.allclose(evaluated_rot, kept.rotations, rtol=0.0, atol=1e-9) and np.allclose(evaluated_tr, kept.translations, rtol=0.0, atol=1e-9):
+        return []  # the controls override no key: every bone stands as shown
     skeleton = rt.built.stack.skeleton
     shown = skeleton.forward_kinematics(kept.rotations[None], kept.translations[None])[0]
-    evaluated = skeleton.forward_kinematics(
-        np.where(rot_keyed[:, None], rot, kept.rotations)[None], np.where(loc_keyed[:, None], tr, kept.translations)[None]
-    )[0]
+    evaluated = skeleton.forward_kinematics(evaluated_rot[None], evaluated_tr[None])[0]
     return carry_animated_bodies(obj, {n: j for j, n in enumerate(skeleton.names)}, shown, evaluated)
 
 
