@@ -168,8 +168,7 @@ def build_rigid_bodies(arm: Any, physics: PhysicsModel, bone_names: dict[int, st
         if spec.kinematic and bone is not None:
             # Parented to the bone: Blender places a bone child at the bone's tail.
             b = bones[bone]
-            tail = np.array(b.matrix_local, dtype=np.float64)
-            tail = tail @ np.array([[1, 0, 0, 0], [0, 1, 0, b.length], [0, 0, 1, 0], [0, 0, 0, 1]], dtype=np.float64)
+            tail = np.array(b.matrix_local, dtype=np.float64) @ _along_bone(b.length)
             obj.parent = arm
             obj.parent_type = "BONE"
             obj.parent_bone = bone
