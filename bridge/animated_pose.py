@@ -277,6 +277,12 @@ class AnimatedPose:
         self.tr_joints = np.array(sorted(set(tr_joints) - {j for j in range(len(skeleton)) if self.io.connected[j]}), dtype=np.int64)
         self.tracked = TrackedChannels(self.io, self.keys, self.rot_joints.tolist(), self.tr_joints.tolist())
         self.tracked.load(obj)
+        keyed = self.keys.keyed
+        #: Whether a channel the controls write is also keyed: Blender's animation sets it again
+        #: in every evaluation, over what was written before it.
+        self.writes_keyed = bool(
+            any(keyed[rotation_prop(self.io.modes[j])][j].any() for j in self.rot_joints) or keyed["location"][self.tr_joints].any()
+        )
         self._last: dict[str, np.ndarray] = {}
 
     def stale(self, obj: bpy.types.Object) -> bool:

@@ -321,8 +321,9 @@ def _show_early_frame(obj: bpy.types.Object, scene: bpy.types.Scene, depsgraph: 
     # A ground probed then stood where the last frame left it.
     if any(s.kind == "GROUND" for s in rt.built.specs) or not inputs_match(obj, kept.seen, depsgraph):
         return False
-    rt.pose.write(obj, kept.rotations, kept.translations, rt.pose.io.read(obj))
-    _wrote.add(obj.name)
+    if rt.pose.writes_keyed:  # the animation set them again: the frame is written over it
+        rt.pose.write(obj, kept.rotations, kept.translations, rt.pose.io.read(obj))
+        _wrote.add(obj.name)
     return True
 
 
