@@ -114,7 +114,7 @@ def _carry_bodies(obj: Any, rt: ObjectRuntime) -> list[Any]:
     evaluation about to run: give ``obj``'s Animated bodies on them the own transforms that put
     them where the frame just shown places their bones."""
     kept = live_preview.shown(rt)
-    if rt.error or rt.pose is None or rt.built is None or rt.built.stack is None or kept is None:
+    if rt.error or rt.pose is None or rt.built is None or rt.built.stack is None or kept is None or not rt.pose.writes_keyed:
         return []
     io, keyed = rt.pose.io, rt.pose.keys.keyed
     animated = {p: v[None].astype(np.float64) for p, v in rt.pose.last.items()}
