@@ -278,11 +278,12 @@ class AnimatedPose:
         self.tracked = TrackedChannels(self.io, self.keys, self.rot_joints.tolist(), self.tr_joints.tolist())
         self.tracked.load(obj)
         keyed = self.keys.keyed
+        #: Per joint, whether the action keys its rotation (in its rotation mode), its location.
+        self.rotation_keyed = np.array([keyed[rotation_prop(m)][j].any() for j, m in enumerate(self.io.modes)], dtype=bool)
+        self.location_keyed = keyed["location"].any(axis=1)
         #: Whether a channel the controls write is also keyed: Blender's animation sets it again
         #: in every evaluation, over what was written before it.
-        self.writes_keyed = bool(
-            any(keyed[rotation_prop(self.io.modes[j])][j].any() for j in self.rot_joints) or keyed["location"][self.tr_joints].any()
-        )
+        self.writes_keyed = bool(self.rotation_keyed[self.rot_joints].any() or self.location_keyed[self.tr_joints].any())
         self._last: dict[str, np.ndarray] = {}
 
     def stale(self, obj: bpy.types.Object) -> bool:

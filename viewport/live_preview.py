@@ -78,6 +78,8 @@ class ObjectRuntime:
     rest: bytes = b""
     #: The frames shown since the last change, by frame (for renders on another thread).
     frames: dict[float, RenderFrame] = field(default_factory=dict)
+    #: The frame shown last (kept whatever the number of frames kept for renders).
+    last: RenderFrame | None = None
     #: The frame shown before Blender evaluated it (see show_before_frame), until shown after.
     early: float = float("nan")
 
@@ -149,8 +151,8 @@ def quiet() -> bool:
 
 
 def shown(rt: ObjectRuntime) -> RenderFrame | None:
-    """The frame ``rt`` showed last, as kept (``None`` when it was not kept)."""
-    return rt.frames.get(_frame_key(rt.frame))
+    """The frame ``rt`` showed last (``None`` before one was shown, or after a change)."""
+    return rt.last
 
 
 def reshow(obj: bpy.types.Object, rt: ObjectRuntime, rotations: np.ndarray, translations: np.ndarray) -> None:
@@ -159,10 +161,11 @@ def reshow(obj: bpy.types.Object, rt: ObjectRuntime, rotations: np.ndarray, tran
     assert rt.pose is not None
     rt.pose.write(obj, rotations, translations, rt.pose.io.read(obj))
     _wrote.add(obj.name)
-    key = _frame_key(rt.frame)
-    kept = rt.frames.get(key)
-    if kept is not None:
-        rt.frames[key] = RenderFrame(rotations.copy(), translations.copy(), kept.seen)
+    if rt.last is not None:
+        rt.last = RenderFrame(rotations.copy(), translations.copy(), rt.last.seen)
+        key = _frame_key(rt.frame)
+        if key in rt.frames:
+            rt.frames[key] = rt.last
 
 
 def _frame_key(frame: float) -> float:
@@ -197,7 +200,7 @@ def _build(obj: bpy.types.Object, rt: ObjectRuntime, scene: bpy.types.Scene) -> 
     """(Re)build the stack, instance and pose reader; the previous output is removed first."""
     if rt.pose is not None:
         rt.pose.restore(obj)
-    rt.built = rt.instance = rt.pose = rt.reader = None
+    rt.built = rt.instance = rt.pose = rt.reader = rt.last = None
     rt.reports = {}
     rt.frames.clear()
     rt.error = ""
@@ -250,8 +253,9 @@ def evaluate_object(obj: bpy.types.Object, scene: bpy.types.Scene, depsgraph: An
         _wrote.add(obj.name)
         rt.reports = dict(result.reports)
         rt.frame = float(frames[0])
-        if rt.reader.seen is not None and len(rt.frames) < KEEP_FRAMES:
-            rt.frames[_frame_key(rt.frame)] = RenderFrame(rotations.copy(), translations.copy(), rt.reader.seen)
+        rt.last = None if rt.reader.seen is None else RenderFrame(rotations.copy(), translations.copy(), rt.reader.seen)
+        if rt.last is not None and len(rt.frames) < KEEP_FRAMES:
+            rt.frames[_frame_key(rt.frame)] = rt.last
         rt.error = ""
     except (MarionetteError, ValueError, KeyError, ReferenceError) as exc:
         rt.error = str(exc)
@@ -314,9 +318,8 @@ def _show_early_frame(obj: bpy.types.Object, scene: bpy.types.Scene, depsgraph: 
     if rt is None:
         return False
     early, rt.early = rt.early, float("nan")
-    key = _frame_key(scene.frame_current_final)
-    kept = rt.frames.get(key)
-    if early != key or kept is None or rt.dirty or rt.pose is None or rt.built is None:
+    kept = rt.last
+    if early != _frame_key(scene.frame_current_final) or kept is None or rt.dirty or rt.pose is None or rt.built is None:
         return False
     # A ground probed then stood where the last frame left it.
     if any(s.kind == "GROUND" for s in rt.built.specs) or not inputs_match(obj, kept.seen, depsgraph):
@@ -539,7 +542,7 @@ def _on_undo(*_args: Any) -> None:
     # channels' base values come back from the object's ID property with the channels.
     for rt in _runtimes.values():
         rt.dirty = True
-        rt.built = rt.instance = rt.pose = rt.reader = None
+        rt.built = rt.instance = rt.pose = rt.reader = rt.last = None
         rt.frames.clear()
     _wrote.clear()
     _live_names.clear()

@@ -39,7 +39,6 @@ from bpy.app.handlers import persistent
 from mathutils import Matrix
 
 from ..bridge.file_import import scene_fps
-from ..bridge.pose_channels import rotation_prop
 from ..bridge.rigid_bodies import (
     AFTER_PHYSICS_PROPERTY,
     BODY_PROPERTY,
@@ -116,15 +115,13 @@ def _carry_bodies(obj: Any, rt: ObjectRuntime) -> list[Any]:
     kept = live_preview.shown(rt)
     if rt.error or rt.pose is None or rt.built is None or rt.built.stack is None or kept is None or not rt.pose.writes_keyed:
         return []
-    io, keyed = rt.pose.io, rt.pose.keys.keyed
+    io = rt.pose.io
     animated = {p: v[None].astype(np.float64) for p, v in rt.pose.last.items()}
     rot = io.quats(animated)[0]
     tr = animated["location"][0].copy()
     tr[io.connected] = 0.0
-    rot_keyed = np.array([keyed[rotation_prop(m)][j].any() for j, m in enumerate(io.modes)], dtype=bool)
-    loc_keyed = keyed["location"].any(axis=1)
-    evaluated_rot = np.where(rot_keyed[:, None], rot, kept.rotations)
-    evaluated_tr = np.where(loc_keyed[:, None], tr, kept.translations)
+    evaluated_rot = np.where(rt.pose.rotation_keyed[:, None], rot, kept.rotations)
+    evaluated_tr = np.where(rt.pose.location_keyed[:, None], tr, kept.translations)
     if np.allclose(evaluated_rot, kept.rotations, rtol=0.0, atol=1e-9) and np.allclose(evaluated_tr, kept.translations, rtol=0.0, atol=1e-9):
         return []  # the controls override no key: every bone stands as shown
     skeleton = rt.built.stack.skeleton
