@@ -80,7 +80,7 @@ def bake_physics(obj: Any, frames: np.ndarray | None = None, name: str | None = 
     """Simulate and write back (see the module docstring) over ``frames`` (whole, increasing,
     contiguous; default the scene's range). Refuses (``RigError``/``ClipError``) before changing
     anything. The report has ``first_step`` (the largest distance a body moved over the
-    first simulated frame, metres) and ``start_offset`` (how far a dynamic body started from where
+    first step, from the held frame before the first: gravity alone, metres) and ``start_offset`` (how far a dynamic body started from where
     the first frame's pose carries it, metres)."""
     t0 = time.perf_counter()
     scene = scene or bpy.context.scene
