@@ -481,7 +481,7 @@ def test_a_joint_to_a_body_moving_from_the_first_frame_holds(addon, tmp_path):
     assert baked.report["start_offset"] < 1e-4 and baked.report["first_step"] < 0.01
 
 
-@pytest.mark.parametrize("drive", ["keys", "live preview", "live preview over FK keys"])
+@pytest.mark.parametrize("drive", ["keys", "live preview", "live preview over FK keys", "live preview over FK keys, the rig moved and turned"])
 def test_played_in_the_viewport_a_joint_to_a_body_moving_from_the_first_frame_holds(addon, tmp_path, drive):
     """The same ornament played on the timeline with physics on, the knee moved by baked keys or
     by the live preview's leg IK (the leg bones unkeyed). Its joint is built on the first frame's
@@ -490,16 +490,20 @@ def test_played_in_the_viewport_a_joint_to_a_body_moving_from_the_first_frame_ho
     within the joint's slack: the live preview shows each frame before Blender simulates it too,
     so the knee body is carried by that frame's IK (11 mm behind before); where the motion also
     keys the leg, which the animation sets in the evaluation that steps the simulation, the knee
-    body is given the own transform that makes up for it. Frame 2, whose step
+    body is given the own transform that makes up for it (also with the armature object moved
+    and turned 90 degrees after the import). Frame 2, whose step
     carries no motion of the knee, is left out. The knee body is parented to its bone again."""
     bpy = addon
     from marionette.bridge.rigid_bodies import set_physics
     from marionette.usecases.bake_controls import bake_controls
 
-    pmx, vmd = _ornament_files(tmp_path, fk_keys=drive.endswith("FK keys"))
+    pmx, vmd = _ornament_files(tmp_path, fk_keys="FK keys" in drive)
     result = _import(bpy, pmx, vmd)
     obj, bodies = result.obj, result.physics.bodies
     scene = bpy.context.scene
+    if drive.endswith("turned"):
+        obj.location = (1.0, -2.0, 0.5)
+        obj.rotation_euler = (0.0, 0.0, math.pi / 2)
     if drive == "keys":
         bake_controls(obj, np.arange(1, 47, dtype=float))
     else:
